@@ -1,0 +1,27 @@
+package core
+
+// algorithm is one counting rule over a per-key state S. Implementations are
+// pure functions of (state, now, n): they read no clock and take no lock; the
+// store serializes calls per key and supplies the time, in nanoseconds since
+// the Unix epoch, measured monotonically.
+type algorithm[S any] interface {
+	// empty returns the state of a key that has never been seen.
+	empty(now int64) S
+	// decide returns what a request for n units decides at now against s
+	// and, when it is allowed and commit is set, the state after counting
+	// it. With commit unset the returned state is s, unchanged.
+	decide(s S, now, n int64, commit bool) (verdict, S)
+	// fresh reports whether s carries no information at now: a key in that
+	// state decides exactly as a new one, so dropping it changes nothing.
+	fresh(s S, now int64) bool
+}
+
+// verdict is a Decision without the fields every algorithm shares.
+// Durations are nanoseconds.
+type verdict struct {
+	allowed    bool
+	remaining  int64
+	retryAfter int64
+	resetAfter int64
+	delay      int64
+}

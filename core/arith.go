@@ -1,0 +1,108 @@
+package core
+
+import "math/bits"
+
+// Exact integer helpers. Durations are int64 nanoseconds; products that can
+// pass 2^63 (Limit × Window reaches 1e9 × 3.2e16) go through 128 bits.
+
+// mulDivCeil returns ceil(a*b/c), saturating at the largest uint64.
+func mulDivCeil(a, b, c uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	if hi >= c {
+		return ^uint64(0)
+	}
+	q, r := bits.Div64(hi, lo, c)
+	if r != 0 {
+		q++
+	}
+	return q
+}
+
+// mulDivFloor returns floor(a*b/c), saturating at the largest uint64.
+func mulDivFloor(a, b, c uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	if hi >= c {
+		return ^uint64(0)
+	}
+	q, _ := bits.Div64(hi, lo, c)
+	return q
+}
+
+// mulSat returns a*b, saturating at the largest uint64.
+func mulSat(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	if hi != 0 {
+		return ^uint64(0)
+	}
+	return lo
+}
+
+// ceilDiv returns ceil(a/b) for a >= 0, b > 0.
+func ceilDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 {
+		q++
+	}
+	return q
+}
+
+// floorDiv returns floor(a/b) for b > 0, rounding towards minus infinity
+// for negative a (times before 1970 on a manual clock).
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}
+
+func gcd(a, b uint64) uint64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// u128 is an unsigned 128-bit integer for exact comparisons.
+type u128 struct{ hi, lo uint64 }
+
+func mul128(a, b uint64) u128 {
+	hi, lo := bits.Mul64(a, b)
+	return u128{hi, lo}
+}
+
+func (x u128) add(y u128) u128 {
+	lo, carry := bits.Add64(x.lo, y.lo, 0)
+	hi, _ := bits.Add64(x.hi, y.hi, carry)
+	return u128{hi, lo}
+}
+
+// sub returns x-y for x >= y.
+func (x u128) sub(y u128) u128 {
+	lo, borrow := bits.Sub64(x.lo, y.lo, 0)
+	hi, _ := bits.Sub64(x.hi, y.hi, borrow)
+	return u128{hi, lo}
+}
+
+func (x u128) less(y u128) bool { return x.hi < y.hi || x.hi == y.hi && x.lo < y.lo }
+
+// divFloor returns floor(x/d), saturating at the largest uint64.
+func (x u128) divFloor(d uint64) uint64 {
+	if x.hi >= d {
+		return ^uint64(0)
+	}
+	q, _ := bits.Div64(x.hi, x.lo, d)
+	return q
+}
+
+// divCeil returns ceil(x/d), saturating at the largest uint64.
+func (x u128) divCeil(d uint64) uint64 {
+	if x.hi >= d {
+		return ^uint64(0)
+	}
+	q, r := bits.Div64(x.hi, x.lo, d)
+	if r != 0 {
+		q++
+	}
+	return q
+}

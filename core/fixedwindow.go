@@ -1,0 +1,49 @@
+package core
+
+// fixedWindow counts units per window [k·W, (k+1)·W), aligned to multiples
+// of Window since the Unix epoch. A request is allowed when count + n <= L.
+// The counter starts over at each boundary, so up to 2·L units can pass in a
+// short span around one (L at the end of a window, L at the start of the
+// next): that is the algorithm, traded for one counter per key.
+type fixedWindow struct {
+	limit  int64
+	window int64
+}
+
+// fwState is a key's window index and the units counted in it.
+type fwState struct {
+	idx   int64
+	count int64
+}
+
+func (f *fixedWindow) empty(now int64) fwState { return fwState{idx: floorDiv(now, f.window)} }
+
+// current returns s as of now: a new, empty window once now has passed s's.
+// If the clock went backwards, s's window stays current (nothing is
+// forgotten early).
+func (f *fixedWindow) current(s fwState, now int64) fwState {
+	if idx := floorDiv(now, f.window); idx > s.idx {
+		return fwState{idx: idx}
+	}
+	return s
+}
+
+func (f *fixedWindow) fresh(s fwState, now int64) bool { return f.current(s, now).count == 0 }
+
+func (f *fixedWindow) decide(s fwState, now, n int64, commit bool) (verdict, fwState) {
+	cur := f.current(s, now)
+	untilEnd := (cur.idx+1)*f.window - now
+	if cur.count+n > f.limit {
+		v := verdict{remaining: f.limit - cur.count, retryAfter: untilEnd}
+		if cur.count > 0 {
+			v.resetAfter = untilEnd
+		}
+		return v, s
+	}
+	cur.count += n
+	v := verdict{allowed: true, remaining: f.limit - cur.count, resetAfter: untilEnd}
+	if commit {
+		return v, cur
+	}
+	return v, s
+}

@@ -1,0 +1,97 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Limiter decides whether a key may spend units now. Every store implements
+// it: the in-memory [Memory] and the Redis store make the same decisions for
+// the same [Policy], traffic and clock.
+//
+// All methods are safe for concurrent use. A denial is a [Decision] with
+// Allowed false, never an error; errors report bad input (an empty key, a
+// cost that is not positive, [ErrCostTooHigh]) or a broken store.
+type Limiter interface {
+	// AllowN reports whether n units may be spent for key now and, if so,
+	// counts them. It is all or nothing: a denied request counts nothing, so
+	// a client that keeps retrying is let in exactly when room frees up.
+	AllowN(ctx context.Context, key string, n int64) (Decision, error)
+
+	// Peek reports what AllowN(ctx, key, n) would decide now, counting
+	// nothing and leaving the key's state as it is.
+	Peek(ctx context.Context, key string, n int64) (Decision, error)
+
+	// Reset forgets key: its next request is treated as its first.
+	Reset(ctx context.Context, key string) error
+}
+
+// Decision is the outcome of one request against one [Policy].
+//
+// When Allowed, the fields describe the state after the request was counted;
+// when denied (or peeked), they describe the state as it is, with nothing
+// counted.
+type Decision struct {
+	// Allowed reports whether the request may proceed.
+	Allowed bool
+
+	// Limit is the policy's Limit: the units allowed per Window.
+	Limit int64
+
+	// Remaining is how many more units the key could spend right now, after
+	// this request if it was allowed. It is never negative. For the token and
+	// leaky buckets it can exceed Limit when Burst does.
+	Remaining int64
+
+	// RetryAfter is zero when allowed. When denied, it is the exact earliest
+	// wait after which the same request would be allowed if nothing else
+	// arrived in between.
+	RetryAfter time.Duration
+
+	// ResetAfter is the wait until the key is as if new: a full bucket, an
+	// empty window or log. Zero when the key holds no state.
+	ResetAfter time.Duration
+
+	// Delay is set by the leaky bucket only: how long the caller must wait
+	// before serving an allowed request (its place in the queue).
+	Delay time.Duration
+
+	// Policy is the policy that decided.
+	Policy Policy
+}
+
+var (
+	// ErrCostTooHigh reports a cost that the policy can never allow, however
+	// long the caller waits: more than Limit units (fixed window, sliding log,
+	// sliding window) or more than Burst (token and leaky buckets). See
+	// [Policy.MaxCost]. It is an error rather than a denial because no
+	// RetryAfter would be true.
+	ErrCostTooHigh = errors.New("cost exceeds what the policy can ever allow")
+
+	// ErrInvalidCost reports a cost n <= 0.
+	ErrInvalidCost = errors.New("cost must be positive")
+
+	// ErrEmptyKey reports an empty key. A key function that cannot identify
+	// the caller should say so with an error of its own rather than share one
+	// empty key among every unidentified caller.
+	ErrEmptyKey = errors.New("key is empty")
+
+	// ErrInvalidPolicy is wrapped by every error that rejects a [Policy].
+	ErrInvalidPolicy = errors.New("invalid policy")
+)
+
+// checkRequest validates the arguments shared by AllowN and Peek.
+func checkRequest(key string, n, maxCost int64) error {
+	if key == "" {
+		return fmt.Errorf("core: %w", ErrEmptyKey)
+	}
+	if n <= 0 {
+		return fmt.Errorf("core: cost %d: %w", n, ErrInvalidCost)
+	}
+	if n > maxCost {
+		return fmt.Errorf("core: cost %d, at most %d: %w", n, maxCost, ErrCostTooHigh)
+	}
+	return nil
+}

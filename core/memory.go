@@ -1,0 +1,169 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// DefaultMaxKeys is the number of keys a [Memory] limiter holds unless
+// [WithMaxKeys] says otherwise: about 128 MB at the token bucket's ~120 bytes
+// per key.
+const DefaultMaxKeys = 1 << 20
+
+// Memory is the in-process [Limiter]: one [Policy] enforced over any number of
+// keys held in memory.
+//
+// Keys live in a sharded LRU (a power of two of shards, several per CPU, each
+// behind its own mutex), so requests for different keys rarely wait for each
+// other and a key's check-and-update is atomic. A key's state is created
+// exactly once, by the first request that is allowed. Entries that have
+// become fresh (a full bucket, an empty window) are dropped first when room is
+// needed: they decide exactly as a new key would, so dropping them changes no
+// decision. The number of keys never exceeds the maximum ([WithMaxKeys],
+// default [DefaultMaxKeys]): under a flood of new keys the least recently
+// used key is evicted, and [Memory.Stats] counts those evictions, the only
+// way this limiter forgets usage. No background goroutine runs.
+//
+// State per key: the token and leaky buckets keep one int64, the fixed window
+// two, the sliding window an int64 and two counters, the sliding log one entry
+// per distinct request time in the last window.
+//
+// A Memory is safe for concurrent use. Its methods ignore ctx: they never
+// block on anything but a shard's mutex.
+type Memory struct {
+	policy Policy
+	clock  Clock
+	base   time.Time // clock reading at construction
+	baseNs int64     // base as Unix nanoseconds
+	cost   int64     // largest cost ever allowed
+	eng    engine
+}
+
+var _ Limiter = (*Memory)(nil)
+
+// engine is a store for one algorithm, with its state type erased.
+type engine interface {
+	decide(key string, now, n int64, commit bool) verdict
+	reset(key string)
+	stats() Stats
+}
+
+// Stats describes what a [Memory] limiter holds.
+type Stats struct {
+	// Keys is the number of keys held now, fresh ones not yet dropped
+	// included.
+	Keys int
+	// FreshDrops counts keys dropped because they had become fresh: no
+	// information was lost.
+	FreshDrops uint64
+	// LossyEvictions counts keys evicted while still holding usage, because
+	// the limiter was full. Each one may let its key spend again early; a
+	// steadily growing count means the maximum number of keys is too small
+	// for the traffic.
+	LossyEvictions uint64
+}
+
+// Option configures a [Memory] limiter.
+type Option func(*options)
+
+type options struct {
+	clock   Clock
+	maxKeys int
+}
+
+// WithClock sets the clock the limiter reads once per decision.
+// Default: [SystemClock].
+func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
+
+// WithMaxKeys bounds the number of keys held at once (at least 1).
+// Default: [DefaultMaxKeys].
+func WithMaxKeys(n int) Option { return func(o *options) { o.maxKeys = n } }
+
+// New returns an in-memory limiter that enforces p. It fails if p is invalid
+// (the error names the field, see [Policy.Validate]) or an option is.
+func New(p Policy, opts ...Option) (*Memory, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	o := options{clock: SystemClock{}, maxKeys: DefaultMaxKeys}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.clock == nil {
+		return nil, fmt.Errorf("core: WithClock(nil): a clock is required")
+	}
+	if o.maxKeys < 1 {
+		return nil, fmt.Errorf("core: WithMaxKeys(%d): must be at least 1", o.maxKeys)
+	}
+	m := &Memory{policy: p, clock: o.clock, cost: p.MaxCost()}
+	m.base = o.clock.Now()
+	m.baseNs = m.base.UnixNano()
+	limit, window := p.Limit, int64(p.Window)
+	switch p.Algorithm {
+	case TokenBucket, LeakyBucket:
+		m.eng = newStore[uint64](newGCRA(p), false, o.maxKeys)
+	case FixedWindow:
+		m.eng = newStore[fwState](&fixedWindow{limit: limit, window: window}, false, o.maxKeys)
+	case SlidingWindow:
+		m.eng = newStore[swState](&slidingWindow{limit: limit, window: window}, false, o.maxKeys)
+	case SlidingLog:
+		m.eng = newStore[*logState](&slidingLog{limit: limit, window: window}, true, o.maxKeys)
+	}
+	return m, nil
+}
+
+// now reads the clock once and returns Unix nanoseconds. Elapsed time is
+// measured from the reading taken at construction, monotonically when the
+// clock provides a monotonic reading (the system clock does).
+func (m *Memory) now() int64 {
+	return m.baseNs + int64(m.clock.Now().Sub(m.base))
+}
+
+// Policy returns the policy the limiter enforces.
+func (m *Memory) Policy() Policy { return m.policy }
+
+// Allow is shorthand for AllowN(ctx, key, 1).
+func (m *Memory) Allow(ctx context.Context, key string) (Decision, error) {
+	return m.AllowN(ctx, key, 1)
+}
+
+// AllowN reports whether n units may be spent for key now and, if so, counts
+// them; a denied request counts nothing. See [Limiter].
+func (m *Memory) AllowN(_ context.Context, key string, n int64) (Decision, error) {
+	return m.decide(key, n, true)
+}
+
+// Peek reports what AllowN would decide now without counting anything.
+func (m *Memory) Peek(_ context.Context, key string, n int64) (Decision, error) {
+	return m.decide(key, n, false)
+}
+
+func (m *Memory) decide(key string, n int64, commit bool) (Decision, error) {
+	if err := checkRequest(key, n, m.cost); err != nil {
+		return Decision{Limit: m.policy.Limit, Policy: m.policy}, err
+	}
+	v := m.eng.decide(key, m.now(), n, commit)
+	return Decision{
+		Allowed:    v.allowed,
+		Limit:      m.policy.Limit,
+		Remaining:  v.remaining,
+		RetryAfter: time.Duration(v.retryAfter),
+		ResetAfter: time.Duration(v.resetAfter),
+		Delay:      time.Duration(v.delay),
+		Policy:     m.policy,
+	}, nil
+}
+
+// Reset forgets key. It fails only for an empty key.
+func (m *Memory) Reset(_ context.Context, key string) error {
+	if key == "" {
+		return fmt.Errorf("core: %w", ErrEmptyKey)
+	}
+	m.eng.reset(key)
+	return nil
+}
+
+// Stats reports the keys held and the evictions so far. It locks each shard
+// in turn, so it is cheap enough for a metrics scrape, not for every request.
+func (m *Memory) Stats() Stats { return m.eng.stats() }

@@ -1,0 +1,110 @@
+package core
+
+// The token bucket and the leaky bucket are both the generic cell rate
+// algorithm (GCRA): one number per key, the theoretical arrival time (TAT),
+// the time at which the bucket is full again (token bucket) or the queue is
+// empty (leaky bucket). A request for n units at now is allowed when
+//
+//	max(TAT, now) + n·T - now <= C
+//
+// where T = Window/Limit is the time one unit takes to refill (or to be
+// served) and C = Burst·T is the capacity in time. Allowing it moves TAT to
+// max(TAT, now) + n·T. The leaky bucket admits by the same rule and also
+// reports the Delay until the request's last unit is served,
+// max(TAT, now) + (n-1)·T - now: the k-th of simultaneous requests waits
+// (k-1)·T, and Burst of them fit in the queue.
+//
+// # Exact time
+//
+// T is rarely a whole number of nanoseconds (1 s / 3 is not), and rounding it
+// would drift: three requests a second spaced a third of a second apart would
+// slowly fall behind. So time is counted in units of 1/q nanosecond, with
+// q = Limit / gcd(Limit, Window in ns): T = Window·q/Limit is then a whole
+// number and every sum is exact. For most policies q is 1 (100/1m, 10/s,
+// 1000/1h); 3/s has q = 3.
+//
+// TAT is kept modulo 2^64 in those units, so one int64 per key suffices, and
+// differences are taken with wrapping arithmetic. A live state lies within C
+// of now; a difference outside [0, 2C] (a key idle for ages, or a clock moved
+// far backwards) is read as a full bucket. A key idle longer than 2^63/q ns
+// (292 years at q = 1) could wrap into that range; to keep the odds of that
+// negligible, q is capped at 64 and C at 2^54 units. A policy beyond either
+// cap (rare: 97/1m has q = 97) uses the largest q within them and rounds T up
+// to its next 1/q ns: never more than the policy allows, at most 1/q ns per
+// unit stricter.
+type gcra struct {
+	q     uint64 // time units per nanosecond
+	unit  int64  // T: time one unit takes to refill, in 1/q ns
+	cap   int64  // C: capacity in 1/q ns
+	leaky bool   // report Delay
+}
+
+const (
+	gcraMaxScale = 64
+	gcraMaxCap   = 1 << 54
+)
+
+// newGCRA sets up the bucket for a valid policy.
+func newGCRA(p Policy) *gcra {
+	limit, window, cost := uint64(p.Limit), uint64(p.Window), uint64(p.MaxCost())
+	g := gcd(limit, window)
+	q, unit := limit/g, window/g
+	if q > gcraMaxScale || mulSat(cost, unit) > gcraMaxCap {
+		q = gcraMaxScale
+		for q > 1 && mulSat(cost, mulDivCeil(window, q, limit)) > gcraMaxCap {
+			q /= 2
+		}
+		unit = mulDivCeil(window, q, limit)
+	}
+	// Validate bounds cost·Window/Limit by 100 years, under 2^62 ns.
+	return &gcra{q: q, unit: int64(unit), cap: int64(cost * unit), leaky: p.Algorithm == LeakyBucket}
+}
+
+// scaled returns now in 1/q ns, modulo 2^64.
+func (g *gcra) scaled(now int64) uint64 { return uint64(now) * g.q }
+
+// backlog returns TAT - now in 1/q ns: 0 for a full bucket, up to C for an
+// empty one.
+func (g *gcra) backlog(tat uint64, now int64) int64 {
+	d := int64(tat - g.scaled(now))
+	if d < 0 || d > 2*g.cap {
+		return 0
+	}
+	return d
+}
+
+// toNanos converts a non-negative span in 1/q ns to nanoseconds, rounding up.
+func (g *gcra) toNanos(d int64) int64 {
+	if g.q == 1 {
+		return d
+	}
+	return ceilDiv(d, int64(g.q))
+}
+
+func (g *gcra) empty(now int64) uint64 { return g.scaled(now) }
+
+func (g *gcra) fresh(tat uint64, now int64) bool { return g.backlog(tat, now) == 0 }
+
+func (g *gcra) decide(tat uint64, now, n int64, commit bool) (verdict, uint64) {
+	d := g.backlog(tat, now)
+	need := d + n*g.unit
+	if need > g.cap {
+		return verdict{
+			remaining:  max(g.cap-d, 0) / g.unit,
+			retryAfter: g.toNanos(need - g.cap),
+			resetAfter: g.toNanos(d),
+		}, tat
+	}
+	v := verdict{
+		allowed:    true,
+		remaining:  (g.cap - need) / g.unit,
+		resetAfter: g.toNanos(need),
+	}
+	if g.leaky {
+		v.delay = g.toNanos(d + (n-1)*g.unit)
+	}
+	if commit {
+		tat = g.scaled(now) + uint64(need)
+	}
+	return v, tat
+}
