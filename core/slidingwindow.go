@@ -78,10 +78,10 @@ func (w *slidingWindow) remaining(prev, cur, e int64) int64 {
 }
 
 // retryAfter returns the wait until n fits, for a request that does not fit
-// now. Within the current window it fits once prev·(W-e') <= (L-cur-n)·W,
-// that is at e' = W - floor((L-cur-n)·W/prev). Failing that, the current
+// now. Within the current window it fits once prev·(W-e1) <= (L-cur-n)·W,
+// that is at e1 = W - floor((L-cur-n)·W/prev). Failing that, the current
 // count becomes the previous one at the boundary, and n fits in the next
-// window at e” = W - floor((L-n)·W/cur).
+// window at e2 = W - floor((L-n)·W/cur).
 func (w *slidingWindow) retryAfter(prev, cur, n, e int64) int64 {
 	W := w.window
 	if room := w.limit - cur - n; room >= 0 && prev > 0 {

@@ -1,0 +1,155 @@
+package core
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestShardCount(t *testing.T) {
+	for _, tt := range []struct{ maxKeys, atMost int }{{1, 1}, {63, 1}, {200, 2}, {1 << 20, 256}} {
+		n := shardCount(tt.maxKeys)
+		if n < 1 || n&(n-1) != 0 || n > tt.atMost || (n > 1 && tt.maxKeys/n < 64) {
+			t.Errorf("shardCount(%d) = %d, want a power of two <= %d with >= 64 keys each", tt.maxKeys, n, tt.atMost)
+		}
+	}
+}
+
+// A flood of new keys never holds more than MaxKeys; keys that were used up
+// and are still live are evicted (and counted as lossy) only when the store
+// is full of them.
+func TestMaxKeysBoundsMemory(t *testing.T) {
+	for _, maxKeys := range []int{1, 100, 5000} {
+		t.Run(strconv.Itoa(maxKeys), func(t *testing.T) {
+			clock := NewManualClock(time.Unix(1_800_000_000, 0))
+			m, err := New(Policy{Limit: 10, Window: time.Hour}, WithClock(clock), WithMaxKeys(maxKeys))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			const flood = 20000
+			for i := range flood {
+				if d, _ := m.Allow(ctx, "flood-"+strconv.Itoa(i)); !d.Allowed {
+					t.Fatalf("new key %d denied", i)
+				}
+				if k := m.Stats().Keys; i%997 == 0 && k > maxKeys {
+					t.Fatalf("after %d keys the store holds %d, above %d", i+1, k, maxKeys)
+				}
+			}
+			st := m.Stats()
+			if st.Keys > maxKeys || st.Keys < maxKeys*3/4 {
+				t.Fatalf("Stats %+v: want Keys near %d and never above", st, maxKeys)
+			}
+			if got := uint64(st.Keys) + st.LossyEvictions + st.FreshDrops; got != flood {
+				t.Fatalf("Stats %+v: keys held + evicted + dropped = %d, want %d", st, got, flood)
+			}
+			if st.FreshDrops != 0 {
+				t.Fatalf("Stats %+v: no key was fresh yet, want 0 fresh drops", st)
+			}
+		})
+	}
+}
+
+// Keys whose state has become fresh are dropped before any live key, and
+// their dropping is free: the key decides as if new anyway.
+func TestFreshKeysGoFirst(t *testing.T) {
+	for _, a := range Algorithms {
+		t.Run(a.String(), func(t *testing.T) {
+			clock := NewManualClock(time.Unix(1_800_000_000, 0))
+			m, err := New(Policy{Algorithm: a, Limit: 2, Window: time.Second}, WithClock(clock), WithMaxKeys(64))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			for i := range 64 {
+				m.Allow(ctx, "old-"+strconv.Itoa(i))
+			}
+			clock.Advance(time.Hour) // every old key is fresh now
+			for i := range 64 {
+				if d, _ := m.AllowN(ctx, "new-"+strconv.Itoa(i), 2); !d.Allowed {
+					t.Fatalf("new key %d denied", i)
+				}
+			}
+			st := m.Stats()
+			if st.LossyEvictions != 0 || st.FreshDrops != 64 || st.Keys != 64 {
+				t.Fatalf("Stats %+v: want 64 fresh drops, no lossy eviction, 64 keys", st)
+			}
+			// The new keys are live: a flood now evicts them, counted.
+			for i := range 10 {
+				m.Allow(ctx, "flood-"+strconv.Itoa(i))
+			}
+			if st := m.Stats(); st.LossyEvictions != 10 {
+				t.Fatalf("Stats %+v: want 10 lossy evictions", st)
+			}
+		})
+	}
+}
+
+// Inserting new keys sweeps fresh ones from the LRU tail, so idle keys do
+// not pile up even below MaxKeys.
+func TestIdleKeysAreSwept(t *testing.T) {
+	clock := NewManualClock(time.Unix(1_800_000_000, 0))
+	m, _ := New(Policy{Limit: 5, Window: time.Second}, WithClock(clock), WithMaxKeys(1<<16))
+	ctx := context.Background()
+	for i := range 1000 {
+		m.Allow(ctx, "a-"+strconv.Itoa(i))
+	}
+	clock.Advance(time.Minute)
+	for i := range 1000 {
+		m.Allow(ctx, "b-"+strconv.Itoa(i))
+	}
+	if st := m.Stats(); st.Keys != 1000 || st.FreshDrops != 1000 {
+		t.Fatalf("Stats %+v: want the 1000 idle keys swept", st)
+	}
+}
+
+// Denied requests and Peeks never create a key.
+func TestNoStateWithoutAllowedRequest(t *testing.T) {
+	m, _ := New(Policy{Algorithm: SlidingLog, Limit: 5, Window: time.Second})
+	ctx := context.Background()
+	for i := range 100 {
+		m.Peek(ctx, "p-"+strconv.Itoa(i), 1)
+	}
+	if k := m.Stats().Keys; k != 0 {
+		t.Fatalf("Peek created %d keys", k)
+	}
+}
+
+func TestManualClockConcurrent(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("X", 3600))
+	c := NewManualClock(start)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 1000 {
+				c.Advance(time.Millisecond)
+				_ = c.Now()
+			}
+		}()
+	}
+	wg.Wait()
+	if got, want := c.Now(), start.Add(8*time.Second); !got.Equal(want) || got.Location() != start.Location() {
+		t.Fatalf("Now() = %v, want %v", got, want)
+	}
+	c.Set(start)
+	if !c.Now().Equal(start) {
+		t.Fatalf("Set did not move the clock back")
+	}
+}
+
+// The system clock's monotonic reading drives elapsed time.
+func TestSystemClockIsMonotonic(t *testing.T) {
+	m, _ := New(Policy{Limit: 1, Window: time.Second})
+	if m.base.Round(0) == m.base {
+		t.Skip("this platform's clock has no monotonic reading")
+	}
+	a := m.now()
+	b := m.now()
+	if b < a {
+		t.Fatalf("time went backwards: %d then %d", a, b)
+	}
+}
