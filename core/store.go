@@ -13,9 +13,12 @@ import (
 // the key. Requests for keys in different shards never wait for each other.
 //
 // Keys are stored as a 128-bit seeded hash (two independent maphash sums),
-// not as the string: every key costs the same memory however long it is, no
-// caller's string is retained, and the odds that two of a million live keys
-// collide are below 10^-26.
+// not as the string: every key costs the same memory however long it is and
+// no caller's string is retained. The first half indexes the LRU, the second
+// is kept beside the state and checked on every lookup; two keys that share
+// the first half (odds 2^-64 per pair) are told apart and the older one is
+// evicted, counted as lossy. Two keys sharing all 128 bits, the only way two
+// callers could share a state, is below 10^-26 for a million live keys.
 type store[S any, A algorithm[S]] struct {
 	alg          A
 	inPlace      bool // the state is a pointer updated in place
@@ -26,14 +29,19 @@ type store[S any, A algorithm[S]] struct {
 
 type shard[S any] struct {
 	mu    sync.Mutex
-	lru   *simplelru.LRU[hashKey, S]
+	lru   *simplelru.LRU[uint64, slot[S]]
 	limit int
 	fresh uint64 // fresh entries dropped
 	lossy uint64 // non-fresh entries evicted to make room
 	_     [64]byte
 }
 
-type hashKey [2]uint64
+// slot is what the LRU holds for a key: the second half of the key's hash
+// and the algorithm's state.
+type slot[S any] struct {
+	check uint64
+	state S
+}
 
 // shardCount returns the number of shards for maxKeys: several per CPU, a
 // power of two, and at least 64 keys each.
@@ -65,69 +73,89 @@ func newStore[S any, A algorithm[S]](alg A, inPlace bool, maxKeys int) *store[S,
 		}
 		// The LRU is one larger than the limit: the shard evicts before it
 		// adds, choosing and counting what goes, so the LRU never does.
-		s.shards[i].lru, _ = simplelru.NewLRU[hashKey, S](limit+1, nil)
+		s.shards[i].lru, _ = simplelru.NewLRU[uint64, slot[S]](limit+1, nil)
 		s.shards[i].limit = limit
 	}
 	return s
 }
 
-func (s *store[S, A]) locate(key string) (*shard[S], hashKey) {
-	h := hashKey{maphash.String(s.seed1, key), maphash.String(s.seed2, key)}
-	return &s.shards[h[0]&s.mask], h
+// locate returns key's shard and the two halves of its hash.
+func (s *store[S, A]) locate(key string) (sh *shard[S], h, check uint64) {
+	h = maphash.String(s.seed1, key)
+	return &s.shards[h&s.mask], h, maphash.String(s.seed2, key)
 }
 
 // decide runs the algorithm for key under its shard's lock and, when commit
 // is set and the request is allowed, stores the new state.
 func (s *store[S, A]) decide(key string, now, n int64, commit bool) verdict {
-	sh, h := s.locate(key)
+	sh, h, check := s.locate(key)
 	sh.mu.Lock()
-	var st S
-	var ok bool
+	var sl slot[S]
+	var found, ok bool
 	if commit {
-		st, ok = sh.lru.Get(h)
+		sl, found = sh.lru.Get(h)
 	} else {
-		st, ok = sh.lru.Peek(h)
+		sl, found = sh.lru.Peek(h)
 	}
-	if !ok {
-		st = s.alg.empty(now)
+	if ok = found && sl.check == check; !ok {
+		sl.state = s.alg.empty(now)
 	}
-	v, next := s.alg.decide(st, now, n, commit)
+	v, next := s.alg.decide(sl.state, now, n, commit)
 	if commit && v.allowed {
 		switch {
 		case !ok:
-			s.insert(sh, h, next, now)
+			s.insert(sh, h, slot[S]{check, next}, found, now)
 		case !s.inPlace:
-			sh.lru.Add(h, next)
+			sh.lru.Add(h, slot[S]{check, next})
 		}
 	}
 	sh.mu.Unlock()
 	return v
 }
 
-// insert adds a new key. Before it does, it drops up to two least recently
-// used entries that have become fresh (they decide as new keys would, so
-// nothing is lost), and if the shard is still full it evicts the least
-// recently used entry, counting that loss.
-func (s *store[S, A]) insert(sh *shard[S], h hashKey, st S, now int64) {
+// insert adds a new key. If another key held its LRU index (a 64-bit hash
+// collision), that key is replaced. Otherwise it first drops up to two least
+// recently used entries that have become fresh (they decide as new keys
+// would, so nothing is lost), and if the shard is still full it evicts the
+// least recently used entry. Replacing or evicting a key that was not fresh
+// is counted as lossy.
+func (s *store[S, A]) insert(sh *shard[S], h uint64, sl slot[S], collided bool, now int64) {
+	if collided {
+		old, _ := sh.lru.Peek(h)
+		s.count(sh, old.state, now)
+		sh.lru.Add(h, sl)
+		return
+	}
 	for range 2 {
 		_, old, ok := sh.lru.GetOldest()
-		if !ok || !s.alg.fresh(old, now) {
+		if !ok || !s.alg.fresh(old.state, now) {
 			break
 		}
 		sh.lru.RemoveOldest()
 		sh.fresh++
 	}
 	if sh.lru.Len() >= sh.limit {
-		sh.lru.RemoveOldest()
+		_, old, _ := sh.lru.RemoveOldest()
+		s.count(sh, old.state, now)
+	}
+	sh.lru.Add(h, sl)
+}
+
+// count records the removal of a state to make room.
+func (s *store[S, A]) count(sh *shard[S], old S, now int64) {
+	if s.alg.fresh(old, now) {
+		sh.fresh++
+	} else {
 		sh.lossy++
 	}
-	sh.lru.Add(h, st)
 }
 
 func (s *store[S, A]) reset(key string) {
-	sh, h := s.locate(key)
+	sh, h, check := s.locate(key)
 	sh.mu.Lock()
-	sh.lru.Remove(h)
+	if sl, ok := sh.lru.Peek(h); ok && sl.check == check {
+		sh.lru.Remove(h)
+	}
 	sh.mu.Unlock()
 }
 

@@ -153,3 +153,30 @@ func TestSystemClockIsMonotonic(t *testing.T) {
 		t.Fatalf("time went backwards: %d then %d", a, b)
 	}
 }
+
+// Two keys whose hashes share the LRU index (a 64-bit collision, forced here
+// by corrupting the stored check) are told apart: the newcomer starts fresh
+// and the replaced state is counted.
+func TestHashCollisionIsDetected(t *testing.T) {
+	clock := NewManualClock(time.Unix(1_800_000_000, 0))
+	m, _ := New(Policy{Limit: 1, Window: time.Hour}, WithClock(clock))
+	ctx := context.Background()
+	if d, _ := m.Allow(ctx, "victim"); !d.Allowed {
+		t.Fatal("first request denied")
+	}
+	s := m.eng.(*store[uint64, *gcra])
+	sh, h, _ := s.locate("victim")
+	sl, _ := sh.lru.Peek(h)
+	sl.check ^= 1 // the entry now belongs to "another key" with the same index
+	sh.lru.Add(h, sl)
+	d, _ := m.Allow(ctx, "victim")
+	if !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("after a collision: %+v, want a fresh state (allowed, 0 left)", d)
+	}
+	if st := m.Stats(); st.LossyEvictions != 1 || st.Keys != 1 {
+		t.Fatalf("Stats %+v: want the replaced live state counted as 1 lossy eviction", st)
+	}
+	if err := m.Reset(ctx, "victim"); err != nil || m.Stats().Keys != 0 {
+		t.Fatalf("Reset after a collision: %v, %d keys left", err, m.Stats().Keys)
+	}
+}
