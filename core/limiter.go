@@ -66,7 +66,7 @@ var (
 	// ErrCostTooHigh reports a cost that the policy can never allow, however
 	// long the caller waits: more than Limit units (fixed window, sliding log,
 	// sliding window) or more than Burst (token and leaky buckets). See
-	// [Policy.MaxCost]. It is an error rather than a denial because no
+	// [Policy.Capacity]. It is an error rather than a denial because no
 	// RetryAfter would be true.
 	ErrCostTooHigh = errors.New("cost exceeds what the policy can ever allow")
 

@@ -97,7 +97,7 @@ func New(p Policy, opts ...Option) (*Memory, error) {
 	if o.maxKeys < 1 {
 		return nil, fmt.Errorf("core: WithMaxKeys(%d): must be at least 1", o.maxKeys)
 	}
-	m := &Memory{policy: p, clock: o.clock, cost: p.MaxCost()}
+	m := &Memory{policy: p, clock: o.clock, cost: p.Capacity()}
 	m.base = o.clock.Now()
 	m.baseNs = m.base.UnixNano()
 	_, m.system = o.clock.(SystemClock)

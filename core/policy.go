@@ -108,8 +108,9 @@ type Policy struct {
 // Burstable reports whether the algorithm uses Burst.
 func (a Algorithm) Burstable() bool { return a == TokenBucket || a == LeakyBucket }
 
-// Capacity returns the burst the policy allows: Burst for the buckets (Limit
-// when Burst is 0), Limit for the others.
+// Capacity returns the burst the policy allows, which is also the largest
+// cost one request can ever be allowed (a larger one gets [ErrCostTooHigh]):
+// Burst for the buckets (Limit when Burst is 0), Limit for the others.
 func (p Policy) Capacity() int64 {
 	if p.Algorithm.Burstable() && p.Burst > 0 {
 		return p.Burst
@@ -117,9 +118,6 @@ func (p Policy) Capacity() int64 {
 	return p.Limit
 }
 
-// MaxCost returns the largest cost one request can ever be allowed, its
-// Capacity. A larger cost gets [ErrCostTooHigh].
-func (p Policy) MaxCost() int64 { return p.Capacity() }
 
 // Validate reports whether the policy can be enforced. The error wraps
 // [ErrInvalidPolicy] and names the field at fault.
@@ -149,7 +147,7 @@ func (p Policy) Validate() error {
 		return bad("Burst", "applies to token-bucket and leaky-bucket only, got %d with %v", p.Burst, p.Algorithm)
 	}
 	// The time a full bucket takes to drain at rate Limit/Window.
-	if span := mulDivCeil(uint64(p.MaxCost()), uint64(p.Window), uint64(p.Limit)); span > uint64(maxBurstSpan) {
+	if span := mulDivCeil(uint64(p.Capacity()), uint64(p.Window), uint64(p.Limit)); span > uint64(maxBurstSpan) {
 		return bad("Burst", "%d at %d per %v takes over 100 years to refill", p.Capacity(), p.Limit, p.Window)
 	}
 	return nil

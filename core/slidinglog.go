@@ -35,8 +35,11 @@ func (l *slidingLog) prune(s *logState, now int64) {
 		s.sum -= s.entries[s.head].n
 		s.head++
 	}
-	switch {
-	case s.head == len(s.entries):
+	switch live := len(s.entries) - s.head; {
+	case cap(s.entries) > 64 && 4*live < cap(s.entries):
+		// After a burst, give most of the memory back.
+		s.entries, s.head = append(make([]logEntry, 0, 2*live), s.entries[s.head:]...), 0
+	case live == 0:
 		s.entries, s.head = s.entries[:0], 0
 	case s.head >= 32 && 2*s.head >= len(s.entries):
 		k := copy(s.entries, s.entries[s.head:])

@@ -46,7 +46,7 @@ const (
 
 // newGCRA sets up the bucket for a valid policy.
 func newGCRA(p Policy) *gcra {
-	limit, window, cost := uint64(p.Limit), uint64(p.Window), uint64(p.MaxCost())
+	limit, window, cost := uint64(p.Limit), uint64(p.Window), uint64(p.Capacity())
 	g := gcd(limit, window)
 	q, unit := limit/g, window/g
 	if q > gcraMaxScale || mulSat(cost, unit) > gcraMaxCap {

@@ -352,7 +352,7 @@ func (s suite) testRetryAfterExact(t *testing.T) {
 			denials := 0
 			for i := 0; i < 1000; i++ {
 				clock.Advance(time.Duration(rng.Int64N(3*step/2 + 1)))
-				n := 1 + rng.Int64N(min(p.MaxCost(), 4))
+				n := 1 + rng.Int64N(min(p.Capacity(), 4))
 				pd := peek(t, lim, "r", n)
 				d := allow(t, lim, "r", n)
 				if pd != d {
@@ -385,8 +385,8 @@ func (s suite) testRetryAfterExact(t *testing.T) {
 // checkSane checks the bounds every Decision keeps.
 func checkSane(t *testing.T, p core.Policy, d core.Decision) {
 	t.Helper()
-	if d.Remaining < 0 || d.Remaining > p.MaxCost() {
-		t.Fatalf("Remaining %d outside [0, %d]: %+v", d.Remaining, p.MaxCost(), d)
+	if d.Remaining < 0 || d.Remaining > p.Capacity() {
+		t.Fatalf("Remaining %d outside [0, %d]: %+v", d.Remaining, p.Capacity(), d)
 	}
 	if d.RetryAfter < 0 || d.ResetAfter < 0 || d.Delay < 0 {
 		t.Fatalf("negative duration: %+v", d)
@@ -438,11 +438,11 @@ func (s suite) testPeekCountsNothing(t *testing.T) {
 	forEach(t, core.Policy{Limit: 5, Window: time.Minute}, func(t *testing.T, p core.Policy) {
 		lim, _ := s.build(t, p)
 		for range 20 {
-			if d := peek(t, lim, "p", 1); !d.Allowed || d.Remaining != p.MaxCost()-1 {
-				t.Fatalf("Peek on a new key: %+v, want allowed with %d left", d, p.MaxCost()-1)
+			if d := peek(t, lim, "p", 1); !d.Allowed || d.Remaining != p.Capacity()-1 {
+				t.Fatalf("Peek on a new key: %+v, want allowed with %d left", d, p.Capacity()-1)
 			}
 		}
-		for i := range p.MaxCost() {
+		for i := range p.Capacity() {
 			if d := allow(t, lim, "p", 1); !d.Allowed {
 				t.Fatalf("request %d after Peeks denied", i+1)
 			}
@@ -462,16 +462,16 @@ func (s suite) testPeekCountsNothing(t *testing.T) {
 func (s suite) testReset(t *testing.T) {
 	forEach(t, core.Policy{Limit: 4, Window: time.Hour}, func(t *testing.T, p core.Policy) {
 		lim, _ := s.build(t, p)
-		allow(t, lim, "gone", p.MaxCost())
-		allow(t, lim, "kept", p.MaxCost())
+		allow(t, lim, "gone", p.Capacity())
+		allow(t, lim, "kept", p.Capacity())
 		if d := allow(t, lim, "gone", 1); d.Allowed {
 			t.Fatalf("exhausted key allowed")
 		}
 		if err := lim.Reset(ctx, "gone"); err != nil {
 			t.Fatalf("Reset: %v", err)
 		}
-		if d := allow(t, lim, "gone", 1); !d.Allowed || d.Remaining != p.MaxCost()-1 {
-			t.Fatalf("after Reset: %+v, want allowed with %d left", d, p.MaxCost()-1)
+		if d := allow(t, lim, "gone", 1); !d.Allowed || d.Remaining != p.Capacity()-1 {
+			t.Fatalf("after Reset: %+v, want allowed with %d left", d, p.Capacity()-1)
 		}
 		if d := allow(t, lim, "kept", 1); d.Allowed {
 			t.Fatalf("Reset of one key freed another")
@@ -485,7 +485,7 @@ func (s suite) testReset(t *testing.T) {
 func (s suite) testCost(t *testing.T) {
 	forEach(t, core.Policy{Limit: 10, Window: time.Minute}, func(t *testing.T, p core.Policy) {
 		lim, _ := s.build(t, p)
-		max := p.MaxCost()
+		max := p.Capacity()
 		if d := allow(t, lim, "c", 4); !d.Allowed || d.Remaining != max-4 {
 			t.Fatalf("cost 4: %+v, want allowed with %d left", d, max-4)
 		}
@@ -564,7 +564,7 @@ func (s suite) testExtremes(t *testing.T) {
 	} {
 		forEach(t, base, func(t *testing.T, p core.Policy) {
 			lim, clock := s.build(t, p)
-			max := p.MaxCost()
+			max := p.Capacity()
 			d := allow(t, lim, "x", max)
 			checkSane(t, p, d)
 			if !d.Allowed || d.Remaining != 0 {

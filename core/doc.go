@@ -1,0 +1,84 @@
+// Package core holds ratekit's rate-limiting algorithms and the in-memory
+// store: one [Limiter] interface, five exact algorithms selected by a
+// [Policy], and [Memory], the sharded in-process limiter. The Redis store
+// and the framework adapters build on these types.
+//
+// A [Policy] says "at most Limit units per Window", counted by one
+// [Algorithm]. A [Limiter] answers each request with a [Decision]: whether it
+// is allowed, how many units remain, and, when denied, the exact RetryAfter.
+// A denial is a Decision, never an error; errors are for bad input and broken
+// stores.
+//
+// # Algorithms
+//
+// Let L = Limit, W = Window, B = Burst (default L), r = L/W and n the cost of
+// a request. Every algorithm counts n units or nothing: a denied request
+// leaves no trace, so a client that keeps retrying gets in exactly when room
+// frees up. All arithmetic is in integers, exact to the nanosecond.
+//
+//   - [TokenBucket]: a bucket of B tokens refilled continuously at r; a
+//     request is allowed while the bucket holds n. An hour of silence buys B,
+//     not thousands; L requests spaced W/L apart pass forever, with no
+//     rounding drift. It keeps one int64 per key (the generic cell rate
+//     algorithm's theoretical arrival time) and agrees with
+//     golang.org/x/time/rate, whose float64 arithmetic can differ only
+//     within a microsecond of a boundary.
+//   - [FixedWindow]: windows aligned to multiples of W since the Unix epoch;
+//     allowed if count + n <= L. Up to 2L can pass in a short span across a
+//     boundary (L at 12:00:59.9, L at 12:01:00.1): that is the algorithm.
+//   - [SlidingLog]: the time and cost of every allowed request; a request
+//     allowed at s counts while now - W < s and leaves exactly at s + W.
+//     Exactly "at most L in any window of length W", at the price of memory
+//     that grows with L.
+//   - [SlidingWindow]: two fixed-window counters and the estimate
+//     prev·(W-e)/W + cur, e being the time into the current window; allowed
+//     if the estimate plus n is at most L. Close to the sliding log in two
+//     counters, exact in 128-bit integers; it assumes the previous window's
+//     traffic was spread evenly, so a true window can see up to 2L.
+//   - [LeakyBucket]: requests queue and leave at r, like nginx's limit_req.
+//     An allowed request carries the Delay until its slot; the k-th of
+//     simultaneous requests waits (k-1)·W/L, and the queue holds B of them.
+//
+// # Choosing an algorithm
+//
+// Choose by what the limit means to the people it protects:
+//
+//   - "Bursts are fine, but no more than r on average": [TokenBucket]. The
+//     default, the cheapest (one int64 per key), and what APIs usually mean.
+//   - "Never more than L in any W" (logins, signups, password resets, SMS):
+//     [SlidingLog] when L is small, [SlidingWindow] when L is large and an
+//     estimate is good enough.
+//   - "L per calendar window", easy to explain on a pricing page, where the
+//     boundary burst does not matter: [FixedWindow].
+//   - "Smooth the traffic to a fragile backend" (wait rather than reject):
+//     [LeakyBucket], whose Decision.Delay the middleware waits out.
+//
+// # Stores
+//
+// [New] builds a [Memory] limiter: keys in a sharded LRU, one mutex per
+// shard, memory bounded by [WithMaxKeys], fresh keys (full buckets, empty
+// windows) dropped first at no cost to correctness, and [Memory.Stats] to
+// watch evictions. Time comes from the injected [Clock], read once per
+// decision and measured monotonically; tests use a [ManualClock] and never
+// sleep. The conformance suite in core/limitertest holds every store to the
+// same decisions.
+//
+// # Example
+//
+//	limiter, err := core.New(core.Policy{Limit: 100, Window: time.Minute})
+//	if err != nil {
+//		return err
+//	}
+//	d, err := limiter.Allow(ctx, clientIP)
+//	if err != nil {
+//		return err // a bad key or a broken store, not a denial
+//	}
+//	if !d.Allowed {
+//		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(d.RetryAfter.Seconds()))))
+//		w.WriteHeader(http.StatusTooManyRequests)
+//		return nil
+//	}
+//
+// The framework adapters (ginlimit, echolimit, chilimit, fiberlimit) do the
+// HTTP part for you.
+package core

@@ -1,0 +1,140 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ratekit/ratekit/core"
+)
+
+var ctx = context.Background()
+
+// A token bucket of 100 per minute on a manual clock: a burst of 100, then
+// one request every 600 ms.
+func ExampleNew() {
+	clock := core.NewManualClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	limiter, err := core.New(core.Policy{Limit: 100, Window: time.Minute}, core.WithClock(clock))
+	if err != nil {
+		panic(err)
+	}
+	allowed := 0
+	for range 150 {
+		if d, _ := limiter.Allow(ctx, "203.0.113.7"); d.Allowed {
+			allowed++
+		}
+	}
+	d, _ := limiter.Allow(ctx, "203.0.113.7")
+	fmt.Printf("%d of 150 allowed; next in %v\n", allowed, d.RetryAfter)
+
+	clock.Advance(d.RetryAfter)
+	d, _ = limiter.Allow(ctx, "203.0.113.7")
+	fmt.Println("after waiting:", d.Allowed)
+	// Output:
+	// 100 of 150 allowed; next in 600ms
+	// after waiting: true
+}
+
+func ExampleParsePolicy() {
+	p, err := core.ParsePolicy("5/15m algorithm=sliding-log name=login")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(p.Name, p.Algorithm, p.Limit, p.Window)
+
+	_, err = core.ParsePolicy("100/1m burst=20 algorithm=fixed-window")
+	fmt.Println(err)
+	// Output:
+	// login sliding-log 5 15m0s
+	// core: parse policy "100/1m burst=20 algorithm=fixed-window": Burst applies to token-bucket and leaky-bucket only, got 20 with fixed-window: invalid policy
+}
+
+// Expensive requests cost more units. A cost that can never fit is an
+// error, not a denial.
+func ExampleMemory_AllowN() {
+	clock := core.NewManualClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	limiter, _ := core.New(core.Policy{Limit: 100, Window: time.Minute}, core.WithClock(clock))
+
+	d, _ := limiter.AllowN(ctx, "api-key-1", 50) // an export
+	fmt.Println(d.Allowed, d.Remaining)
+	d, _ = limiter.AllowN(ctx, "api-key-1", 60)
+	fmt.Println(d.Allowed, d.Remaining, d.RetryAfter)
+
+	_, err := limiter.AllowN(ctx, "api-key-1", 500)
+	fmt.Println(errors.Is(err, core.ErrCostTooHigh))
+	// Output:
+	// true 50
+	// false 50 6s
+	// true
+}
+
+// A fixed window lets 2×Limit through around a boundary; a sliding log
+// never lets more than Limit through in any window.
+func Example_boundaryBurst() {
+	for _, a := range []core.Algorithm{core.FixedWindow, core.SlidingLog} {
+		clock := core.NewManualClock(time.Date(2026, 1, 1, 12, 0, 59, 0, time.UTC))
+		limiter, _ := core.New(core.Policy{Algorithm: a, Limit: 100, Window: time.Minute}, core.WithClock(clock))
+		allowed := 0
+		for range 100 {
+			if d, _ := limiter.Allow(ctx, "k"); d.Allowed {
+				allowed++
+			}
+		}
+		clock.Advance(time.Second) // 12:01:00
+		for range 100 {
+			if d, _ := limiter.Allow(ctx, "k"); d.Allowed {
+				allowed++
+			}
+		}
+		fmt.Printf("%s: %d of 200 allowed\n", a, allowed)
+	}
+	// Output:
+	// fixed-window: 200 of 200 allowed
+	// sliding-log: 100 of 200 allowed
+}
+
+// The leaky bucket delays rather than rejects: each allowed request says
+// how long to wait for its slot.
+func ExampleLeakyBucket() {
+	clock := core.NewManualClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	limiter, _ := core.New(core.Policy{Algorithm: core.LeakyBucket, Limit: 10, Window: time.Second, Burst: 3}, core.WithClock(clock))
+	for range 4 {
+		d, _ := limiter.Allow(ctx, "backend")
+		fmt.Println(d.Allowed, d.Delay)
+	}
+	// Output:
+	// true 0s
+	// true 100ms
+	// true 200ms
+	// false 0s
+}
+
+// Peek answers "would it pass?" without counting anything.
+func ExampleMemory_Peek() {
+	limiter, _ := core.New(core.Policy{Limit: 2, Window: time.Hour})
+	for range 3 {
+		d, _ := limiter.Peek(ctx, "k", 1)
+		fmt.Print(d.Allowed, " ", d.Remaining, "; ")
+	}
+	fmt.Println()
+	// Output: true 1; true 1; true 1;
+}
+
+// Stats shows how many keys are held and whether any usage was forgotten.
+func ExampleMemory_Stats() {
+	clock := core.NewManualClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	limiter, _ := core.New(core.Policy{Limit: 10, Window: time.Second}, core.WithClock(clock), core.WithMaxKeys(100))
+	for i := range 150 {
+		limiter.Allow(ctx, fmt.Sprint("client-", i))
+	}
+	fmt.Printf("%+v\n", limiter.Stats())
+	// Output: {Keys:100 FreshDrops:0 LossyEvictions:50}
+}
+
+func ExampleManualClock() {
+	clock := core.NewManualClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	clock.Advance(90 * time.Second)
+	fmt.Println(clock.Now().Format(time.TimeOnly))
+	// Output: 12:01:30
+}
