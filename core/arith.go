@@ -106,3 +106,46 @@ func (x u128) divCeil(d uint64) uint64 {
 	}
 	return q
 }
+
+// divisor divides by a fixed d with a multiplication and a shift instead of a
+// hardware division (Granlund and Montgomery, "Division by invariant
+// integers using multiplication", 1994). For N = 62 and l = ceil(log2 d),
+// m = ceil(2^(N+l)/d) satisfies 2^(N+l) <= m·d <= 2^(N+l) + 2^l, so
+// floor(x/d) = floor(x·m / 2^(N+l)) for every 0 <= x < 2^N.
+type divisor struct {
+	d     uint64
+	m     uint64
+	shift uint // N + l
+}
+
+// divisorRange is N: div is exact for dividends below 2^divisorRange.
+const divisorRange = 62
+
+func newDivisor(d uint64) divisor {
+	l := uint(bits.Len64(d - 1)) // ceil(log2 d); 0 for d = 1
+	k := divisorRange + l
+	// m = ceil(2^k / d), with 2^k as a 128-bit number.
+	var hi, lo uint64
+	if k >= 64 {
+		hi = 1 << (k - 64)
+	} else {
+		lo = 1 << k
+	}
+	q, r := bits.Div64(hi, lo, d)
+	if r != 0 {
+		q++
+	}
+	return divisor{d: d, m: q, shift: k}
+}
+
+// div returns floor(x/d) for 0 <= x < 2^62.
+func (v divisor) div(x uint64) uint64 {
+	hi, lo := bits.Mul64(x, v.m)
+	if v.shift >= 64 {
+		return hi >> (v.shift - 64)
+	}
+	return hi<<(64-v.shift) | lo>>v.shift
+}
+
+// ceil returns ceil(x/d) for 0 <= x < 2^62 - d.
+func (v divisor) ceil(x uint64) uint64 { return v.div(x + v.d - 1) }

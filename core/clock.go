@@ -44,6 +44,16 @@ func NewManualClock(t time.Time) *ManualClock {
 // Now returns the clock's current time.
 func (c *ManualClock) Now() time.Time { return time.Unix(0, c.ns.Load()).In(c.loc) }
 
+// unixNano returns Now().UnixNano() without building a time.Time; the memory
+// limiter reads a ManualClock through it.
+func (c *ManualClock) unixNano() int64 { return c.ns.Load() }
+
+// nanoClock is a Clock that can report Unix nanoseconds directly.
+type nanoClock interface {
+	Clock
+	unixNano() int64
+}
+
 // Advance moves the clock by d. A negative d moves it backwards, which
 // limiters tolerate (no panic, no negative durations in a [Decision]).
 func (c *ManualClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }

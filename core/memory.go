@@ -37,6 +37,7 @@ type Memory struct {
 	base   time.Time // clock reading at construction
 	baseNs int64     // base as Unix nanoseconds
 	system bool      // clock is SystemClock: read only its monotonic clock
+	nanos  nanoClock // clock as a nanoClock, or nil
 	cost   int64     // largest cost ever allowed
 	eng    engine
 }
@@ -101,6 +102,7 @@ func New(p Policy, opts ...Option) (*Memory, error) {
 	m.base = o.clock.Now()
 	m.baseNs = m.base.UnixNano()
 	_, m.system = o.clock.(SystemClock)
+	m.nanos, _ = o.clock.(nanoClock)
 	limit, window := p.Limit, int64(p.Window)
 	switch p.Algorithm {
 	case TokenBucket, LeakyBucket:
@@ -124,6 +126,9 @@ func (m *Memory) now() int64 {
 		// time.Now, which reads the wall clock too.
 		return m.baseNs + int64(time.Since(m.base))
 	}
+	if m.nanos != nil {
+		return m.nanos.unixNano()
+	}
 	return m.baseNs + int64(m.clock.Now().Sub(m.base))
 }
 
@@ -146,9 +151,9 @@ func (m *Memory) Peek(_ context.Context, key string, n int64) (Decision, error) 
 	return m.decide(key, n, false)
 }
 
-func (m *Memory) decide(key string, n int64, commit bool) (Decision, error) {
-	if err := checkRequest(key, n, m.cost); err != nil {
-		return Decision{Limit: m.policy.Limit, Policy: m.policy}, err
+func (m *Memory) decide(key string, n int64, commit bool) (d Decision, err error) {
+	if key == "" || n <= 0 || n > m.cost {
+		return Decision{Limit: m.policy.Limit, Policy: m.policy}, checkRequest(key, n, m.cost)
 	}
 	v := m.eng.decide(key, m.now(), n, commit)
 	return Decision{

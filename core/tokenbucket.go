@@ -37,6 +37,11 @@ type gcra struct {
 	unit  int64  // T: time one unit takes to refill, in 1/q ns
 	cap   int64  // C: capacity in 1/q ns
 	leaky bool   // report Delay
+
+	// Dividing by T and q without a hardware division; every dividend is
+	// below 2^56 (C is capped at 2^54).
+	perUnit divisor
+	perNano divisor
 }
 
 const (
@@ -57,7 +62,10 @@ func newGCRA(p Policy) *gcra {
 		unit = mulDivCeil(window, q, limit)
 	}
 	// Validate bounds cost·Window/Limit by 100 years, under 2^62 ns.
-	return &gcra{q: q, unit: int64(unit), cap: int64(cost * unit), leaky: p.Algorithm == LeakyBucket}
+	return &gcra{
+		q: q, unit: int64(unit), cap: int64(cost * unit), leaky: p.Algorithm == LeakyBucket,
+		perUnit: newDivisor(unit), perNano: newDivisor(q),
+	}
 }
 
 // scaled returns now in 1/q ns, modulo 2^64.
@@ -78,7 +86,7 @@ func (g *gcra) toNanos(d int64) int64 {
 	if g.q == 1 {
 		return d
 	}
-	return ceilDiv(d, int64(g.q))
+	return int64(g.perNano.ceil(uint64(d)))
 }
 
 func (g *gcra) empty(now int64) uint64 { return g.scaled(now) }
@@ -90,14 +98,14 @@ func (g *gcra) decide(tat uint64, now, n int64, commit bool) (verdict, uint64) {
 	need := d + n*g.unit
 	if need > g.cap {
 		return verdict{
-			remaining:  max(g.cap-d, 0) / g.unit,
+			remaining:  int64(g.perUnit.div(uint64(max(g.cap-d, 0)))),
 			retryAfter: g.toNanos(need - g.cap),
 			resetAfter: g.toNanos(d),
 		}, tat
 	}
 	v := verdict{
 		allowed:    true,
-		remaining:  (g.cap - need) / g.unit,
+		remaining:  int64(g.perUnit.div(uint64(g.cap - need))),
 		resetAfter: g.toNanos(need),
 	}
 	if g.leaky {
