@@ -118,7 +118,6 @@ func (p Policy) Capacity() int64 {
 	return p.Limit
 }
 
-
 // Validate reports whether the policy can be enforced. The error wraps
 // [ErrInvalidPolicy] and names the field at fault.
 func (p Policy) Validate() error {
