@@ -3,8 +3,8 @@ module github.com/ratekit/ratekit
 go 1.26.0
 
 require (
-	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
-	golang.org/x/net v0.62.0 // indirect
-	golang.org/x/text v0.44.0 // indirect
-	golang.org/x/time v0.16.0 // indirect
+	github.com/hashicorp/golang-lru/v2 v2.0.7
+	golang.org/x/net v0.62.0
+	golang.org/x/text v0.44.0
+	golang.org/x/time v0.16.0
 )

@@ -1,0 +1,52 @@
+// Package keyfunc decides who is limited: it turns a request into the key a
+// rate limiter counts by.
+//
+// A limiter is only as good as its key. Keyed by a header the client writes,
+// it is bypassed by changing the header; keyed by a proxy's address, one
+// client exhausts everyone's limit; keyed by a raw path or an un-normalized
+// email, one client becomes many keys. The functions here get these right
+// once, for every framework.
+//
+// # Requests
+//
+// Key functions read a [Request], a small framework-neutral view of the
+// request: socket peer, headers, method, route pattern, context, and a form
+// or JSON body field read without consuming the body. [FromHTTP] implements
+// it for net/http and the routers built on it; each framework adapter
+// implements it for its own request type.
+//
+// # Key functions
+//
+// A [Func] maps a request to a key:
+//
+//   - [ClientIP] and [PeerIP]: the client's IP address, IPv6 grouped by /64;
+//     forwarding headers are read only from trusted proxies.
+//   - [Header]: an API key or token, hashed so that secrets never become
+//     store keys.
+//   - [Route]: method and route pattern, never the raw path.
+//   - [Email]: a normalized email address from a form or JSON field;
+//     [NormalizeEmail] is the normalization on its own.
+//   - [ContextValue]: a value such as a user ID set by earlier middleware.
+//   - [Join] and [Prefix]: composite keys (account and IP) and namespaces,
+//     encoded unambiguously.
+//
+// # Behind a proxy or load balancer
+//
+// By default [ClientIP] keys by the socket peer and reads no header, because
+// any header may have been written by the client. Behind a reverse proxy or
+// load balancer every request comes from the proxy, so all clients would
+// share one key: name the proxies with [TrustProxies]. Then, for requests
+// from those addresses only, X-Forwarded-For is walked from the right past
+// trusted addresses, and the first untrusted address is the client; a
+// client's own X-Forwarded-For entries sit to the left and are never
+// reached. [UseForwarded] reads RFC 7239 Forwarded instead, and
+// [TrustHeader] reads a single-address header such as CF-Connecting-IP.
+//
+// # Errors
+//
+// A request with nothing to key by (no such header, field or context value)
+// gets an error wrapping [ErrNoKey]; one with an unusable key (a malformed
+// email address) gets an error wrapping [ErrInvalidKey]. What the request
+// then gets is the adapter's decision. Invalid configuration is an error
+// from the constructor; nothing here panics on request input.
+package keyfunc

@@ -1,0 +1,142 @@
+package keyfunc
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// DefaultMaxBodyBytes is how much of a request body [FromHTTP] reads, at
+// most, to find a field; see [MaxBodyBytes].
+const DefaultMaxBodyBytes = 1 << 20
+
+// An HTTPOption configures the [Request] built by [FromHTTP].
+type HTTPOption func(*httpConfig)
+
+type httpConfig struct {
+	route   func(*http.Request) string
+	maxBody int64
+}
+
+// RouteFunc sets how the route pattern of a request is found, for routers
+// that keep it somewhere other than [http.Request.Pattern], such as chi's
+// route context. f returns the pattern without the method, or "" when it is
+// unknown.
+//
+// Default: [http.Request.Pattern], set by [http.ServeMux], with any method
+// prefix removed.
+func RouteFunc(f func(*http.Request) string) HTTPOption {
+	return func(c *httpConfig) { c.route = f }
+}
+
+// MaxBodyBytes sets how many bytes of the body [Request.Field] reads, at
+// most; a larger body is an error and is left unread. n <= 0 means the
+// default.
+//
+// Default: [DefaultMaxBodyBytes] (1 MiB).
+func MaxBodyBytes(n int64) HTTPOption {
+	return func(c *httpConfig) { c.maxBody = n }
+}
+
+// FromHTTP returns the [Request] view of a net/http request. Build it once
+// per request, before the handler runs.
+//
+// Its Field method reads the body at most once, up to [MaxBodyBytes], and
+// replaces r.Body with a reader over the same bytes, so the handler reads
+// the body as if it had not been touched.
+func FromHTTP(r *http.Request, opts ...HTTPOption) Request {
+	h := &httpRequest{r: r}
+	for _, o := range opts {
+		o(&h.httpConfig)
+	}
+	if h.maxBody <= 0 {
+		h.maxBody = DefaultMaxBodyBytes
+	}
+	return h
+}
+
+type httpRequest struct {
+	httpConfig
+	r *http.Request
+}
+
+func (h *httpRequest) RemoteAddr() string          { return h.r.RemoteAddr }
+func (h *httpRequest) Header(name string) []string { return h.r.Header.Values(name) }
+func (h *httpRequest) Method() string              { return h.r.Method }
+func (h *httpRequest) Context() context.Context    { return h.r.Context() }
+
+func (h *httpRequest) Route() string {
+	if h.route != nil {
+		return h.route(h.r)
+	}
+	// A ServeMux pattern is "[METHOD ][HOST]/[PATH]"; paths and hosts hold
+	// no spaces, so anything before a space is the method.
+	p := h.r.Pattern
+	if i := strings.IndexAny(p, " \t"); i >= 0 {
+		p = strings.TrimLeft(p[i:], " \t")
+	}
+	return p
+}
+
+func (h *httpRequest) Field(name string) (string, error) {
+	body, err := h.body()
+	if err != nil {
+		return "", err
+	}
+	if len(body) > 0 {
+		v, err := BodyField(h.r.Header.Get("Content-Type"), body, name)
+		if v != "" || err != nil {
+			return v, err
+		}
+	}
+	if h.r.URL == nil {
+		return "", nil
+	}
+	return singleValue(h.r.URL.Query()[name], name)
+}
+
+// replayBody is the body FromHTTP leaves in place of the one it read: a
+// reader over the same bytes. Keeping the bytes lets a second view of the
+// same request use them without reading again.
+type replayBody struct {
+	bytes.Reader
+	data []byte
+	orig io.Closer
+}
+
+func (b *replayBody) Close() error { return b.orig.Close() }
+
+// body returns the request body, read at most once, and leaves r.Body
+// readable from the start.
+func (h *httpRequest) body() ([]byte, error) {
+	r := h.r
+	if rb, ok := r.Body.(*replayBody); ok && rb.Size() == int64(rb.Len()) {
+		return rb.data, nil // read by an earlier view and unread since
+	}
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, nil
+	}
+	if r.ContentLength > h.maxBody {
+		return nil, fmt.Errorf("keyfunc: request body of %d bytes is larger than %d", r.ContentLength, h.maxBody)
+	}
+	data, err := io.ReadAll(io.LimitReader(r.Body, h.maxBody+1))
+	if err != nil || int64(len(data)) > h.maxBody {
+		// Put back what was read in front of the rest; the handler sees
+		// the body (or its error) unchanged.
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(data), r.Body), r.Body}
+		if err != nil {
+			return nil, fmt.Errorf("keyfunc: read request body: %w", err)
+		}
+		return nil, fmt.Errorf("keyfunc: request body is larger than %d bytes", h.maxBody)
+	}
+	rb := &replayBody{data: data, orig: r.Body}
+	rb.Reset(data)
+	r.Body = rb
+	return data, nil
+}
