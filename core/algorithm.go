@@ -2,8 +2,12 @@ package core
 
 // algorithm is one counting rule over a per-key state S. Implementations are
 // pure functions of (state, now, n): they read no clock and take no lock; the
-// store serializes calls per key and supplies the time, in nanoseconds since
+// store serializes calls per key and supplies the time, in microseconds since
 // the Unix epoch, measured monotonically.
+//
+// Time is counted in whole microseconds, the resolution of Redis's TIME: a
+// store on Redis runs the same integer arithmetic and so makes the same
+// decisions, field for field.
 type algorithm[S any] interface {
 	// empty returns the state of a key that has never been seen.
 	empty(now int64) S
@@ -17,7 +21,7 @@ type algorithm[S any] interface {
 }
 
 // verdict is a Decision without the fields every algorithm shares.
-// Durations are nanoseconds.
+// Durations are microseconds.
 type verdict struct {
 	allowed    bool
 	remaining  int64

@@ -2,8 +2,9 @@ package core
 
 import "math/bits"
 
-// Exact integer helpers. Durations are int64 nanoseconds; products that can
-// pass 2^63 (Limit × Window reaches 1e9 × 3.2e16) go through 128 bits.
+// Exact integer helpers. Times and durations are int64 microseconds; products
+// that can pass 2^63 (Limit × Window reaches 1e9 × 3.2e13) go through 128
+// bits.
 
 // mulDivCeil returns ceil(a*b/c), saturating at the largest uint64.
 func mulDivCeil(a, b, c uint64) uint64 {

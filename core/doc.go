@@ -14,7 +14,9 @@
 // Let L = Limit, W = Window, B = Burst (default L), r = L/W and n the cost of
 // a request. Every algorithm counts n units or nothing: a denied request
 // leaves no trace, so a client that keeps retrying gets in exactly when room
-// frees up. All arithmetic is in integers, exact to the nanosecond.
+// frees up. All arithmetic is in integers, exact to the microsecond: time is
+// counted in whole microseconds, the resolution of Redis's TIME, so the
+// memory and Redis stores make the same decisions, field for field.
 //
 //   - [TokenBucket]: a bucket of B tokens refilled continuously at r; a
 //     request is allowed while the bucket holds n. An hour of silence buys B,

@@ -46,14 +46,15 @@ func FuzzInvariant(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ref := newReference(p, clock.Now().UnixNano())
+		ref := newReference(p, clock.Now().UnixNano()/1000)
 		var allowed []event
 		for i := 0; i+1 < len(data); i += 2 {
-			// Moves from 0 to about 2W, with a nanosecond component so
-			// requests land on and next to boundaries.
-			clock.Advance(time.Duration(data[i])*p.Window/128 + time.Duration(data[i]%3))
+			// Moves from 0 to about 2W, with a microsecond component so
+			// requests land on and next to boundaries, and a nanosecond
+			// one that the stores round away.
+			clock.Advance(time.Duration(data[i])*p.Window/128 + time.Duration(data[i]%3)*time.Microsecond + time.Duration(data[i+1]%7))
 			n := 1 + int64(data[i+1])%p.Capacity()
-			now := clock.Now().UnixNano()
+			now := clock.Now().UnixNano() / 1000 // microseconds, as the store counts
 			pd, err := m.Peek(context.Background(), "k", n)
 			if err != nil {
 				t.Fatal(err)
@@ -66,7 +67,7 @@ func FuzzInvariant(f *testing.F) {
 				t.Fatalf("request %d: Peek %+v, AllowN %+v", i/2, pd, d)
 			}
 			if want := ref.allow(now, n); d.Allowed != want {
-				t.Fatalf("request %d (%v, n=%d at +%v): allowed=%v, reference says %v", i/2, p, n, time.Duration(now-ref.start), d.Allowed, want)
+				t.Fatalf("request %d (%v, n=%d at +%v): allowed=%v, reference says %v", i/2, p, n, time.Duration(now-ref.start)*time.Microsecond, d.Allowed, want)
 			}
 			if d.Allowed {
 				allowed = append(allowed, event{now, n})
@@ -79,10 +80,11 @@ func FuzzInvariant(f *testing.F) {
 type event struct{ at, n int64 }
 
 // checkBound checks the newest allowed event against every earlier one.
+// Times are microseconds.
 func checkBound(t *testing.T, p Policy, ev []event) {
 	t.Helper()
 	last := ev[len(ev)-1]
-	W, L, B := int64(p.Window), p.Limit, p.Capacity()
+	W, L, B := int64(p.Window/time.Microsecond), p.Limit, p.Capacity()
 	var inWindow int64 // units in (last.at - W, last.at]
 	var span int64     // units in [ev[i].at, last.at]
 	for i := len(ev) - 1; i >= 0; i-- {
@@ -91,7 +93,8 @@ func checkBound(t *testing.T, p Policy, ev []event) {
 			inWindow += ev[i].n
 		}
 		if p.Algorithm.Burstable() && span*W > B*W+L*(last.at-ev[i].at) {
-			t.Fatalf("%d units in %v, above Burst + rate·Δ = %d + %d·%v/%v", span, time.Duration(last.at-ev[i].at), B, L, time.Duration(last.at-ev[i].at), p.Window)
+			Δ := time.Duration(last.at-ev[i].at) * time.Microsecond
+			t.Fatalf("%d units in %v, above Burst + rate·Δ = %d + %d·%v/%v", span, Δ, B, L, Δ, p.Window)
 		}
 	}
 	switch p.Algorithm {
@@ -107,7 +110,7 @@ func checkBound(t *testing.T, p Policy, ev []event) {
 }
 
 // reference is a direct, slow transcription of each algorithm's definition
-// in exact rationals.
+// in exact rationals, on a clock of whole microseconds.
 type reference struct {
 	p      Policy
 	start  int64
@@ -124,11 +127,11 @@ func rat(a, b int64) *big.Rat { return big.NewRat(a, b) }
 
 func (r *reference) allow(now, n int64) bool {
 	p := r.p
-	W, L := int64(p.Window), p.Limit
+	W, L := int64(p.Window/time.Microsecond), p.Limit
 	ok := false
 	switch p.Algorithm {
 	case TokenBucket, LeakyBucket:
-		// Continuous refill at L/W per ns, capped at the capacity.
+		// Continuous refill at L/W per µs, capped at the capacity.
 		gained := rat(L*(now-r.last), W)
 		r.tokens.Add(r.tokens, gained)
 		if c := rat(p.Capacity(), 1); r.tokens.Cmp(c) > 0 {

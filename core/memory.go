@@ -103,7 +103,7 @@ func New(p Policy, opts ...Option) (*Memory, error) {
 	m.baseNs = m.base.UnixNano()
 	_, m.system = o.clock.(SystemClock)
 	m.nanos, _ = o.clock.(nanoClock)
-	limit, window := p.Limit, int64(p.Window)
+	limit, window := p.Limit, int64(p.Window/time.Microsecond)
 	switch p.Algorithm {
 	case TokenBucket, LeakyBucket:
 		m.eng = newStore[uint64](newGCRA(p), false, o.maxKeys)
@@ -117,19 +117,27 @@ func New(p Policy, opts ...Option) (*Memory, error) {
 	return m, nil
 }
 
-// now reads the clock once and returns Unix nanoseconds. Elapsed time is
-// measured from the reading taken at construction, monotonically when the
-// clock provides a monotonic reading (the system clock does).
+// now reads the clock once and returns Unix microseconds, rounded down.
+// Elapsed time is measured from the reading taken at construction,
+// monotonically when the clock provides a monotonic reading (the system
+// clock does).
 func (m *Memory) now() int64 {
-	if m.system {
+	var ns int64
+	switch {
+	case m.system:
 		// time.Since reads only the monotonic clock: half the cost of
 		// time.Now, which reads the wall clock too.
-		return m.baseNs + int64(time.Since(m.base))
+		ns = m.baseNs + int64(time.Since(m.base))
+	case m.nanos != nil:
+		ns = m.nanos.unixNano()
+	default:
+		ns = m.baseNs + int64(m.clock.Now().Sub(m.base))
 	}
-	if m.nanos != nil {
-		return m.nanos.unixNano()
+	us := ns / 1000
+	if ns%1000 < 0 {
+		us-- // before 1970 on a manual clock: round down, not towards zero
 	}
-	return m.baseNs + int64(m.clock.Now().Sub(m.base))
+	return us
 }
 
 // Policy returns the policy the limiter enforces.
@@ -160,9 +168,9 @@ func (m *Memory) decide(key string, n int64, commit bool) (d Decision, err error
 		Allowed:    v.allowed,
 		Limit:      m.policy.Limit,
 		Remaining:  v.remaining,
-		RetryAfter: time.Duration(v.retryAfter),
-		ResetAfter: time.Duration(v.resetAfter),
-		Delay:      time.Duration(v.delay),
+		RetryAfter: time.Duration(v.retryAfter) * time.Microsecond,
+		ResetAfter: time.Duration(v.resetAfter) * time.Microsecond,
+		Delay:      time.Duration(v.delay) * time.Microsecond,
 		Policy:     m.policy,
 	}, nil
 }

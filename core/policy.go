@@ -81,7 +81,7 @@ const (
 	MinWindow = time.Microsecond
 	// maxBurstSpan bounds Burst×Window/Limit, the time a full bucket takes to
 	// refill from empty.
-	maxBurstSpan = 100 * 366 * 24 * time.Hour
+	maxBurstSpan = 50 * 366 * 24 * time.Hour
 )
 
 // Policy says how much a key may do: at most Limit units per Window, counted
@@ -147,7 +147,7 @@ func (p Policy) Validate() error {
 	}
 	// The time a full bucket takes to drain at rate Limit/Window.
 	if span := mulDivCeil(uint64(p.Capacity()), uint64(p.Window), uint64(p.Limit)); span > uint64(maxBurstSpan) {
-		return bad("Burst", "%d at %d per %v takes over 100 years to refill", p.Capacity(), p.Limit, p.Window)
+		return bad("Burst", "%d at %d per %v takes over 50 years to refill", p.Capacity(), p.Limit, p.Window)
 	}
 	return nil
 }

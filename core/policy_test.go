@@ -66,7 +66,7 @@ func TestParsePolicyErrors(t *testing.T) {
 		{"100/1m colour=red", `unknown option "colour"`},
 		{"100/1m burst=1 burst=2", `option "burst" given twice`},
 		{"100/1m name=a:b", "Name"},
-		{"1/366d burst=1000000000", "100 years"},
+		{"1/366d burst=1000000000", "50 years"},
 	}
 	for _, tt := range tests {
 		_, err := ParsePolicy(tt.in)

@@ -1,5 +1,7 @@
 package core
 
+import "time"
+
 // The token bucket and the leaky bucket are both the generic cell rate
 // algorithm (GCRA): one number per key, the theoretical arrival time (TAT),
 // the time at which the bucket is full again (token bucket) or the queue is
@@ -16,42 +18,43 @@ package core
 //
 // # Exact time
 //
-// T is rarely a whole number of nanoseconds (1 s / 3 is not), and rounding it
-// would drift: three requests a second spaced a third of a second apart would
-// slowly fall behind. So time is counted in units of 1/q nanosecond, with
-// q = Limit / gcd(Limit, Window in ns): T = Window·q/Limit is then a whole
-// number and every sum is exact. For most policies q is 1 (100/1m, 10/s,
-// 1000/1h); 3/s has q = 3.
+// T is rarely a whole number of microseconds (1 s / 3 is not), and rounding
+// it would drift: three requests a second spaced a third of a second apart
+// would slowly fall behind. So time is counted in units of 1/q microsecond,
+// with q = Limit / gcd(Limit, Window in µs): T = Window·q/Limit is then a
+// whole number and every sum is exact. For most policies q is 1 (100/1m,
+// 10/s, 1000/1h); 3/s has q = 3.
 //
 // TAT is kept modulo 2^64 in those units, so one int64 per key suffices, and
 // differences are taken with wrapping arithmetic. A live state lies within C
 // of now; a difference outside [0, 2C] (a key idle for ages, or a clock moved
-// far backwards) is read as a full bucket. A key idle longer than 2^63/q ns
-// (292 years at q = 1) could wrap into that range; to keep the odds of that
-// negligible, q is capped at 64 and C at 2^54 units. A policy beyond either
-// cap (rare: 97/1m has q = 97) uses the largest q within them and rounds T up
-// to its next 1/q ns: never more than the policy allows, at most 1/q ns per
-// unit stricter.
+// far backwards) is read as a full bucket. A key idle longer than 2^63/q µs
+// (292,000 years at q = 1) could wrap into that range; to keep the odds of
+// that negligible, q is capped at 64, and C at 2^51 units so that every sum
+// stays below 2^53 and a Lua script on Redis, whose numbers are float64, can
+// do the same arithmetic exactly. A policy beyond either cap (rare: 97/1m has
+// q = 97) uses the largest q within them and rounds T up to its next 1/q µs:
+// never more than the policy allows, at most 1/q µs per unit stricter.
 type gcra struct {
-	q     uint64 // time units per nanosecond
-	unit  int64  // T: time one unit takes to refill, in 1/q ns
-	cap   int64  // C: capacity in 1/q ns
+	q     uint64 // time units per microsecond
+	unit  int64  // T: time one unit takes to refill, in 1/q µs
+	cap   int64  // C: capacity in 1/q µs
 	leaky bool   // report Delay
 
 	// Dividing by T and q without a hardware division; every dividend is
-	// below 2^56 (C is capped at 2^54).
+	// below 2^53 (C is capped at 2^51).
 	perUnit divisor
 	perNano divisor
 }
 
 const (
 	gcraMaxScale = 64
-	gcraMaxCap   = 1 << 54
+	gcraMaxCap   = 1 << 51
 )
 
 // newGCRA sets up the bucket for a valid policy.
 func newGCRA(p Policy) *gcra {
-	limit, window, cost := uint64(p.Limit), uint64(p.Window), uint64(p.Capacity())
+	limit, window, cost := uint64(p.Limit), uint64(p.Window/time.Microsecond), uint64(p.Capacity())
 	g := gcd(limit, window)
 	q, unit := limit/g, window/g
 	if q > gcraMaxScale || mulSat(cost, unit) > gcraMaxCap {
@@ -61,17 +64,18 @@ func newGCRA(p Policy) *gcra {
 		}
 		unit = mulDivCeil(window, q, limit)
 	}
-	// Validate bounds cost·Window/Limit by 100 years, under 2^62 ns.
+	// Validate bounds cost·Window/Limit by 100 years, under 2^52 µs, so C
+	// fits the cap at q = 1.
 	return &gcra{
 		q: q, unit: int64(unit), cap: int64(cost * unit), leaky: p.Algorithm == LeakyBucket,
 		perUnit: newDivisor(unit), perNano: newDivisor(q),
 	}
 }
 
-// scaled returns now in 1/q ns, modulo 2^64.
+// scaled returns now in 1/q µs, modulo 2^64.
 func (g *gcra) scaled(now int64) uint64 { return uint64(now) * g.q }
 
-// backlog returns TAT - now in 1/q ns: 0 for a full bucket, up to C for an
+// backlog returns TAT - now in 1/q µs: 0 for a full bucket, up to C for an
 // empty one.
 func (g *gcra) backlog(tat uint64, now int64) int64 {
 	d := int64(tat - g.scaled(now))
@@ -81,8 +85,9 @@ func (g *gcra) backlog(tat uint64, now int64) int64 {
 	return d
 }
 
-// toNanos converts a non-negative span in 1/q ns to nanoseconds, rounding up.
-func (g *gcra) toNanos(d int64) int64 {
+// toMicros converts a non-negative span in 1/q µs to microseconds, rounding
+// up.
+func (g *gcra) toMicros(d int64) int64 {
 	if g.q == 1 {
 		return d
 	}
@@ -99,17 +104,17 @@ func (g *gcra) decide(tat uint64, now, n int64, commit bool) (verdict, uint64) {
 	if need > g.cap {
 		return verdict{
 			remaining:  int64(g.perUnit.div(uint64(max(g.cap-d, 0)))),
-			retryAfter: g.toNanos(need - g.cap),
-			resetAfter: g.toNanos(d),
+			retryAfter: g.toMicros(need - g.cap),
+			resetAfter: g.toMicros(d),
 		}, tat
 	}
 	v := verdict{
 		allowed:    true,
 		remaining:  int64(g.perUnit.div(uint64(g.cap - need))),
-		resetAfter: g.toNanos(need),
+		resetAfter: g.toMicros(need),
 	}
 	if g.leaky {
-		v.delay = g.toNanos(d + (n-1)*g.unit)
+		v.delay = g.toMicros(d + (n-1)*g.unit)
 	}
 	if commit {
 		tat = g.scaled(now) + uint64(need)

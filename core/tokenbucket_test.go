@@ -45,6 +45,7 @@ func TestTokenBucketAgreesWithXTimeRate(t *testing.T) {
 					step = last.RetryAfter + time.Duration(rng.IntN(3)-1)*(time.Microsecond+1)
 				}
 				clock.Advance(step)
+				clock.Set(clock.Now().Truncate(time.Microsecond)) // the stores' resolution
 				n := 1 + rng.Int64N(min(p.Capacity(), 3))
 				now := clock.Now()
 				clock.Set(now.Add(-time.Microsecond))
@@ -86,11 +87,12 @@ func TestGCRAScale(t *testing.T) {
 		unit  int64
 		exact bool
 	}{
-		{Policy{Limit: 100, Window: time.Minute}, 1, 600_000_000, true},
-		{Policy{Limit: 3, Window: time.Second}, 3, 1_000_000_000, true},
-		{Policy{Limit: 7, Window: time.Second, Burst: 11}, 7, 1_000_000_000, true},
-		{Policy{Limit: 97, Window: time.Minute}, 64, 39_587_628_866, false},
-		{Policy{Limit: MaxLimit, Window: 30 * 24 * time.Hour}, 1, 2_592_000, true},
+		{Policy{Limit: 100, Window: time.Minute}, 1, 600_000, true},
+		{Policy{Limit: 3, Window: time.Second}, 3, 1_000_000, true},
+		{Policy{Limit: 7, Window: time.Second, Burst: 11}, 7, 1_000_000, true},
+		{Policy{Limit: 97, Window: time.Minute}, 64, 39_587_629, false},
+		{Policy{Limit: MaxLimit, Window: 30 * 24 * time.Hour}, 1, 2592, true},
+		{Policy{Limit: 999_999_937, Window: 30 * 24 * time.Hour}, 64, 165_889, false},
 	}
 	for _, tt := range tests {
 		g := newGCRA(tt.p)
@@ -98,7 +100,7 @@ func TestGCRAScale(t *testing.T) {
 			t.Errorf("%v: q=%d unit=%d cap=%d, want q=%d unit=%d", tt.p, g.q, g.unit, g.cap, tt.q, tt.unit)
 		}
 		// T·L = W·q exactly when exact; otherwise T·L exceeds it by less than L.
-		diff := uint64(g.unit)*uint64(tt.p.Limit) - uint64(tt.p.Window)*g.q
+		diff := uint64(g.unit)*uint64(tt.p.Limit) - uint64(tt.p.Window/time.Microsecond)*g.q
 		if exact := diff == 0; exact != tt.exact || diff >= uint64(tt.p.Limit) {
 			t.Errorf("%v: T·L - W·q = %d, exact=%v", tt.p, diff, tt.exact)
 		}
@@ -112,7 +114,7 @@ func TestGCRAScale(t *testing.T) {
 // wrapped around, reads as a full bucket.
 func TestGCRAStaleState(t *testing.T) {
 	g := newGCRA(Policy{Limit: 3, Window: time.Second})
-	now := int64(1_800_000_000_000_000_000)
+	now := int64(1_800_000_000_000_000)
 	for _, tat := range []uint64{
 		g.scaled(now - int64(time.Hour)),
 		g.scaled(now) + uint64(3*g.cap), // beyond any live state

@@ -5,7 +5,10 @@
 // progress, all-or-nothing costs, Peek and Reset, errors for bad input, and
 // atomicity under concurrency.
 //
-// The suite drives time with a [core.ManualClock]; it never sleeps.
+// The suite drives time with a [core.ManualClock]; it never sleeps. Time
+// resolution is one microsecond, the resolution of Redis's TIME: every store
+// rounds the clock down to whole microseconds, and the suite checks exactness
+// (RetryAfter, boundaries) to the microsecond.
 package limitertest
 
 import (
@@ -103,15 +106,16 @@ func run(t *testing.T, lim core.Limiter, clock *core.ManualClock, key string, st
 				i, st.at, st.n, got.allowed, got.remaining, got.retryAfter, got.resetAfter, got.delay,
 				st.allowed, st.remaining, st.retryAfter, st.resetAfter, st.delay)
 		}
-		if d.Limit != lim0(d) {
+		if d.Limit != d.Policy.Limit {
 			t.Errorf("step %d: Decision.Limit = %d, want the policy's %d", i, d.Limit, d.Policy.Limit)
 		}
 	}
 }
 
-func lim0(d core.Decision) int64 { return d.Policy.Limit }
-
-const ms = time.Millisecond
+const (
+	ms = time.Millisecond
+	us = time.Microsecond
+)
 
 func (s suite) testSteps(t *testing.T) {
 	tests := []struct {
@@ -138,7 +142,7 @@ func (s suite) testSteps(t *testing.T) {
 			{at: 0, n: 2, allowed: true, remaining: 1, resetAfter: time.Minute},
 			{at: 10 * time.Second, n: 2, remaining: 1, retryAfter: 50 * time.Second, resetAfter: 50 * time.Second},
 			{at: 10 * time.Second, n: 1, allowed: true, remaining: 0, resetAfter: 50 * time.Second},
-			{at: time.Minute - 1, n: 1, remaining: 0, retryAfter: 1, resetAfter: 1},
+			{at: time.Minute - us, n: 1, remaining: 0, retryAfter: us, resetAfter: us},
 			{at: time.Minute, n: 3, allowed: true, remaining: 0, resetAfter: time.Minute},
 			{at: 150 * time.Second, n: 1, allowed: true, remaining: 2, resetAfter: 30 * time.Second},
 		}},
@@ -148,7 +152,7 @@ func (s suite) testSteps(t *testing.T) {
 			{at: 20 * time.Second, n: 1, remaining: 0, retryAfter: 40 * time.Second, resetAfter: 50 * time.Second},
 			{at: 20 * time.Second, n: 3, remaining: 0, retryAfter: 50 * time.Second, resetAfter: 50 * time.Second},
 			{at: time.Minute, n: 1, allowed: true, remaining: 0, resetAfter: time.Minute},
-			{at: 70*time.Second - 1, n: 1, remaining: 0, retryAfter: 1, resetAfter: 50*time.Second + 1},
+			{at: 70*time.Second - us, n: 1, remaining: 0, retryAfter: us, resetAfter: 50*time.Second + us},
 			{at: 70 * time.Second, n: 2, allowed: true, remaining: 0, resetAfter: time.Minute},
 		}},
 		{"sliding-window", core.Policy{Algorithm: core.SlidingWindow, Limit: 100, Window: time.Minute}, []step{
@@ -158,12 +162,12 @@ func (s suite) testSteps(t *testing.T) {
 			{at: 75 * time.Second, n: 1, allowed: true, remaining: 9, resetAfter: 105 * time.Second},
 			// 10 more fit once 80·(60-e)/60 <= 59: at e = 15.75 s.
 			{at: 75 * time.Second, n: 10, remaining: 9, retryAfter: 750 * ms, resetAfter: 105 * time.Second},
-			{at: 75750*ms - 1, n: 10, remaining: 9, retryAfter: 1, resetAfter: 104250*ms + 1},
+			{at: 75750*ms - us, n: 10, remaining: 9, retryAfter: us, resetAfter: 104250*ms + us},
 			{at: 75750 * ms, n: 10, allowed: true, remaining: 0, resetAfter: 104250 * ms},
 			// The current 41 become the previous window at 120 s; at 120 s
-			// they weigh fully, so 60 more fit and 61 wait until
-			// 41·(60-e)/60 <= 39: e = 60 - floor(39·60/41) s.
-			{at: 120 * time.Second, n: 61, remaining: 59, retryAfter: 60*time.Second - 57073170731, resetAfter: time.Minute},
+			// they weigh fully, so 59 more fit and 61 wait until
+			// 41·(60-e)/60 <= 39: e = 60 s - floor(39·60 s/41), in µs.
+			{at: 120 * time.Second, n: 61, remaining: 59, retryAfter: 60*time.Second - 57073170*us, resetAfter: time.Minute},
 			{at: 180 * time.Second, n: 1, allowed: true, remaining: 99, resetAfter: 2 * time.Minute},
 		}},
 		{"leaky-bucket", core.Policy{Algorithm: core.LeakyBucket, Limit: 10, Window: time.Second, Burst: 3}, []step{
@@ -213,9 +217,9 @@ func (s suite) testSlidingLogExpiry(t *testing.T) {
 	allow(t, lim, "l", 1)
 	clock.Advance(13 * time.Second)
 	allow(t, lim, "l", 1)
-	clock.Set(Start.Add(67*time.Second - 1))
-	if d := allow(t, lim, "l", 1); d.Allowed || d.RetryAfter != 1 {
-		t.Fatalf("at s+W-1ns: allowed=%v retryAfter=%v, want denied and 1ns", d.Allowed, d.RetryAfter)
+	clock.Set(Start.Add(67*time.Second - us))
+	if d := allow(t, lim, "l", 1); d.Allowed || d.RetryAfter != us {
+		t.Fatalf("at s+W-1µs: allowed=%v retryAfter=%v, want denied and 1µs", d.Allowed, d.RetryAfter)
 	}
 	clock.Set(Start.Add(67 * time.Second))
 	if d := allow(t, lim, "l", 1); !d.Allowed || d.Remaining != 0 {
@@ -284,7 +288,7 @@ func (s suite) testLeakyBucketQueue(t *testing.T) {
 }
 
 // L requests spaced exactly W/L apart are all allowed, round after round:
-// no rounding drift, even where W/L is not a whole number of nanoseconds.
+// no rounding drift, even where W/L is not a whole number of microseconds.
 // The sliding window counter is left out: its estimate weighs the previous
 // window as if spread evenly, so traffic at exactly the limit can exceed it
 // by one — the estimate's known error, bounded by the Fuzz invariant instead.
@@ -309,18 +313,19 @@ func (s suite) testNoLostProgress(t *testing.T) {
 				total := c.limit * c.rounds
 				for i := range total {
 					// ceil(i·W/L): the exact spacing, rounded up to the
-					// nanosecond, so no request comes early.
-					clock.Set(Start.Add(time.Duration((i*int64(c.window) + c.limit - 1) / c.limit)))
+					// microsecond, so no request comes early.
+					w := int64(c.window / us)
+					clock.Set(Start.Add(time.Duration((i*w+c.limit-1)/c.limit) * us))
 					d, err := lim.AllowN(ctx, "steady", 1)
 					if err != nil {
 						t.Fatal(err)
 					}
 					// A leaky bucket serves each request at its slot; when
-					// W/L is no whole number of nanoseconds a request on
-					// the nanosecond grid can be up to 1ns early for it.
+					// W/L is no whole number of microseconds a request on
+					// the microsecond grid can be up to 1µs early for it.
 					maxDelay := time.Duration(0)
-					if int64(c.window)%c.limit != 0 {
-						maxDelay = 1
+					if int64(c.window/us)%c.limit != 0 {
+						maxDelay = us
 					}
 					if !d.Allowed || d.Delay > maxDelay {
 						t.Fatalf("request %d of %d: allowed=%v delay=%v retryAfter=%v, want allowed at once", i+1, total, d.Allowed, d.Delay, d.RetryAfter)
@@ -342,16 +347,16 @@ var randomPolicies = []core.Policy{
 }
 
 // When a request is denied with RetryAfter r, the same request is allowed at
-// now+r and still denied at now+r-1ns. Before every AllowN, Peek predicts it.
+// now+r and still denied at now+r-1µs. Before every AllowN, Peek predicts it.
 func (s suite) testRetryAfterExact(t *testing.T) {
 	for _, base := range randomPolicies {
 		forEach(t, base, func(t *testing.T, p core.Policy) {
 			lim, clock := s.build(t, p)
 			rng := rand.New(rand.NewPCG(uint64(p.Limit), uint64(p.Window)))
-			step := int64(p.Window) / p.Limit
+			step := int64(p.Window/us) / p.Limit
 			denials := 0
 			for i := 0; i < 1000; i++ {
-				clock.Advance(time.Duration(rng.Int64N(3*step/2 + 1)))
+				clock.Advance(time.Duration(rng.Int64N(3*step/2+1)) * us)
 				n := 1 + rng.Int64N(min(p.Capacity(), 4))
 				pd := peek(t, lim, "r", n)
 				d := allow(t, lim, "r", n)
@@ -366,11 +371,11 @@ func (s suite) testRetryAfterExact(t *testing.T) {
 				if d.RetryAfter <= 0 {
 					t.Fatalf("request %d: denied with RetryAfter %v, want > 0", i, d.RetryAfter)
 				}
-				clock.Advance(d.RetryAfter - 1)
+				clock.Advance(d.RetryAfter - us)
 				if e := peek(t, lim, "r", n); e.Allowed {
-					t.Fatalf("request %d (n=%d): allowed 1ns before RetryAfter %v", i, n, d.RetryAfter)
+					t.Fatalf("request %d (n=%d): allowed 1µs before RetryAfter %v", i, n, d.RetryAfter)
 				}
-				clock.Advance(1)
+				clock.Advance(us)
 				if e := allow(t, lim, "r", n); !e.Allowed {
 					t.Fatalf("request %d (n=%d): denied at RetryAfter %v (now says %v)", i, n, d.RetryAfter, e.RetryAfter)
 				}
@@ -554,7 +559,7 @@ func (s suite) testClockBackwards(t *testing.T) {
 }
 
 // The largest policies: Limit 1e9 over 30 days and a year, and a prime
-// limit whose emission interval is no whole number of nanoseconds.
+// limit whose emission interval is no whole number of microseconds.
 func (s suite) testExtremes(t *testing.T) {
 	for _, base := range []core.Policy{
 		{Limit: core.MaxLimit, Window: 30 * 24 * time.Hour},
@@ -575,11 +580,11 @@ func (s suite) testExtremes(t *testing.T) {
 			if d.Allowed || d.RetryAfter > 2*p.Window {
 				t.Fatalf("one more: %+v, want denied within two windows", d)
 			}
-			clock.Advance(d.RetryAfter - 1)
+			clock.Advance(d.RetryAfter - us)
 			if e := peek(t, lim, "x", 1); e.Allowed {
-				t.Fatalf("allowed 1ns before RetryAfter %v", d.RetryAfter)
+				t.Fatalf("allowed 1µs before RetryAfter %v", d.RetryAfter)
 			}
-			clock.Advance(1)
+			clock.Advance(us)
 			if e := allow(t, lim, "x", 1); !e.Allowed {
 				t.Fatalf("denied at RetryAfter %v: %+v", d.RetryAfter, e)
 			}
