@@ -52,8 +52,27 @@ const (
 	gcraMaxCap   = 1 << 51
 )
 
-// newGCRA sets up the bucket for a valid policy.
-func newGCRA(p Policy) *gcra {
+// Emission is how the token and leaky buckets of a [Policy] count time: in
+// units of 1/Scale microsecond, one unit of cost taking Interval of them to
+// refill (or to be served), and a full bucket holding Capacity of them
+// (Burst·Interval). Every store implements the buckets with these integers,
+// so that all stores decide alike; see [Policy.Emission].
+type Emission struct {
+	// Scale is q, the time units per microsecond: Limit/gcd(Limit, Window in
+	// µs), capped at 64.
+	Scale int64
+	// Interval is T, Window/Limit in units of 1/Scale µs: exact when Scale
+	// is uncapped, rounded up otherwise.
+	Interval int64
+	// Capacity is C = Burst·T, at most 2^51, so that every sum a store forms
+	// (at most 3C) is exact in a float64 too.
+	Capacity int64
+}
+
+// Emission returns how the token and leaky buckets count time for p, which
+// must be valid. Stores other than the memory one use it to run the same
+// arithmetic; see the token bucket's documentation in the source.
+func (p Policy) Emission() Emission {
 	limit, window, cost := uint64(p.Limit), uint64(p.Window/time.Microsecond), uint64(p.Capacity())
 	g := gcd(limit, window)
 	q, unit := limit/g, window/g
@@ -64,11 +83,17 @@ func newGCRA(p Policy) *gcra {
 		}
 		unit = mulDivCeil(window, q, limit)
 	}
-	// Validate bounds cost·Window/Limit by 100 years, under 2^52 µs, so C
+	// Validate bounds cost·Window/Limit by 50 years, under 2^51 µs, so C
 	// fits the cap at q = 1.
+	return Emission{Scale: int64(q), Interval: int64(unit), Capacity: int64(cost * unit)}
+}
+
+// newGCRA sets up the bucket for a valid policy.
+func newGCRA(p Policy) *gcra {
+	e := p.Emission()
 	return &gcra{
-		q: q, unit: int64(unit), cap: int64(cost * unit), leaky: p.Algorithm == LeakyBucket,
-		perUnit: newDivisor(unit), perNano: newDivisor(q),
+		q: uint64(e.Scale), unit: e.Interval, cap: e.Capacity, leaky: p.Algorithm == LeakyBucket,
+		perUnit: newDivisor(uint64(e.Interval)), perNano: newDivisor(uint64(e.Scale)),
 	}
 }
 
