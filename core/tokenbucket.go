@@ -44,7 +44,7 @@ type gcra struct {
 	// Dividing by T and q without a hardware division; every dividend is
 	// below 2^53 (C is capped at 2^51).
 	perUnit divisor
-	perNano divisor
+	perMicro divisor
 }
 
 const (
@@ -93,7 +93,7 @@ func newGCRA(p Policy) *gcra {
 	e := p.Emission()
 	return &gcra{
 		q: uint64(e.Scale), unit: e.Interval, cap: e.Capacity, leaky: p.Algorithm == LeakyBucket,
-		perUnit: newDivisor(uint64(e.Interval)), perNano: newDivisor(uint64(e.Scale)),
+		perUnit: newDivisor(uint64(e.Interval)), perMicro: newDivisor(uint64(e.Scale)),
 	}
 }
 
@@ -116,7 +116,7 @@ func (g *gcra) toMicros(d int64) int64 {
 	if g.q == 1 {
 		return d
 	}
-	return int64(g.perNano.ceil(uint64(d)))
+	return int64(g.perMicro.ceil(uint64(d)))
 }
 
 func (g *gcra) empty(now int64) uint64 { return g.scaled(now) }
