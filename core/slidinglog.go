@@ -27,17 +27,28 @@ type logState struct {
 
 func (l *slidingLog) empty(int64) *logState { return nil }
 
-// prune drops the entries that have left the window at now. Pruning changes
-// no decision, so Peek may do it too.
-func (l *slidingLog) prune(s *logState, now int64) {
+// live returns the index of the first entry still in the window at now and
+// the units from there on. It changes nothing, so Peek and denials leave the
+// log exactly as it was (as the Redis store does).
+func (l *slidingLog) live(s *logState, now int64) (first int, units int64) {
 	cutoff := now - l.window
-	for s.head < len(s.entries) && s.entries[s.head].at <= cutoff {
-		s.sum -= s.entries[s.head].n
-		s.head++
+	first, units = s.head, s.sum
+	for first < len(s.entries) && s.entries[first].at <= cutoff {
+		units -= s.entries[first].n
+		first++
 	}
+	return first, units
+}
+
+// drop removes the entries before first, which have left the window, and
+// gives memory back after a burst.
+func (l *slidingLog) drop(s *logState, first int) {
+	for _, e := range s.entries[s.head:first] {
+		s.sum -= e.n
+	}
+	s.head = first
 	switch live := len(s.entries) - s.head; {
 	case cap(s.entries) > 64 && 4*live < cap(s.entries):
-		// After a burst, give most of the memory back.
 		s.entries, s.head = append(make([]logEntry, 0, 2*live), s.entries[s.head:]...), 0
 	case live == 0:
 		s.entries, s.head = s.entries[:0], 0
@@ -53,15 +64,15 @@ func (l *slidingLog) fresh(s *logState, now int64) bool {
 
 func (l *slidingLog) decide(s *logState, now, n int64, commit bool) (verdict, *logState) {
 	var sum int64
+	first := 0
 	if s != nil {
-		l.prune(s, now)
-		sum = s.sum
+		first, sum = l.live(s, now)
 	}
 	if sum+n > l.limit {
 		// Entries leave oldest first; find the one whose leaving makes room.
 		v := verdict{remaining: l.limit - sum}
 		freed := int64(0)
-		for _, e := range s.entries[s.head:] {
+		for _, e := range s.entries[first:] {
 			freed += e.n
 			if sum-freed+n <= l.limit {
 				v.retryAfter = e.at + l.window - now
@@ -83,6 +94,8 @@ func (l *slidingLog) decide(s *logState, now, n int64, commit bool) (verdict, *l
 	}
 	if s == nil {
 		s = &logState{entries: make([]logEntry, 0, 4)}
+	} else {
+		l.drop(s, first)
 	}
 	if k := len(s.entries); k > s.head && s.entries[k-1].at == at {
 		s.entries[k-1].n += n

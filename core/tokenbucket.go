@@ -43,7 +43,7 @@ type gcra struct {
 
 	// Dividing by T and q without a hardware division; every dividend is
 	// below 2^53 (C is capped at 2^51).
-	perUnit divisor
+	perUnit  divisor
 	perMicro divisor
 }
 

@@ -1,0 +1,180 @@
+package benchmarks
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/redisstore"
+)
+
+// The Redis benchmarks run against a redis-server they start on a free
+// loopback port (persistence off), never an existing one.
+//
+// Each case is a decision on one key per goroutine, with a limit high
+// enough that every request is allowed, so ratekit and redis_rate both
+// write on every call. Serial cases measure latency per decision; parallel
+// cases run 32 goroutines (b.SetParallelism) and measure throughput,
+// reported as decisions/s. BenchmarkRedisPing is the floor: one bare PING
+// round trip on the same client.
+
+var redisAddr string
+
+func TestMain(m *testing.M) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		fmt.Println("redis-server not found: install Redis (Debian: apt-get install redis-server)")
+		os.Exit(0)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	dir, _ := os.MkdirTemp("", "ratekit-bench-")
+	cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", dir)
+	if err := cmd.Start(); err != nil {
+		panic(err)
+	}
+	redisAddr = "127.0.0.1:" + strconv.Itoa(port)
+	c := redis.NewClient(&redis.Options{Addr: redisAddr})
+	for c.Ping(context.Background()).Err() != nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.Close()
+	code := m.Run()
+	cmd.Process.Kill()
+	cmd.Wait()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func newClient(b *testing.B) *redis.Client {
+	c := redis.NewClient(&redis.Options{
+		Addr:                  redisAddr,
+		MaxRetries:            -1,
+		ContextTimeoutEnabled: true,
+		PoolSize:              64,
+	})
+	b.Cleanup(func() { c.Close() })
+	return c
+}
+
+// run runs decide serially and with 32 goroutines, each on its own key.
+func run(b *testing.B, decide func(ctx context.Context, key string) error) {
+	ctx := context.Background()
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := decide(ctx, "serial"); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+	})
+	b.Run("parallel32", func(b *testing.B) {
+		b.ReportAllocs()
+		// RunParallel starts SetParallelism × GOMAXPROCS goroutines.
+		b.SetParallelism(max(1, 32/runtime.GOMAXPROCS(0)))
+		var seq atomic.Int64
+		b.RunParallel(func(pb *testing.PB) {
+			key := "p" + strconv.FormatInt(seq.Add(1), 10)
+			for pb.Next() {
+				if err := decide(ctx, key); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+	})
+}
+
+// A policy that allows every request of the benchmark: 1e9 a minute.
+var open = core.Policy{Limit: core.MaxLimit, Window: time.Minute}
+
+func BenchmarkRedisPing(b *testing.B) {
+	c := newClient(b)
+	run(b, func(ctx context.Context, _ string) error { return c.Ping(ctx).Err() })
+}
+
+func BenchmarkRedisRatekit(b *testing.B) {
+	for _, a := range core.Algorithms {
+		p := open
+		p.Algorithm = a
+		if a == core.SlidingLog {
+			p.Limit = 1_000_000 // one member per distinct µs: keep the log small
+			p.Window = time.Second
+		}
+		b.Run(a.String(), func(b *testing.B) {
+			l, err := redisstore.New(newClient(b), p, redisstore.WithPrefix("bench-"+a.String()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			run(b, func(ctx context.Context, key string) error {
+				_, err := l.Allow(ctx, key)
+				return err
+			})
+		})
+	}
+}
+
+// redis_rate's GCRA with the same rate and burst as ratekit's token bucket.
+func BenchmarkRedisRate(b *testing.B) {
+	l := redis_rate.NewLimiter(newClient(b))
+	lim := redis_rate.Limit{Rate: int(open.Limit), Period: open.Window, Burst: int(open.Limit)}
+	run(b, func(ctx context.Context, key string) error {
+		_, err := l.Allow(ctx, "bench-redis-rate:"+key, lim)
+		return err
+	})
+}
+
+// TestRoundTrips counts the commands the server sees per decision.
+func TestRoundTrips(t *testing.T) {
+	ctx := context.Background()
+	admin := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer admin.Close()
+	c := redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: -1})
+	defer c.Close()
+	const decisions = 1000
+	for _, a := range core.Algorithms {
+		p := open
+		p.Algorithm = a
+		l, err := redisstore.New(c, p, redisstore.WithPrefix("rt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Allow(ctx, "warm")
+		admin.ConfigResetStat(ctx)
+		for range decisions {
+			l.Allow(ctx, "k")
+		}
+		info, _ := admin.Info(ctx, "commandstats").Result()
+		var top int64
+		for _, line := range strings.Split(info, "\n") {
+			for _, cmd := range []string{"cmdstat_evalsha:", "cmdstat_eval:"} {
+				if rest, ok := strings.CutPrefix(strings.TrimSpace(line), cmd+"calls="); ok {
+					n, _ := strconv.ParseInt(strings.SplitN(rest, ",", 2)[0], 10, 64)
+					top += n
+				}
+			}
+		}
+		t.Logf("%v: %d script calls for %d decisions: %.2f round trips per decision", a, top, decisions, float64(top)/decisions)
+		if top != decisions {
+			t.Errorf("%v: %d script calls for %d decisions", a, top, decisions)
+		}
+	}
+}

@@ -1,0 +1,278 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// Failover is a [Limiter] that decides by a remote limiter (such as the
+// Redis store) while it works and by a failure mode when it does not: fail
+// open, fail closed, or a local fallback limiter. A circuit breaker stops
+// calling a store that keeps failing, so that requests stop waiting on it,
+// and lets one request probe it again after a cool-down.
+//
+// An outage is any error from the remote limiter except the caller's own:
+// [ErrEmptyKey], [ErrInvalidCost] and [ErrCostTooHigh] are returned as they
+// are, and so is the error of a call whose context the caller cancelled or
+// let expire. Each outage error is passed to the [OnStoreError] hook; the
+// request is then decided by the failure mode and AllowN and Peek return a
+// nil error:
+//
+//   - [FailOpen] (the default): allowed. The Decision is that of a new key:
+//     Remaining is the policy's capacity less n, ResetAfter is 0.
+//   - [FailClosed]: denied. Remaining is 0 and RetryAfter is the time until
+//     the breaker next lets a request through to the store (the cool-down
+//     when the breaker is closed), so a client is told when to come back.
+//   - [Fallback]: the local limiter decides, typically a [Memory] limiter
+//     at the policy's limit divided by the number of servers.
+//
+// The Decision's Limit and Policy are the remote limiter's, when it has a
+// Policy method (both stores do).
+//
+// The breaker opens after a number of consecutive outage errors ([BreakAfter],
+// default 3). While it is open, the store is not called: every request is
+// decided by the failure mode at once. After the cool-down (default 5 s) one
+// request probes the store; its success closes the breaker, its failure
+// keeps it open for another cool-down. While the breaker is closed, a
+// request costs one atomic load on top of the remote call: no lock is taken.
+//
+// A Failover is safe for concurrent use. Create one with [NewFailover].
+type Failover struct {
+	remote   Limiter
+	local    Limiter // nil unless Fallback
+	mode     failMode
+	policy   Policy
+	hasPol   bool
+	cost     int64 // the policy's capacity, or MaxInt64 when unknown
+	failures int64
+	coolDown time.Duration
+	timeout  time.Duration
+	clock    Clock
+	hook     func(error)
+
+	fails     atomic.Int64 // consecutive outage errors
+	openUntil atomic.Int64 // Unix ns when the next probe may go; 0 when closed
+	probing   atomic.Bool  // a probe is in flight
+}
+
+var _ Limiter = (*Failover)(nil)
+
+type failMode uint8
+
+const (
+	failOpen failMode = iota
+	failClosed
+	failFallback
+)
+
+// ErrBreakerOpen is returned by [Failover.Reset] when the circuit breaker is
+// open and the remote store was therefore not called.
+var ErrBreakerOpen = errors.New("circuit breaker open: the store was not called")
+
+// FailoverOption configures a [Failover].
+type FailoverOption func(*Failover)
+
+// FailOpen allows every request the remote limiter cannot decide. It is the
+// default: an outage of the store does not become an outage of the service.
+// For logins and other abuse-prone routes prefer [FailClosed] or [Fallback].
+func FailOpen() FailoverOption { return func(f *Failover) { f.mode, f.local = failOpen, nil } }
+
+// FailClosed denies every request the remote limiter cannot decide.
+func FailClosed() FailoverOption { return func(f *Failover) { f.mode, f.local = failClosed, nil } }
+
+// Fallback has local decide every request the remote limiter cannot. A
+// [Memory] limiter at the remote policy's Limit divided by the number of
+// servers keeps the total close to the limit while the store is down; it
+// counts only what it decides, so it starts empty after an outage begins.
+func Fallback(local Limiter) FailoverOption {
+	return func(f *Failover) { f.mode, f.local = failFallback, local }
+}
+
+// BreakAfter opens the circuit breaker after failures consecutive outage
+// errors (at least 1), and lets one request probe the store after coolDown
+// (positive). Default: 3 failures, 5 s.
+func BreakAfter(failures int, coolDown time.Duration) FailoverOption {
+	return func(f *Failover) { f.failures, f.coolDown = int64(failures), coolDown }
+}
+
+// OnStoreError sets a hook called with every outage error, from the
+// goroutine of the request that met it; it must be safe for concurrent use
+// and should not block (log, count). Default: none.
+func OnStoreError(hook func(error)) FailoverOption { return func(f *Failover) { f.hook = hook } }
+
+// RemoteTimeout bounds each call to the remote limiter: its context gets
+// this timeout, and a call that runs out is an outage. Default (or 0): only
+// the caller's context and the remote limiter's own timeouts.
+func RemoteTimeout(d time.Duration) FailoverOption { return func(f *Failover) { f.timeout = d } }
+
+// BreakerClock sets the clock the circuit breaker measures its cool-down
+// on. Default: [SystemClock].
+func BreakerClock(c Clock) FailoverOption { return func(f *Failover) { f.clock = c } }
+
+// NewFailover returns a limiter that decides by remote while it works and by
+// the failure mode (default [FailOpen]) when it fails. It fails if an option
+// is invalid.
+func NewFailover(remote Limiter, opts ...FailoverOption) (*Failover, error) {
+	if remote == nil {
+		return nil, errors.New("core: NewFailover: a remote limiter is required")
+	}
+	f := &Failover{remote: remote, failures: 3, coolDown: 5 * time.Second, clock: SystemClock{}, cost: math.MaxInt64}
+	for _, opt := range opts {
+		opt(f)
+	}
+	switch {
+	case f.mode == failFallback && f.local == nil:
+		return nil, errors.New("core: NewFailover: Fallback(nil): a local limiter is required")
+	case f.failures < 1:
+		return nil, fmt.Errorf("core: NewFailover: BreakAfter(%d, ...): at least 1 failure", f.failures)
+	case f.coolDown <= 0:
+		return nil, fmt.Errorf("core: NewFailover: BreakAfter(..., %v): the cool-down must be positive", f.coolDown)
+	case f.timeout < 0:
+		return nil, fmt.Errorf("core: NewFailover: RemoteTimeout(%v): must not be negative", f.timeout)
+	case f.clock == nil:
+		return nil, errors.New("core: NewFailover: BreakerClock(nil): a clock is required")
+	}
+	if p, ok := remote.(interface{ Policy() Policy }); ok {
+		f.policy, f.hasPol, f.cost = p.Policy(), true, p.Policy().Capacity()
+	}
+	return f, nil
+}
+
+// Allow is shorthand for AllowN(ctx, key, 1).
+func (f *Failover) Allow(ctx context.Context, key string) (Decision, error) {
+	return f.AllowN(ctx, key, 1)
+}
+
+// AllowN asks the remote limiter and, when it fails or the breaker is open,
+// decides by the failure mode. See [Failover] for what the Decision means
+// then.
+func (f *Failover) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
+	return f.decide(ctx, key, n, Limiter.AllowN)
+}
+
+// Peek asks the remote limiter what AllowN would decide and, when it fails
+// or the breaker is open, answers by the failure mode. It counts nothing,
+// locally either.
+func (f *Failover) Peek(ctx context.Context, key string, n int64) (Decision, error) {
+	return f.decide(ctx, key, n, Limiter.Peek)
+}
+
+// Reset forgets key in the local fallback limiter, if any, and in the
+// remote one. It returns the remote error, or [ErrBreakerOpen] (wrapped)
+// when the breaker kept the store from being called.
+func (f *Failover) Reset(ctx context.Context, key string) error {
+	if key == "" {
+		return fmt.Errorf("core: %w", ErrEmptyKey)
+	}
+	if f.local != nil {
+		if err := f.local.Reset(ctx, key); err != nil {
+			return err
+		}
+	}
+	call, probe := f.admit()
+	if !call {
+		return fmt.Errorf("core: failover: %w", ErrBreakerOpen)
+	}
+	rctx, cancel := f.remoteContext(ctx)
+	err := f.remote.Reset(rctx, key)
+	cancel()
+	f.record(ctx, err, probe)
+	return err
+}
+
+type decideFunc func(l Limiter, ctx context.Context, key string, n int64) (Decision, error)
+
+func (f *Failover) decide(ctx context.Context, key string, n int64, op decideFunc) (Decision, error) {
+	call, probe := f.admit()
+	if !call {
+		return f.degrade(ctx, key, n, op)
+	}
+	rctx, cancel := f.remoteContext(ctx)
+	d, err := op(f.remote, rctx, key, n)
+	cancel()
+	if !f.record(ctx, err, probe) {
+		return d, err
+	}
+	return f.degrade(ctx, key, n, op)
+}
+
+// admit reports whether the remote store may be called now, and whether
+// that call is the breaker's probe.
+func (f *Failover) admit() (call, probe bool) {
+	until := f.openUntil.Load()
+	if until == 0 {
+		return true, false
+	}
+	if f.clock.Now().UnixNano() < until || !f.probing.CompareAndSwap(false, true) {
+		return false, false
+	}
+	return true, true
+}
+
+// record accounts for the outcome of a remote call and reports whether it
+// was an outage, to be decided by the failure mode.
+func (f *Failover) record(ctx context.Context, err error, probe bool) (outage bool) {
+	if probe {
+		defer f.probing.Store(false)
+	}
+	if err != nil && callerError(ctx, err) {
+		return false // says nothing about the store
+	}
+	if err == nil {
+		if f.fails.Load() != 0 {
+			f.fails.Store(0)
+		}
+		if probe || f.openUntil.Load() != 0 {
+			f.openUntil.Store(0)
+		}
+		return false
+	}
+	if f.hook != nil {
+		f.hook(err)
+	}
+	if probe || f.fails.Add(1) >= f.failures {
+		f.openUntil.Store(f.clock.Now().Add(f.coolDown).UnixNano())
+	}
+	return true
+}
+
+// callerError reports whether err is the caller's doing rather than the
+// store's: bad input, or the caller's own context ending.
+func callerError(ctx context.Context, err error) bool {
+	return errors.Is(err, ErrEmptyKey) || errors.Is(err, ErrInvalidCost) || errors.Is(err, ErrCostTooHigh) ||
+		ctx.Err() != nil
+}
+
+func (f *Failover) remoteContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if f.timeout > 0 {
+		return context.WithTimeout(ctx, f.timeout)
+	}
+	return ctx, func() {}
+}
+
+// degrade decides a request by the failure mode.
+func (f *Failover) degrade(ctx context.Context, key string, n int64, op decideFunc) (Decision, error) {
+	if f.mode == failFallback {
+		return op(f.local, ctx, key, n)
+	}
+	d := Decision{Limit: f.policy.Limit, Policy: f.policy}
+	if key == "" || n <= 0 || n > f.cost {
+		return d, checkRequest(key, n, f.cost)
+	}
+	if f.mode == failOpen {
+		d.Allowed = true
+		if f.hasPol {
+			d.Remaining = f.cost - n
+		}
+		return d, nil
+	}
+	d.RetryAfter = f.coolDown
+	if until := f.openUntil.Load(); until != 0 {
+		d.RetryAfter = max(time.Duration(until-f.clock.Now().UnixNano()), time.Microsecond)
+	}
+	return d, nil
+}

@@ -1,0 +1,70 @@
+// Package redisstore enforces a [core.Policy] on Redis, so that any number
+// of servers share one count per key. It makes the same decisions as the
+// in-memory [core.Memory], field for field, for the same policy, traffic and
+// clock, and passes the same conformance suite (core/limitertest).
+//
+// [New] takes a [redis.UniversalClient], so one code path serves a single
+// node, Sentinel ([redis.NewFailoverClient]) and Cluster
+// ([redis.NewClusterClient]).
+//
+// # One round trip
+//
+// Each algorithm is one Lua script that reads the key's state, decides,
+// writes the new state and its expiry in one atomic step, run with
+// [redis.Script.Run] (EVALSHA, EVAL when the server answers NOSCRIPT, as it
+// does after a restart or a SCRIPT FLUSH). [New] loads the script ahead of
+// time, on every node of a Cluster. Arithmetic is in whole microseconds and
+// exact: the scripts keep every number an integer below 2^53 and correct each
+// division to the exact floor, so nothing is lost to float64.
+//
+// # Keys and expiry
+//
+// A key's state lives under
+//
+//	<prefix>:<policy>:{<key>}
+//
+// (the sliding log adds a second key, with ":n" appended, for the units in
+// its log). <prefix> is "ratekit" unless [WithPrefix] says otherwise;
+// <policy> names the policy's algorithm, limit, window and burst, and its
+// Name when it has one, so two policies never share state; the caller's key
+// is the Cluster hash tag, with '{', '}' and '%' escaped, so every limit of
+// one caller lands on one slot and no caller can pick a slot or break out of
+// the tag. Every write sets the key's expiry to the decision's ResetAfter
+// plus a margin ([WithExpiryMargin]): no key exists without one, and a key
+// that has expired decides exactly as a new one. A denied request, a Peek
+// and a Reset of an unknown key write nothing.
+//
+// # Time
+//
+// By default the scripts read the Redis server's TIME, so servers whose
+// clocks disagree still share one notion of now. [WithClock] reads a
+// [core.Clock] in the client instead, rounded down to the microsecond, as
+// the memory store does; the conformance suite drives it with a
+// [core.ManualClock].
+//
+// # Client settings
+//
+// A limiter's decision must be counted at most once. Give the limiter a
+// client (or a [redis.Options]) with:
+//
+//   - MaxRetries: -1. go-redis retries a command after a read timeout by
+//     default; the first EVALSHA may already have run on the server, so a
+//     retry would count the request twice.
+//   - ContextTimeoutEnabled: true, so the deadline of the request's context
+//     and [WithTimeout] bound the wait for Redis. Without it go-redis waits
+//     for its ReadTimeout (3 s by default) whatever the context says.
+//   - A ReadTimeout and DialTimeout in the tens or hundreds of milliseconds,
+//     and a PoolSize at least the number of requests in flight you expect,
+//     so a slow Redis fails fast instead of queueing every request.
+//
+// A request that times out has an unknown outcome: the script may or may
+// not have run. The limiter returns the error and never retries it; the
+// units may have been counted once, never twice.
+//
+// # When Redis is down
+//
+// Every method returns an error wrapping the client's. Wrap the limiter
+// with [core.NewFailover] to decide such requests by a local fallback
+// limiter, or to fail open or closed, with a circuit breaker that stops
+// waiting on a dead Redis after a few failures and probes it again later.
+package redisstore

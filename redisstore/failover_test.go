@@ -1,0 +1,171 @@
+package redisstore
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/redis/go-redis/v9"
+)
+
+// Client settings for the outage tests: short timeouts, no retries.
+func outageClient(t *testing.T, addr string) *redis.Client {
+	c := redis.NewClient(&redis.Options{
+		Addr:                  addr,
+		MaxRetries:            -1,
+		DialTimeout:           100 * time.Millisecond,
+		ReadTimeout:           100 * time.Millisecond,
+		WriteTimeout:          100 * time.Millisecond,
+		ContextTimeoutEnabled: true,
+	})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// Redis is stopped mid-run and restarted: every request is decided by the
+// fallback within the timeout plus a margin, the hook sees the errors, the
+// breaker stops calling Redis, and Redis decides again once it is back.
+func TestOutage(t *testing.T) {
+	needRedis(t)
+	srv, err := startServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.stop()
+	const timeout = 100 * time.Millisecond
+	p := core.Policy{Limit: 1000, Window: time.Minute}
+	remote := mustNew(t, outageClient(t, srv.addr), p, WithPrefix(uniquePrefix("outage")), WithTimeout(timeout))
+	local, _ := core.New(core.Policy{Limit: p.Limit / 4, Window: p.Window})
+	var hooked atomic.Int64
+	f, err := core.NewFailover(remote, core.Fallback(local), core.BreakAfter(3, 300*time.Millisecond),
+		core.OnStoreError(func(error) { hooked.Add(1) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	decide := func(phase string) core.Decision {
+		t.Helper()
+		began := time.Now()
+		d, err := f.Allow(ctx, "client")
+		if took := time.Since(began); took > timeout+150*time.Millisecond {
+			t.Errorf("%s: decided in %v, want within the %v timeout", phase, took, timeout)
+		}
+		if err != nil || !d.Allowed {
+			t.Fatalf("%s: %+v, %v; want allowed", phase, d, err)
+		}
+		return d
+	}
+	for range 5 {
+		if d := decide("up"); d.Limit != p.Limit {
+			t.Fatalf("Redis up: decided by limit %d, want Redis's %d", d.Limit, p.Limit)
+		}
+	}
+	srv.stop()
+	var remoteDecisions int
+	for range 20 {
+		if decide("down").Limit == p.Limit {
+			remoteDecisions++
+		}
+	}
+	if remoteDecisions != 0 {
+		t.Errorf("%d decisions from Redis while it was down", remoteDecisions)
+	}
+	if got := hooked.Load(); got != 3 {
+		t.Errorf("hook called %d times, want 3 (then the breaker opened)", got)
+	}
+	if err := srv.start(); err != nil {
+		t.Fatal(err)
+	}
+	// The breaker probes Redis again after its cool-down: a bounded wait.
+	deadline := time.Now().Add(2 * time.Second)
+	for decide("restarted").Limit != p.Limit {
+		if time.Now().After(deadline) {
+			t.Fatal("Redis back, but the failover still falls back after 2s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for range 5 {
+		if d := decide("resumed"); d.Limit != p.Limit {
+			t.Fatalf("resumed: %+v", d)
+		}
+	}
+}
+
+// A Redis that accepts connections and never answers: each request waits
+// at most the timeout, then the breaker stops waiting at all. Fail closed
+// and fail open decide by their Decision.
+func TestUnresponsiveRedis(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var held []net.Conn
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		l.Close()
+		mu.Lock()
+		for _, c := range held {
+			c.Close()
+		}
+		mu.Unlock()
+	}()
+	const timeout = 50 * time.Millisecond
+	p := core.Policy{Limit: 10, Window: time.Second}
+	for _, mode := range []struct {
+		name    string
+		opt     core.FailoverOption
+		allowed bool
+	}{{"closed", core.FailClosed(), false}, {"open", core.FailOpen(), true}} {
+		t.Run(mode.name, func(t *testing.T) {
+			remote := mustNew(t, outageClient(t, l.Addr().String()), p, WithTimeout(timeout))
+			var errs []error
+			f, err := core.NewFailover(remote, mode.opt, core.BreakAfter(2, time.Minute),
+				core.OnStoreError(func(err error) { errs = append(errs, err) }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var slow int
+			for i := range 10 {
+				began := time.Now()
+				d, err := f.Allow(ctx, "k")
+				took := time.Since(began)
+				if err != nil || d.Allowed != mode.allowed {
+					t.Fatalf("request %d: %+v, %v; want allowed=%v", i, d, err, mode.allowed)
+				}
+				if !d.Allowed && d.RetryAfter <= 0 {
+					t.Fatalf("request %d: denied with RetryAfter %v", i, d.RetryAfter)
+				}
+				if took > timeout+150*time.Millisecond {
+					t.Errorf("request %d took %v, timeout %v", i, took, timeout)
+				}
+				if took >= timeout {
+					slow++
+				}
+			}
+			if slow > 2 {
+				t.Errorf("%d requests waited for the timeout, want at most 2 (then the breaker opens)", slow)
+			}
+			if len(errs) != 2 {
+				t.Fatalf("hook called %d times, want 2", len(errs))
+			}
+			var ne net.Error
+			if !errors.As(errs[0], &ne) || !ne.Timeout() {
+				t.Logf("hook error: %v", errs[0])
+			}
+		})
+	}
+}

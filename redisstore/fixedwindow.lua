@@ -1,0 +1,33 @@
+-- Fixed window: one string key, "idx:count", the window's index since the
+-- epoch and the units counted in it. core's fixedWindow.decide.
+--
+-- ARGV[5..6]: L, W.
+local L = tonumber(ARGV[5])
+local W = tonumber(ARGV[6])
+
+local idx = fdiv(now, W)
+local count = 0
+local v = redis.call('GET', KEYS[1])
+if v then
+	local si, sc = string.match(v, '^(-?%d+):(%d+)$')
+	si = tonumber(si)
+	-- A clock that went backwards keeps the stored window current.
+	if idx <= si then
+		idx = si
+		count = tonumber(sc)
+	end
+end
+
+local untilEnd = (idx + 1) * W - now
+if count + n > L then
+	local reset = 0
+	if count > 0 then
+		reset = untilEnd
+	end
+	return {0, L - count, untilEnd, reset, 0}
+end
+count = count + n
+if commit then
+	redis.call('SET', KEYS[1], int(idx) .. ':' .. int(count), 'PX', ttl(untilEnd))
+end
+return {1, L - count, 0, untilEnd, 0}

@@ -1,0 +1,306 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultPrefix starts every key unless [WithPrefix] says otherwise.
+const DefaultPrefix = "ratekit"
+
+// DefaultExpiryMargin is added to every key's expiry unless
+// [WithExpiryMargin] says otherwise.
+const DefaultExpiryMargin = time.Second
+
+// Limiter is a [core.Limiter] whose state lives in Redis: one [core.Policy]
+// enforced over any number of keys, shared by every process that builds a
+// Limiter with the same policy, prefix and Redis.
+//
+// Each decision is one round trip: one Lua script that reads, decides and
+// writes atomically, so concurrent requests from any number of servers are
+// counted exactly (8 servers racing on a new key with Limit 1: exactly one
+// is allowed). The decisions are those of [core.Memory] for the same clock,
+// field for field. State per key: the token and leaky buckets keep one
+// string (the theoretical arrival time), the fixed and sliding windows one
+// string each (window index and counters), the sliding log a sorted set with
+// one member per distinct request time in the last window plus a string with
+// their units.
+//
+// A Limiter is safe for concurrent use. The zero value is not usable; create
+// one with [New].
+type Limiter struct {
+	client  redis.UniversalClient
+	policy  core.Policy
+	script  *redis.Script
+	prefix  string // "<prefix>:<policy>:{"
+	twoKeys bool   // the sliding log's second key
+	clock   core.Clock
+	timeout time.Duration
+	cost    int64 // largest cost ever allowed
+	margin  string
+	consts  []any // the algorithm's ARGV after the shared four
+}
+
+var _ core.Limiter = (*Limiter)(nil)
+
+// Option configures a [Limiter].
+type Option func(*options)
+
+type options struct {
+	prefix  string
+	clock   core.Clock
+	timeout time.Duration
+	margin  time.Duration
+}
+
+// WithPrefix sets the first segment of every key, such as "myapp:limits".
+// It must not contain '{' or '}', which would move the Cluster hash tag.
+// Default: [DefaultPrefix].
+func WithPrefix(prefix string) Option { return func(o *options) { o.prefix = prefix } }
+
+// WithClock makes the limiter read time from c, once per decision, rounded
+// down to the microsecond, instead of the Redis server's TIME. Servers then
+// need synchronized clocks. Tests drive a limiter with a [core.ManualClock]
+// this way. Default (or nil): the server's TIME.
+func WithClock(c core.Clock) Option { return func(o *options) { o.clock = c } }
+
+// WithTimeout bounds each call to Redis: the call's context is given this
+// timeout (in addition to its own deadline). The client needs
+// ContextTimeoutEnabled for the bound to interrupt a read; see the package
+// documentation. Default (or 0): only the caller's context and the client's
+// own timeouts.
+func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+
+// WithExpiryMargin sets what is added to a key's ResetAfter, rounded up to
+// the millisecond, to make its expiry. The margin covers the time between
+// reading a client clock ([WithClock]) and the script running, and the skew
+// between servers' clocks; with the server's TIME a few milliseconds
+// suffice. Default: [DefaultExpiryMargin].
+func WithExpiryMargin(d time.Duration) Option { return func(o *options) { o.margin = d } }
+
+// New returns a limiter that enforces p on Redis through client. It fails if
+// p is invalid (see [core.Policy.Validate]) or an option is.
+//
+// New loads the policy's script into Redis (on every node of a Cluster),
+// waiting at most the [WithTimeout] timeout, or one second, for it. It does
+// not fail if Redis cannot be reached: the first call loads the script then.
+func New(client redis.UniversalClient, p core.Policy, opts ...Option) (*Limiter, error) {
+	if client == nil {
+		return nil, errors.New("redisstore: New: a client is required")
+	}
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("redisstore: %w", err)
+	}
+	o := options{prefix: DefaultPrefix, margin: DefaultExpiryMargin}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.prefix == "" {
+		o.prefix = DefaultPrefix
+	}
+	if strings.ContainsAny(o.prefix, "{}") {
+		return nil, fmt.Errorf("redisstore: WithPrefix(%q): must not contain '{' or '}'", o.prefix)
+	}
+	if o.timeout < 0 {
+		return nil, fmt.Errorf("redisstore: WithTimeout(%v): must not be negative", o.timeout)
+	}
+	if o.margin < 0 {
+		return nil, fmt.Errorf("redisstore: WithExpiryMargin(%v): must not be negative", o.margin)
+	}
+	l := &Limiter{
+		client:  client,
+		policy:  p,
+		script:  scriptFor(p.Algorithm),
+		prefix:  o.prefix + ":" + policySegment(p) + ":{",
+		twoKeys: p.Algorithm == core.SlidingLog,
+		clock:   o.clock,
+		timeout: o.timeout,
+		cost:    p.Capacity(),
+		margin:  strconv.FormatInt(int64((o.margin+time.Millisecond-1)/time.Millisecond), 10),
+		consts:  scriptConstants(p),
+	}
+	load := o.timeout
+	if load == 0 {
+		load = time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), load)
+	defer cancel()
+	_ = l.script.Load(ctx, client).Err() // best effort: Run falls back to EVAL
+	return l, nil
+}
+
+// policySegment names p in its keys: the name, if any, then everything that
+// changes what the state means.
+func policySegment(p core.Policy) string {
+	var b strings.Builder
+	if p.Name != "" {
+		b.WriteString(p.Name)
+		b.WriteByte('/')
+	}
+	b.WriteString(p.Algorithm.String())
+	b.WriteByte('/')
+	b.WriteString(strconv.FormatInt(p.Limit, 10))
+	b.WriteByte('/')
+	b.WriteString(strconv.FormatInt(int64(p.Window/time.Microsecond), 10))
+	if p.Algorithm.Burstable() {
+		b.WriteByte('/')
+		b.WriteString(strconv.FormatInt(p.Capacity(), 10))
+	}
+	return b.String()
+}
+
+// scriptConstants returns the ARGV the algorithm's script takes after the
+// shared four (now, n, commit, margin); see the scripts.
+func scriptConstants(p core.Policy) []any {
+	itoa := func(v int64) any { return strconv.FormatInt(v, 10) }
+	switch p.Algorithm {
+	case core.TokenBucket, core.LeakyBucket:
+		e := p.Emission()
+		leaky := "0"
+		if p.Algorithm == core.LeakyBucket {
+			leaky = "1"
+		}
+		return []any{itoa(e.Scale), itoa(e.Interval), itoa(e.Capacity), itoa(2*e.Capacity/e.Scale + 1), leaky}
+	}
+	return []any{itoa(p.Limit), itoa(int64(p.Window / time.Microsecond))}
+}
+
+// Policy returns the policy the limiter enforces.
+func (l *Limiter) Policy() core.Policy { return l.policy }
+
+// Allow is shorthand for AllowN(ctx, key, 1).
+func (l *Limiter) Allow(ctx context.Context, key string) (core.Decision, error) {
+	return l.AllowN(ctx, key, 1)
+}
+
+// AllowN reports whether n units may be spent for key now and, if so, counts
+// them, in one round trip; a denied request counts nothing. See
+// [core.Limiter]. Errors from Redis are wrapped; when one is returned, the
+// units may have been counted (the script may have run before a timeout),
+// never twice.
+func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (core.Decision, error) {
+	return l.decide(ctx, key, n, "1")
+}
+
+// Peek reports what AllowN would decide now without counting anything. It
+// writes nothing to Redis.
+func (l *Limiter) Peek(ctx context.Context, key string, n int64) (core.Decision, error) {
+	return l.decide(ctx, key, n, "0")
+}
+
+// Reset forgets key: it deletes the key's state from Redis.
+func (l *Limiter) Reset(ctx context.Context, key string) error {
+	if key == "" {
+		return fmt.Errorf("redisstore: %w", core.ErrEmptyKey)
+	}
+	ctx, cancel := l.withTimeout(ctx)
+	defer cancel()
+	k := l.key(key)
+	var err error
+	if l.twoKeys {
+		err = l.client.Del(ctx, k, k+":n").Err()
+	} else {
+		err = l.client.Del(ctx, k).Err()
+	}
+	if err != nil {
+		return fmt.Errorf("redisstore: del: %w", err)
+	}
+	return nil
+}
+
+func (l *Limiter) decide(ctx context.Context, key string, n int64, commit string) (core.Decision, error) {
+	d := core.Decision{Limit: l.policy.Limit, Policy: l.policy}
+	switch {
+	case key == "":
+		return d, fmt.Errorf("redisstore: %w", core.ErrEmptyKey)
+	case n <= 0:
+		return d, fmt.Errorf("redisstore: cost %d: %w", n, core.ErrInvalidCost)
+	case n > l.cost:
+		return d, fmt.Errorf("redisstore: cost %d, at most %d: %w", n, l.cost, core.ErrCostTooHigh)
+	}
+	now := ""
+	if l.clock != nil {
+		us := unixMicro(l.clock.Now())
+		if us <= -maxMicros || us >= maxMicros {
+			return d, fmt.Errorf("redisstore: clock reads %v, outside the years 1685 to 2255 that Lua counts exactly", l.clock.Now())
+		}
+		now = strconv.FormatInt(us, 10)
+	}
+	args := make([]any, 4, 4+len(l.consts))
+	args[0], args[1], args[2], args[3] = now, n, commit, l.margin
+	args = append(args, l.consts...)
+	k := l.key(key)
+	keys := []string{k}
+	if l.twoKeys {
+		keys = append(keys, k+":n")
+	}
+	ctx, cancel := l.withTimeout(ctx)
+	defer cancel()
+	v, err := l.script.Run(ctx, l.client, keys, args...).Int64Slice()
+	if err != nil {
+		return d, fmt.Errorf("redisstore: eval: %w", err)
+	}
+	if len(v) != 5 {
+		return d, fmt.Errorf("redisstore: eval: script returned %d values, want 5", len(v))
+	}
+	d.Allowed = v[0] == 1
+	d.Remaining = v[1]
+	d.RetryAfter = time.Duration(v[2]) * time.Microsecond
+	d.ResetAfter = time.Duration(v[3]) * time.Microsecond
+	d.Delay = time.Duration(v[4]) * time.Microsecond
+	return d, nil
+}
+
+func (l *Limiter) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if l.timeout > 0 {
+		return context.WithTimeout(ctx, l.timeout)
+	}
+	return ctx, func() {}
+}
+
+// key returns the Redis key of a caller's key: the limiter's prefix and the
+// key as the hash tag, escaped so that it holds no brace.
+func (l *Limiter) key(key string) string {
+	if !strings.ContainsAny(key, "{}%") {
+		return l.prefix + key + "}"
+	}
+	var b strings.Builder
+	b.Grow(len(l.prefix) + len(key) + 8)
+	b.WriteString(l.prefix)
+	for i := 0; i < len(key); i++ {
+		switch c := key[i]; c {
+		case '{':
+			b.WriteString("%7B")
+		case '}':
+			b.WriteString("%7D")
+		case '%':
+			b.WriteString("%25")
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// maxMicros is 2^53: the scripts count time in float64 microseconds, exact
+// below it.
+const maxMicros = 1 << 53
+
+// unixMicro returns t in Unix microseconds, rounded down, as the memory
+// store counts.
+func unixMicro(t time.Time) int64 {
+	ns := t.UnixNano()
+	us := ns / 1000
+	if ns%1000 < 0 {
+		us--
+	}
+	return us
+}
