@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"strings"
 )
 
 // Bounds on the forwarding headers read by [ClientIP], so that a client
@@ -197,13 +198,33 @@ func (c *ipConfig) key(r Request) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("%w: remote address %q is not an IP address", ErrNoKey, ra)
 	}
-	client := peer
 	if c.isTrusted(peer) {
 		if a, ok := c.fromHeaders(r); ok {
-			client = a
+			return c.format(a), nil
 		}
 	}
-	return c.format(client), nil
+	if key, ok := c.inPlace(ra, peer); ok {
+		return key, nil
+	}
+	return c.format(peer), nil
+}
+
+// inPlace returns the key of the peer as a substring of the remote address
+// when it is already written there in canonical form ("203.0.113.7:41234"
+// holds "203.0.113.7"), which saves the allocation of formatting it.
+func (c *ipConfig) inPlace(ra string, peer netip.Addr) (string, bool) {
+	if !peer.Is4() || c.v4bits != 32 {
+		return "", false
+	}
+	host := ra
+	if i := strings.LastIndexByte(ra, ':'); i >= 0 {
+		host = ra[:i]
+	}
+	var buf [len("255.255.255.255")]byte
+	if string(peer.AppendTo(buf[:0])) != host {
+		return "", false
+	}
+	return host, true
 }
 
 func (c *ipConfig) isTrusted(a netip.Addr) bool {

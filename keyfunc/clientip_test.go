@@ -267,3 +267,24 @@ func BenchmarkClientIP(b *testing.B) {
 		})
 	}
 }
+
+// The peer's key is taken from RemoteAddr without formatting only when it
+// is written there canonically; every form still gives the canonical key.
+func TestPeerKeyForms(t *testing.T) {
+	for _, tt := range []struct{ remote, want string }{
+		{"203.0.113.7:41234", "203.0.113.7"},
+		{"203.0.113.7", "203.0.113.7"},
+		{"[::ffff:203.0.113.7]:80", "203.0.113.7"},
+		{"[2001:db8::1]:443", "2001:db8::/64"},
+		{"[fe80::1%eth0]:443", "fe80::/64"},
+	} {
+		got, err := PeerIP(&fakeRequest{remote: tt.remote})
+		if err != nil || got != tt.want {
+			t.Errorf("PeerIP(RemoteAddr %q) = %q, %v; want %q", tt.remote, got, err, tt.want)
+		}
+	}
+	req := &fakeRequest{remote: "203.0.113.7:41234"}
+	if n := testing.AllocsPerRun(100, func() { PeerIP(req) }); n != 0 {
+		t.Errorf("PeerIP of an IPv4 peer allocates %v times, want 0", n)
+	}
+}

@@ -1,0 +1,75 @@
+package chilimit_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/ratekit/ratekit/chilimit"
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/httplimit"
+	"github.com/ratekit/ratekit/keyfunc"
+)
+
+// recordKey returns middleware keyed by keyfunc.Route that records the
+// keys it computes (or the error text).
+func recordKey(t *testing.T, got *[]string) func(http.Handler) http.Handler {
+	l, err := core.New(core.Policy{Limit: 100, Window: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return chilimit.New(l, httplimit.WithKey(func(r keyfunc.Request) (string, error) {
+		k, err := keyfunc.Route(r)
+		if err != nil {
+			*got = append(*got, "error")
+		} else {
+			*got = append(*got, k)
+		}
+		return k, err
+	}))
+}
+
+func TestRouteKeysUseThePattern(t *testing.T) {
+	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+	var got []string
+	mw := recordKey(t, &got)
+
+	r := chi.NewRouter()
+	r.With(mw).Get("/items/{id}", ok)
+	r.Route("/api", func(r chi.Router) {
+		r.Route("/v1", func(r chi.Router) {
+			r.With(mw).Post("/users/{user}/files/*", ok)
+		})
+	})
+	r.Group(func(r chi.Router) {
+		r.Use(mw)
+		r.Get("/grouped/{id}", ok)
+	})
+	top := chi.NewRouter()
+	top.Use(mw) // before routing: no pattern yet
+	top.Get("/top/{id}", ok)
+
+	mux := http.NewServeMux()
+	mux.Handle("GET /mux/{id}", mw(ok))
+
+	for _, tc := range []struct {
+		h            http.Handler
+		method, path string
+		want         string
+	}{
+		{r, "GET", "/items/42", "GET /items/{id}"},
+		{r, "POST", "/api/v1/users/ana/files/a/b", "POST /api/v1/users/{user}/files/*"},
+		{r, "GET", "/grouped/7", "GET /grouped/{id}"},
+		{top, "GET", "/top/7", "error"},
+		{mux, "GET", "/mux/9", "GET /mux/{id}"},
+	} {
+		got = got[:0]
+		tc.h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(tc.method, tc.path, nil))
+		if len(got) != 1 || got[0] != tc.want {
+			t.Errorf("%s %s: keys %q, want [%q]", tc.method, tc.path, got, tc.want)
+		}
+	}
+}

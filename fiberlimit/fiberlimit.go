@@ -1,0 +1,90 @@
+// Package fiberlimit is ratekit's rate-limiting middleware for fiber
+// (github.com/gofiber/fiber/v2): one line in front of an API or a route,
+//
+//	app.Use(fiberlimit.New(limiter))
+//
+// It is glue around [httplimit.Engine]: the options, headers and responses
+// are [httplimit]'s, the same in every framework.
+package fiberlimit
+
+import (
+	"context"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/httplimit"
+	"github.com/ratekit/ratekit/keyfunc"
+)
+
+// New returns fiber middleware that limits requests with l, configured by the
+// [httplimit.Option] values opts. Allowed requests get the rate headers and
+// go on to the next handler; refused ones get the [httplimit.Engine]
+// response.
+//
+// The [keyfunc.Request] that key functions see reads fiber's request: its
+// Route is the path the middleware was registered with (c.Route().Path), so
+// for route keys register it on the route, as in
+// app.Post("/login", fiberlimit.New(l), login), not with app.Use, whose
+// route is the prefix. Its Context is c.UserContext(): fasthttp does not
+// report a client that went away, so a leaky bucket's wait ends early only
+// when that context is canceled.
+//
+// With [httplimit.WithCountIf], an error returned by the handler is passed to
+// the app's ErrorHandler here, so that the status it answers with is the one
+// counted; the middleware then returns nil, as fiber's logger does.
+//
+// New panics if l is nil or an option is invalid (see [httplimit.New]): a
+// configuration mistake, found when the server starts.
+func New(l core.Limiter, opts ...httplimit.Option) fiber.Handler {
+	e := httplimit.MustNew(l, opts...)
+	return func(c *fiber.Ctx) error {
+		res := e.Check(request{c})
+		res.EachHeader(c.Response().Header.Add)
+		if !res.Serve() {
+			resp := res.Response()
+			return c.Status(resp.Status).Send(resp.Body)
+		}
+		if !res.Counting() {
+			return c.Next()
+		}
+		if err := c.Next(); err != nil {
+			if err := c.App().Config().ErrorHandler(c, err); err != nil {
+				c.Status(fiber.StatusInternalServerError)
+			}
+		}
+		res.Done(c.Response().StatusCode())
+		return nil
+	}
+}
+
+// request is the keyfunc.Request view of a fiber request. fasthttp reuses
+// its buffers, so every string it returns is a copy.
+type request struct{ c *fiber.Ctx }
+
+func (r request) RemoteAddr() string       { return r.c.Context().RemoteAddr().String() }
+func (r request) Method() string           { return r.c.Method() }
+func (r request) Route() string            { return r.c.Route().Path }
+func (r request) Context() context.Context { return r.c.UserContext() }
+
+func (r request) Header(name string) []string {
+	raw := r.c.Request().Header.PeekAll(name)
+	if len(raw) == 0 {
+		return nil
+	}
+	vs := make([]string, len(raw))
+	for i, v := range raw {
+		vs[i] = string(v)
+	}
+	return vs
+}
+
+func (r request) Field(name string) (string, error) {
+	req := r.c.Request()
+	v, err := keyfunc.BodyField(string(req.Header.ContentType()), r.c.Body(), name)
+	if v != "" || err != nil {
+		return v, err
+	}
+	// The query has the syntax of a URL-encoded form.
+	return keyfunc.BodyField("application/x-www-form-urlencoded", req.URI().QueryString(), name)
+}

@@ -1,0 +1,56 @@
+package httplimit_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/httplimit"
+	"github.com/ratekit/ratekit/keyfunc"
+)
+
+// BenchmarkCheck splits the allowed path of the middleware into its parts:
+// the limiter alone, the default key alone, and the engine with and without
+// writing the headers.
+func BenchmarkCheck(b *testing.B) {
+	l, err := core.New(core.Policy{Limit: core.MaxLimit, Window: time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := httptest.NewRequest("GET", "/hello", nil)
+	ctx := context.Background()
+	b.Run("limiter", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			l.AllowN(ctx, "192.0.2.1", 1)
+		}
+	})
+	b.Run("key", func(b *testing.B) {
+		b.ReportAllocs()
+		kr := keyfunc.FromHTTP(req)
+		for b.Loop() {
+			keyfunc.PeerIP(kr)
+		}
+	})
+	e := httplimit.MustNew(l)
+	b.Run("check", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			res := e.Check(httplimit.HTTPRequest(req, "/hello"))
+			if !res.Serve() {
+				b.Fatal("refused")
+			}
+		}
+	})
+	b.Run("check+headers", func(b *testing.B) {
+		b.ReportAllocs()
+		h := make(http.Header)
+		for b.Loop() {
+			res := e.Check(httplimit.HTTPRequest(req, "/hello"))
+			res.SetHeaders(h)
+		}
+	})
+}

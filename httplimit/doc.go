@@ -1,0 +1,25 @@
+// Package httplimit is the HTTP behaviour of ratekit's middleware, written
+// once for every framework: which requests are limited and by what key, what
+// they cost, the rate headers, the 429 and its problem+json body, what
+// happens when the limiter fails, dry runs, and charging only some
+// responses.
+//
+// The framework adapters (ginlimit, echolimit, chilimit, fiberlimit) are glue
+// around an [Engine]: they build a [keyfunc.Request] view of the request,
+// call [Engine.Check], write the [Result] the framework's way, call the
+// handler, and report its status to [Result.Done]. They all take the same
+// [Option] values, so a configuration reads the same in every framework:
+//
+//	r.Use(ginlimit.New(limiter,
+//		httplimit.WithKey(clientIP),
+//		httplimit.WithSkip(isHealthCheck),
+//		httplimit.WithErrorPolicy(httplimit.FailClosed),
+//	))
+//
+// # Defaults
+//
+// Without options a request is keyed by its socket peer's address
+// ([keyfunc.PeerIP]; no forwarding header is trusted), costs 1, gets the IETF
+// RateLimit-Policy and RateLimit headers, and is served unlimited if the
+// limiter fails ([FailOpen]). See [Engine] for the responses.
+package httplimit

@@ -1,0 +1,332 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/keyfunc"
+)
+
+// Engine is the rate-limiting behaviour shared by every adapter, written once:
+// it keys a request, asks the limiter, and says what the adapter must write.
+// Adapters call [Engine.Check] before the handler, write the [Result] the
+// framework's way, and call [Result.Done] after the handler.
+//
+// # Responses
+//
+// Allowed requests are served with the rate headers of [WithHeaders]. By
+// default ([IETFHeaders]) these are, for a policy named "api" of 100 per
+// minute with 42 units left:
+//
+//	RateLimit-Policy: "api";q=100;w=60
+//	RateLimit: "api";r=42;t=12
+//
+// q is the policy's Limit and w its Window in seconds, rounded up. r is the
+// units left, never above q, never negative, and 0 on a denial. t is, when
+// allowed, the seconds until the key is as if new (the Decision's ResetAfter,
+// rounded up) and, when denied, the Retry-After value. An unnamed policy is
+// called [DefaultPolicyName].
+//
+// A request the limiter denies gets 429 Too Many Requests with Retry-After
+// (the Decision's RetryAfter in whole seconds, rounded up, at least 1),
+// Cache-Control: no-store and an application/problem+json body of type
+// [ProblemRateLimited]; the handler is not called. The other refusals are
+// listed with the problem types ([ProblemCostTooHigh],
+// [ProblemUnavailable], [ProblemInvalidKey], [ProblemCanceled]). Nothing a
+// request carries makes the Engine panic, and no error text is ever written
+// to a client.
+//
+// When a leaky bucket's Decision carries a Delay, Check waits that long
+// before returning, and gives up (without calling the handler) when the
+// request's context ends first; the slot it held is not given back.
+//
+// An Engine is safe for concurrent use.
+type Engine struct {
+	l    core.Limiter
+	cfg  config
+	last atomic.Pointer[policyHeaders]
+}
+
+// New returns the engine enforcing l with opts. It fails if l is nil or an
+// option is invalid, such as [Fallback](nil).
+func New(l core.Limiter, opts ...Option) (*Engine, error) {
+	if l == nil {
+		return nil, errors.New("httplimit: nil limiter")
+	}
+	e := &Engine{l: l, cfg: config{headers: IETFHeaders}}
+	c := &e.cfg
+	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("httplimit: nil option")
+		}
+		o(c)
+	}
+	if len(c.errs) > 0 {
+		return nil, errors.Join(c.errs...)
+	}
+	if c.key == nil {
+		c.key = keyfunc.PeerIP
+	}
+	if c.onError.set && c.onError.fallback == nil {
+		return nil, errors.New("httplimit: Fallback(nil): a fallback limiter is required")
+	}
+	if c.noKey.kind == keyDefault {
+		c.noKey = FallbackKey(keyfunc.PeerIP)
+	}
+	if c.badKey.kind == keyDefault {
+		c.badKey = RefuseKey
+	}
+	for _, p := range []KeyPolicy{c.noKey, c.badKey} {
+		if p.kind == keyFallback && p.fallback == nil {
+			return nil, errors.New("httplimit: FallbackKey(nil): a key function is required")
+		}
+	}
+	if c.clock == nil {
+		c.clock = core.SystemClock{}
+	}
+	return e, nil
+}
+
+// MustNew is like [New] but panics if l is nil or an option is invalid, for
+// adapter constructors that return a handler: a configuration mistake is
+// found when the server starts, as [http.Handle] panics on a nil handler.
+func MustNew(l core.Limiter, opts ...Option) *Engine {
+	e, err := New(l, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return e
+}
+
+// Result is what [Engine.Check] decided for one request: serve it (after
+// setting the rate headers) or refuse it with a [Response]. An adapter uses
+// it on the request's goroutine only.
+type Result struct {
+	e      *Engine
+	req    keyfunc.Request
+	lim    core.Limiter // the limiter that decided, to charge in Done
+	key    string
+	cost   int64
+	d      core.Decision
+	rate   bool // write the rate headers of d
+	denied bool // d is a denial: r=0, t=Retry-After
+	serve  bool
+	charge bool      // Done charges the request
+	resp   *Response // when refusing
+}
+
+// Serve reports whether the handler should be called.
+func (r *Result) Serve() bool { return r.serve }
+
+// Response returns the response to write instead of calling the handler when
+// [Result.Serve] is false; its headers are also visited by
+// [Result.EachHeader] and written by [Result.WriteHTTP].
+func (r *Result) Response() Response {
+	if r.resp == nil {
+		return Response{}
+	}
+	return *r.resp
+}
+
+// Counting reports whether [Result.Done] needs the response status: the
+// request is to be charged after the handler ([WithCountIf]). Adapters that
+// must do extra work to learn the status do it only then.
+func (r *Result) Counting() bool { return r.charge }
+
+// EachHeader calls set for every header value to write before the handler
+// runs or the refusal is written: the rate headers and, when refusing, the
+// response's headers (one call per value).
+func (r *Result) EachHeader(set func(name, value string)) {
+	r.writeHeaders(funcSink(set))
+}
+
+// SetHeaders sets the headers of [Result.EachHeader] in h, replacing any
+// value already there.
+func (r *Result) SetHeaders(h http.Header) { r.writeHeaders(httpSink(h)) }
+
+func (r *Result) writeHeaders(h headerSink) {
+	if r.rate {
+		var slots *headerSlots
+		if hr, ok := r.req.(*httpRequest); ok {
+			slots = &hr.slots
+			slots.n = 0
+		}
+		r.e.writeRateHeaders(h, r.d, r.denied, slots)
+	}
+	if !r.serve {
+		for k, v := range r.resp.Header {
+			h.set(http.CanonicalHeaderKey(k), v)
+		}
+	}
+}
+
+// WriteHTTP writes the result to a net/http response writer: it sets the
+// headers and, when refusing, writes the status and body. It reports whether
+// the handler should be called.
+func (r *Result) WriteHTTP(w http.ResponseWriter) (serve bool) {
+	r.SetHeaders(w.Header())
+	if r.serve {
+		return true
+	}
+	w.WriteHeader(r.resp.Status)
+	w.Write(r.resp.Body)
+	return false
+}
+
+// Done tells the engine the status the handler answered with. It charges the
+// request when [WithCountIf] accepts the status, and does nothing otherwise.
+// Call it after the handler whenever [Result.Serve] was true; extra calls do
+// nothing.
+func (r *Result) Done(status int) {
+	if !r.charge {
+		return
+	}
+	r.charge = false
+	if !r.e.cfg.countIf(status) {
+		return
+	}
+	ctx := context.WithoutCancel(r.req.Context())
+	if _, err := r.lim.AllowN(ctx, r.key, r.cost); err != nil {
+		r.e.report(r.req, fmt.Errorf("httplimit: charge after the handler: %w", err))
+	}
+}
+
+// Check decides what req gets. It runs the skip, key and cost functions,
+// asks the limiter (Peek instead of AllowN with [WithCountIf]), waits a leaky
+// bucket's Delay, and reports errors and dry-run denials to their hooks.
+func (e *Engine) Check(req keyfunc.Request) Result {
+	res := Result{e: e, req: req}
+	c := &e.cfg
+	if c.skip != nil && c.skip(req) {
+		res.serve = true
+		return res
+	}
+	key, err := c.key(req)
+	if err != nil {
+		p := c.badKey
+		if errors.Is(err, keyfunc.ErrNoKey) {
+			p = c.noKey
+		} else {
+			e.report(req, fmt.Errorf("httplimit: key: %w", err))
+		}
+		switch p.kind {
+		case keySkip:
+			res.serve = true
+			return res
+		case keyFallback:
+			key, err = p.fallback(req)
+			if err == nil && key == "" {
+				err = core.ErrEmptyKey
+			}
+			if err != nil {
+				e.report(req, fmt.Errorf("httplimit: fallback key: %w", err))
+			}
+		}
+		if err != nil {
+			return res.refuse(invalidKeyResponse())
+		}
+	}
+	n := int64(1)
+	if c.cost != nil {
+		if n, err = c.cost(req); err == nil && n <= 0 {
+			err = fmt.Errorf("cost %d: %w", n, core.ErrInvalidCost)
+		}
+		if err != nil {
+			return e.failed(res, fmt.Errorf("httplimit: cost: %w", err))
+		}
+	}
+	res.key, res.cost = key, n
+	ctx := req.Context()
+	d, err := e.decide(ctx, e.l, key, n)
+	res.lim = e.l
+	if err != nil && !errors.Is(err, core.ErrCostTooHigh) && c.onError.fallback != nil {
+		e.report(req, err)
+		res.lim = c.onError.fallback
+		d, err = e.decide(ctx, res.lim, key, n)
+	}
+	if err != nil {
+		if errors.Is(err, core.ErrCostTooHigh) {
+			e.report(req, err)
+			return res.refuse(costTooHighResponse(n, d))
+		}
+		return e.failed(res, err)
+	}
+	res.d, res.rate = d, true
+	if d.Allowed {
+		if d.Delay > 0 && c.countIf == nil && c.dryRun == nil && !wait(ctx, d.Delay) {
+			return res.refuse(canceledResponse(d))
+		}
+		res.serve, res.charge = true, c.countIf != nil
+		return res
+	}
+	res.denied = true
+	if c.dryRun != nil {
+		c.dryRun(req, d)
+		res.serve, res.charge = true, c.countIf != nil
+		return res
+	}
+	if c.denied == nil {
+		resp := DeniedResponse(d)
+		resp.Header[hRetryAfter] = retryAfterValue(d.RetryAfter)
+		return res.refuse(resp)
+	}
+	resp := c.denied(req, d)
+	if resp.Status == 0 {
+		resp.Status = http.StatusTooManyRequests
+	}
+	h := http.Header{"Cache-Control": {"no-store"}, hRetryAfter: retryAfterValue(d.RetryAfter)}
+	for k, v := range resp.Header {
+		h[http.CanonicalHeaderKey(k)] = v
+	}
+	resp.Header = h
+	return res.refuse(resp)
+}
+
+func (e *Engine) decide(ctx context.Context, l core.Limiter, key string, n int64) (core.Decision, error) {
+	if e.cfg.countIf != nil {
+		return l.Peek(ctx, key, n)
+	}
+	return l.AllowN(ctx, key, n)
+}
+
+// failed applies the error policy to a request whose limit could not be
+// checked; err has not been reported yet.
+func (e *Engine) failed(res Result, err error) Result {
+	e.report(res.req, err)
+	if e.cfg.onError.closed || e.cfg.onError.fallback != nil {
+		return res.refuse(unavailableResponse())
+	}
+	res.serve = true
+	return res
+}
+
+func (r Result) refuse(resp Response) Result {
+	r.serve, r.charge, r.resp = false, false, &resp
+	return r
+}
+
+func (e *Engine) report(req keyfunc.Request, err error) {
+	if e.cfg.errorHook != nil {
+		e.cfg.errorHook(req, err)
+	}
+}
+
+// wait waits d or until ctx ends, and reports whether d elapsed.
+func wait(ctx context.Context, d time.Duration) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

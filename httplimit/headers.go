@@ -1,0 +1,196 @@
+package httplimit
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+	"unsafe"
+
+	"github.com/ratekit/ratekit/core"
+)
+
+// Canonical header names, as [http.CanonicalHeaderKey] spells them, so they
+// can be assigned to an [http.Header] directly.
+const (
+	hRateLimitPolicy = "Ratelimit-Policy"
+	hRateLimit       = "Ratelimit"
+	hLimit           = "Ratelimit-Limit"
+	hRemaining       = "Ratelimit-Remaining"
+	hReset           = "Ratelimit-Reset"
+	hXLimit          = "X-Ratelimit-Limit"
+	hXRemaining      = "X-Ratelimit-Remaining"
+	hXReset          = "X-Ratelimit-Reset"
+	hRetryAfter      = "Retry-After"
+)
+
+// DefaultPolicyName is the name written in the headers and problem bodies
+// for a policy whose Name is empty.
+const DefaultPolicyName = "default"
+
+// PolicyName returns the name under which p appears in headers and problem
+// bodies: p.Name, or [DefaultPolicyName] when it is empty.
+func PolicyName(p core.Policy) string {
+	if p.Name == "" {
+		return DefaultPolicyName
+	}
+	return p.Name
+}
+
+// policyHeaders holds the header values that depend on the policy only,
+// computed once per policy.
+type policyHeaders struct {
+	policy  core.Policy
+	ietf    []string // RateLimit-Policy value
+	limit   []string // the Limit, for the triples
+	rPrefix string   // `"name";r=`
+}
+
+func newPolicyHeaders(p core.Policy) *policyHeaders {
+	name := sfString(PolicyName(p))
+	w := ceilSeconds(p.Window)
+	if w < 1 {
+		w = 1
+	}
+	lim := strconv.FormatInt(p.Limit, 10)
+	return &policyHeaders{
+		policy:  p,
+		ietf:    []string{name + ";q=" + lim + ";w=" + strconv.FormatInt(w, 10)},
+		limit:   []string{lim},
+		rPrefix: name + ";r=",
+	}
+}
+
+// sfString returns s as an RFC 9651 sf-string: quoted, with '"' and '\'
+// escaped. Bytes an sf-string cannot hold (controls, non-ASCII) become '?'.
+func sfString(s string) string {
+	b := make([]byte, 0, len(s)+2)
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20 || c > 0x7e:
+			b = append(b, '?')
+		default:
+			b = append(b, c)
+		}
+	}
+	return string(append(b, '"'))
+}
+
+// headersFor returns the per-policy header values of d, cached for the
+// policy seen last.
+func (e *Engine) headersFor(p core.Policy) *policyHeaders {
+	if ph := e.last.Load(); ph != nil && ph.policy == p {
+		return ph
+	}
+	ph := newPolicyHeaders(p)
+	e.last.Store(ph)
+	return ph
+}
+
+// headerSink receives header values: an [http.Header] is assigned directly,
+// other frameworks get a function.
+type headerSink interface {
+	set(name string, v []string)
+}
+
+type httpSink http.Header
+
+func (h httpSink) set(name string, v []string) { h[name] = v }
+
+type funcSink func(name, value string)
+
+func (f funcSink) set(name string, v []string) {
+	for _, s := range v {
+		f(name, s)
+	}
+}
+
+// headerSlots backs the per-request value slice of RateLimit, the one
+// header value of the default style that is new on every request, so that it
+// costs no allocation of its own. The triples, which are options, allocate.
+type headerSlots struct {
+	v       [1]string
+	n       int
+	bufUsed bool
+	buf     [56]byte // the RateLimit value's bytes, written once
+}
+
+// rateLimitValue returns the RateLimit value "name";r=<r>;t=<t>. Its bytes
+// live in the slots' buffer when it is unused and large enough: the buffer
+// is written once and never again, so the string stays immutable.
+func (hs *headerSlots) rateLimitValue(prefix string, r, t int64) string {
+	if hs != nil && !hs.bufUsed && len(prefix)+2*20+3 <= len(hs.buf) {
+		hs.bufUsed = true
+		b := appendRateLimit(hs.buf[:0], prefix, r, t)
+		return unsafe.String(&b[0], len(b))
+	}
+	var buf [96]byte
+	return string(appendRateLimit(buf[:0], prefix, r, t))
+}
+
+func appendRateLimit(b []byte, prefix string, r, t int64) []byte {
+	b = append(b, prefix...)
+	b = strconv.AppendInt(b, r, 10)
+	b = append(b, ";t="...)
+	return strconv.AppendInt(b, t, 10)
+}
+
+// slice returns a one-element slice holding s, in a slot if one is left.
+func (hs *headerSlots) slice(s string) []string {
+	if hs == nil || hs.n == len(hs.v) {
+		return []string{s}
+	}
+	hs.v[hs.n] = s
+	hs.n++
+	return hs.v[hs.n-1 : hs.n : hs.n]
+}
+
+// writeRateHeaders writes the rate headers of d in the configured styles,
+// their value slices in slots when not nil. When denied, remaining is 0 and
+// the reset is the Retry-After value.
+func (e *Engine) writeRateHeaders(h headerSink, d core.Decision, denied bool, slots *headerSlots) {
+	style := e.cfg.headers
+	if style == NoHeaders {
+		return
+	}
+	ph := e.headersFor(d.Policy)
+	r := d.Remaining
+	if r > d.Limit {
+		r = d.Limit
+	}
+	if r < 0 || denied {
+		r = 0
+	}
+	delta := d.ResetAfter
+	t := ceilSeconds(delta)
+	if denied {
+		delta = d.RetryAfter
+		t = RetryAfterSeconds(delta)
+	}
+	if style&IETFHeaders != 0 {
+		h.set(hRateLimitPolicy, ph.ietf)
+		h.set(hRateLimit, slots.slice(slots.rateLimitValue(ph.rPrefix, r, t)))
+	}
+	if style&LegacyHeaders != 0 {
+		h.set(hLimit, ph.limit)
+		h.set(hRemaining, slots.slice(strconv.FormatInt(r, 10)))
+		h.set(hReset, slots.slice(strconv.FormatInt(t, 10)))
+	}
+	if style&XRateLimitHeaders != 0 {
+		at := e.cfg.clock.Now().Add(delta)
+		epoch := at.Unix()
+		if at.Nanosecond() != 0 {
+			epoch++
+		}
+		h.set(hXLimit, ph.limit)
+		h.set(hXRemaining, slots.slice(strconv.FormatInt(r, 10)))
+		h.set(hXReset, slots.slice(strconv.FormatInt(epoch, 10)))
+	}
+}
+
+// retryAfterValue is Retry-After for a denial.
+func retryAfterValue(d time.Duration) []string {
+	return []string{strconv.FormatInt(RetryAfterSeconds(d), 10)}
+}

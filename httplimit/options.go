@@ -1,0 +1,239 @@
+package httplimit
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/keyfunc"
+)
+
+// An Option configures the middleware built by [New] and by every adapter
+// (ginlimit, echolimit, chilimit, fiberlimit): the options are one
+// vocabulary, the same names in every framework. Each option's doc says its
+// default; a nil function means the default.
+type Option func(*config)
+
+type config struct {
+	key       keyfunc.Func
+	cost      func(keyfunc.Request) (int64, error)
+	skip      func(keyfunc.Request) bool
+	denied    func(keyfunc.Request, core.Decision) Response
+	onError   ErrorPolicy
+	errorHook func(keyfunc.Request, error)
+	dryRun    func(keyfunc.Request, core.Decision)
+	headers   HeaderStyle
+	countIf   func(status int) bool
+	noKey     KeyPolicy
+	badKey    KeyPolicy
+	clock     core.Clock
+	errs      []error // invalid options, reported by New
+}
+
+// WithKey sets who is limited: the function that turns a request into the
+// key the limiter counts by, such as [keyfunc.ClientIP] behind trusted
+// proxies, [keyfunc.Header] for an API key, or [keyfunc.Route] joined with a
+// caller key. A key error wrapping [keyfunc.ErrNoKey] is handled as
+// [WithNoKey] says; any other key error as [WithInvalidKey] says.
+//
+// Default: [keyfunc.PeerIP], the socket peer's address; no header is
+// trusted, so a client cannot change its key with X-Forwarded-For.
+func WithKey(f keyfunc.Func) Option { return func(c *config) { c.key = f } }
+
+// WithCost sets how many units a request spends, such as 50 for an export
+// and 1 for everything else. An error, or a cost that is not positive, is
+// reported to the [WithErrorHook] hook and handled by the [WithErrorPolicy]
+// policy; a cost above what the policy can ever allow is refused with
+// [ProblemCostTooHigh].
+//
+// Default: every request costs 1.
+func WithCost(f func(keyfunc.Request) (int64, error)) Option {
+	return func(c *config) { c.cost = f }
+}
+
+// WithSkip sets which requests are not limited at all, such as health checks
+// or an allowlist of internal addresses: a request for which f returns true
+// is served without being counted and without rate headers.
+//
+// Default: no request is skipped.
+func WithSkip(f func(keyfunc.Request) bool) Option { return func(c *config) { c.skip = f } }
+
+// WithDenied replaces the response to a request denied by the limiter (the
+// default is 429 with a [ProblemRateLimited] problem+json body). f returns
+// the response to write instead; the rate headers, Retry-After and
+// Cache-Control: no-store are still set, and the Header of f's response is
+// set over them. The handler is not called either way. f is not called for
+// the other refusals (cost too high, invalid key, limiter unavailable).
+//
+// Default: [DeniedResponse].
+func WithDenied(f func(r keyfunc.Request, d core.Decision) Response) Option {
+	return func(c *config) { c.denied = f }
+}
+
+// WithErrorPolicy sets what a request gets when the limiter fails (a store
+// is down, a cost function errs): [FailOpen], [FailClosed] or
+// [Fallback]. Every such error also reaches the [WithErrorHook] hook.
+//
+// Default: [FailOpen]: the request is served, without rate headers.
+func WithErrorPolicy(p ErrorPolicy) Option { return func(c *config) { c.onError = p } }
+
+// WithErrorHook sets a function that receives every error met while
+// limiting a request: limiter and store errors, cost function errors, and
+// key errors other than a missing key that was handled by [WithNoKey]. It
+// runs on the request's goroutine before the response is decided, so keep it
+// quick (log, count). The error text never reaches the client.
+//
+// Default: errors are not reported.
+func WithErrorHook(f func(r keyfunc.Request, err error)) Option {
+	return func(c *config) { c.errorHook = f }
+}
+
+// WithDryRun makes the middleware decide, count and set rate headers as
+// usual, but never block: a denied request is reported to f and then served
+// (without Retry-After), and a leaky bucket's Delay is not waited. Use it to
+// try a new limit on live traffic. f may be nil to only set headers.
+//
+// Default: off; denied requests get 429.
+func WithDryRun(f func(r keyfunc.Request, d core.Decision)) Option {
+	return func(c *config) {
+		c.dryRun = f
+		if f == nil {
+			c.dryRun = func(keyfunc.Request, core.Decision) {}
+		}
+	}
+}
+
+// WithHeaders sets which rate headers are written on allowed and denied
+// responses; several styles may be combined, such as
+// WithHeaders([IETFHeaders], [XRateLimitHeaders]), and WithHeaders([NoHeaders])
+// or WithHeaders() writes none. Retry-After is written on every 429 and 503
+// whatever the style.
+//
+// Default: [IETFHeaders].
+func WithHeaders(styles ...HeaderStyle) Option {
+	return func(c *config) {
+		var s HeaderStyle
+		for _, st := range styles {
+			if st&^allHeaders != 0 {
+				c.errs = append(c.errs, errors.New("httplimit: WithHeaders: unknown header style"))
+			}
+			s |= st
+		}
+		c.headers = s
+	}
+}
+
+// WithCountIf counts only the requests whose response status f accepts, such
+// as [Failures] on a login route so that only failed attempts count. The
+// check happens before the handler (a request that would not fit is denied
+// up front, with the handler not called) and the charge after it, so the
+// rate headers describe the state as if this request were counted. A leaky
+// bucket's Delay is not waited in this mode: nothing was queued by the check.
+//
+// Default: every allowed request is counted, before the handler.
+func WithCountIf(f func(status int) bool) Option { return func(c *config) { c.countIf = f } }
+
+// Failures reports whether status is an error (400 or above), for
+// [WithCountIf].
+func Failures(status int) bool { return status >= http.StatusBadRequest }
+
+// WithNoKey sets what a request gets when the key function finds nothing to
+// key by (an error wrapping [keyfunc.ErrNoKey], such as a missing API key
+// header): [FallbackKey] keys it by another function, [RefuseKey] answers 400
+// with a [ProblemInvalidKey] body, [SkipKey] serves it unlimited.
+//
+// Default: FallbackKey([keyfunc.PeerIP]), the socket peer's address.
+func WithNoKey(p KeyPolicy) Option { return func(c *config) { c.noKey = p } }
+
+// WithInvalidKey sets what a request gets when the key function reports any
+// other error, such as one wrapping [keyfunc.ErrInvalidKey] (an email
+// address with a zero-width space) or an unreadable body. Letting such a
+// request through unlimited would let a client escape its limit by sending
+// malformed input, hence the default.
+//
+// Default: [RefuseKey]: 400 with a [ProblemInvalidKey] body.
+func WithInvalidKey(p KeyPolicy) Option { return func(c *config) { c.badKey = p } }
+
+// WithClock sets the clock read for the epoch time of X-RateLimit-Reset
+// ([XRateLimitHeaders]), the only absolute time the middleware writes. Give
+// it the limiter's clock in tests.
+//
+// Default: [core.SystemClock].
+func WithClock(clk core.Clock) Option { return func(c *config) { c.clock = clk } }
+
+// HeaderStyle is a set of rate header styles for [WithHeaders]; combine them
+// with | or by passing several.
+type HeaderStyle uint8
+
+const (
+	// NoHeaders writes no rate headers.
+	NoHeaders HeaderStyle = 0
+	// IETFHeaders writes the IETF httpapi fields, RFC 9651 structured-field
+	// Lists: RateLimit-Policy: "name";q=<limit>;w=<window seconds> and
+	// RateLimit: "name";r=<remaining>;t=<seconds>. See [Engine] for the
+	// values.
+	IETFHeaders HeaderStyle = 1 << iota
+	// LegacyHeaders writes the earlier draft's triple RateLimit-Limit,
+	// RateLimit-Remaining and RateLimit-Reset (delta seconds).
+	LegacyHeaders
+	// XRateLimitHeaders writes X-RateLimit-Limit, X-RateLimit-Remaining and
+	// X-RateLimit-Reset (Unix epoch seconds, as GitHub does).
+	XRateLimitHeaders
+
+	allHeaders = IETFHeaders | LegacyHeaders | XRateLimitHeaders
+)
+
+// ErrorPolicy says what a request gets when the limiter fails; see
+// [WithErrorPolicy]. The zero value is [FailOpen].
+type ErrorPolicy struct {
+	closed   bool
+	fallback core.Limiter
+	set      bool // Fallback was called, possibly with nil
+}
+
+var (
+	// FailOpen serves the request as if there were no limit, without rate
+	// headers: availability first.
+	FailOpen = ErrorPolicy{}
+	// FailClosed answers 503 Service Unavailable with Retry-After: 1 and a
+	// [ProblemUnavailable] body: protection first.
+	FailClosed = ErrorPolicy{closed: true}
+)
+
+// Fallback decides with l when the limiter fails, such as a local
+// [core.Memory] standing in for a Redis store; if l fails too, the request
+// gets [FailClosed], as does a request whose cost function failed. l must
+// not be nil.
+func Fallback(l core.Limiter) ErrorPolicy { return ErrorPolicy{fallback: l, set: true} }
+
+// KeyPolicy says what a request gets when its key cannot be found or used;
+// see [WithNoKey] and [WithInvalidKey].
+type KeyPolicy struct {
+	kind     keyKind
+	fallback keyfunc.Func
+}
+
+type keyKind uint8
+
+const (
+	keyDefault keyKind = iota
+	keyRefuse
+	keySkip
+	keyFallback
+)
+
+var (
+	// RefuseKey answers 400 Bad Request with a [ProblemInvalidKey] body; the
+	// handler is not called.
+	RefuseKey = KeyPolicy{kind: keyRefuse}
+	// SkipKey serves the request unlimited and without rate headers.
+	SkipKey = KeyPolicy{kind: keySkip}
+)
+
+// FallbackKey keys the request by f instead, such as [keyfunc.PeerIP]. If f
+// fails too, the request is refused as with [RefuseKey]. f must not be nil.
+func FallbackKey(f keyfunc.Func) KeyPolicy { return KeyPolicy{kind: keyFallback, fallback: f} }
+
+// failClosedRetry is the Retry-After of a 503 when the limiter fails.
+const failClosedRetry = time.Second

@@ -1,0 +1,164 @@
+package httplimit
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/ratekit/ratekit/core"
+)
+
+// Problem type URIs (RFC 9457), one per reason a request is refused. They are
+// stable: clients may compare them.
+const (
+	// ProblemRateLimited: 429, the limit is reached; retry after the
+	// Retry-After header's seconds.
+	ProblemRateLimited = "https://ratekit.dev/problems/rate-limited"
+	// ProblemCostTooHigh: 429 without Retry-After; the request costs more
+	// than the policy can ever allow ([core.ErrCostTooHigh]), so retrying it
+	// cannot help.
+	ProblemCostTooHigh = "https://ratekit.dev/problems/cost-too-high"
+	// ProblemUnavailable: 503 with Retry-After; the limiter failed and the
+	// error policy is [FailClosed] (or [Fallback] failed too).
+	ProblemUnavailable = "https://ratekit.dev/problems/limiter-unavailable"
+	// ProblemInvalidKey: 400; the request carries a malformed key (see
+	// [WithInvalidKey]) or none where one is required (see [WithNoKey]).
+	ProblemInvalidKey = "https://ratekit.dev/problems/invalid-key"
+	// ProblemCanceled: 503 without Retry-After; the request's context ended
+	// while it waited for its leaky-bucket slot. A client that went away
+	// does not see it.
+	ProblemCanceled = "https://ratekit.dev/problems/wait-canceled"
+)
+
+// ContentTypeProblem is the media type of every refusal body.
+const ContentTypeProblem = "application/problem+json"
+
+// Problem is the RFC 9457 problem details body of a refusal. Its JSON field
+// names are those of the RFC plus "policy", the name of the policy that
+// refused the request ("default" for an unnamed policy) when one did. It
+// never holds an error's text.
+type Problem struct {
+	// Type is one of the Problem* URIs, such as [ProblemRateLimited].
+	Type string `json:"type"`
+	// Title is a short summary of the type, the same for every occurrence.
+	Title string `json:"title"`
+	// Status is the response's status code.
+	Status int `json:"status"`
+	// Detail explains this occurrence, such as "Try again in 12 seconds.".
+	Detail string `json:"detail"`
+	// Policy is the name of the policy that decided, if one did.
+	Policy string `json:"policy,omitempty"`
+}
+
+// Response is a framework-neutral HTTP response that an adapter writes the
+// framework's way: the refusals, and what a [WithDenied] function returns.
+type Response struct {
+	// Status is the status code; 0 means 429.
+	Status int
+	// Header holds headers to set, over the ones the middleware set.
+	Header http.Header
+	// Body is the response body.
+	Body []byte
+}
+
+// DeniedResponse returns the default response to a request denied by d: 429
+// Too Many Requests, Content-Type application/problem+json and a
+// [ProblemRateLimited] body whose detail says when to retry, such as "Try
+// again in 12 seconds.". The middleware sets Retry-After and Cache-Control
+// itself.
+func DeniedResponse(d core.Decision) Response {
+	secs := RetryAfterSeconds(d.RetryAfter)
+	return problemResponse(Problem{
+		Type:   ProblemRateLimited,
+		Title:  "Too many requests",
+		Status: http.StatusTooManyRequests,
+		Detail: "Try again in " + plural(secs, "second") + ".",
+		Policy: PolicyName(d.Policy),
+	})
+}
+
+func costTooHighResponse(n int64, d core.Decision) Response {
+	detail := "This request costs " + plural(n, "unit") + ", more than the policy can ever allow; retrying cannot help."
+	if c := d.Policy.Capacity(); c > 0 {
+		detail = "This request costs " + plural(n, "unit") + "; the policy allows at most " + strconv.FormatInt(c, 10) + " at once, so retrying cannot help."
+	}
+	return problemResponse(Problem{
+		Type:   ProblemCostTooHigh,
+		Title:  "Request too expensive",
+		Status: http.StatusTooManyRequests,
+		Detail: detail,
+		Policy: PolicyName(d.Policy),
+	})
+}
+
+func unavailableResponse() Response {
+	r := problemResponse(Problem{
+		Type:   ProblemUnavailable,
+		Title:  "Rate limiter unavailable",
+		Status: http.StatusServiceUnavailable,
+		Detail: "The request could not be checked against its rate limit. Try again in " + plural(RetryAfterSeconds(failClosedRetry), "second") + ".",
+	})
+	r.Header.Set("Retry-After", strconv.FormatInt(RetryAfterSeconds(failClosedRetry), 10))
+	return r
+}
+
+func invalidKeyResponse() Response {
+	return problemResponse(Problem{
+		Type:   ProblemInvalidKey,
+		Title:  "Request not identifiable",
+		Status: http.StatusBadRequest,
+		Detail: "The request does not carry a valid identity to apply the rate limit to.",
+	})
+}
+
+func canceledResponse(d core.Decision) Response {
+	return problemResponse(Problem{
+		Type:   ProblemCanceled,
+		Title:  "Request canceled while queued",
+		Status: http.StatusServiceUnavailable,
+		Detail: "The request ended before its turn came.",
+		Policy: PolicyName(d.Policy),
+	})
+}
+
+func problemResponse(p Problem) Response {
+	body, err := json.Marshal(p)
+	if err != nil { // unreachable: strings and an int always marshal
+		body = []byte(`{"status":` + strconv.Itoa(p.Status) + `}`)
+	}
+	h := make(http.Header, 3)
+	h["Content-Type"] = []string{ContentTypeProblem}
+	h["Cache-Control"] = []string{"no-store"}
+	return Response{Status: p.Status, Header: h, Body: body}
+}
+
+// RetryAfterSeconds returns d in whole seconds, rounded up and at least 1:
+// the Retry-After value of a denial, as the header cannot say "0" or a
+// fraction without telling clients to retry too early.
+func RetryAfterSeconds(d time.Duration) int64 {
+	if s := ceilSeconds(d); s > 1 {
+		return s
+	}
+	return 1
+}
+
+// ceilSeconds returns d in whole seconds, rounded up; 0 for d <= 0.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
+}
+
+func plural(n int64, unit string) string {
+	s := strconv.FormatInt(n, 10) + " " + unit
+	if n != 1 {
+		s += "s"
+	}
+	return s
+}

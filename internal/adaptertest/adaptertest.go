@@ -1,0 +1,556 @@
+// Package adaptertest is the behaviour table that every framework adapter
+// must pass: one set of cases, run through a thin [Driver] per framework.
+// It is for tests only.
+package adaptertest
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/dunglas/httpsfv"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/httplimit"
+	"github.com/ratekit/ratekit/keyfunc"
+)
+
+// Headers a test request may carry for the app's handler and the drivers.
+const (
+	// StatusHeader asks the app's handler to answer with this status.
+	StatusHeader = "X-Test-Status"
+	// PeerHeader carries the socket peer for drivers that cannot set it on
+	// the request itself (fiber); they must remove it before the middleware.
+	PeerHeader = "X-Test-Peer"
+	// ContextHeader carries an ID for [App.Context], for drivers that cannot
+	// pass the request's context through (fiber); they must remove it.
+	ContextHeader = "X-Test-Context"
+)
+
+// Limit is one middleware: the adapter's New(Limiter, Options...).
+type Limit struct {
+	Limiter core.Limiter
+	Options []httplimit.Option
+}
+
+// Route is a route of the app, its pattern in chi syntax ("/items/{id}"; see
+// [ColonPattern]), behind its own middleware when Limit is set.
+type Route struct {
+	Method, Pattern string
+	Limit           *Limit
+}
+
+// App describes the app a driver builds: middleware on every route (Use,
+// r.Use in the framework) and routes, each served by [App.Handle].
+type App struct {
+	Use    *Limit
+	Routes []Route
+
+	calls atomic.Int64
+	ctxs  sync.Map // ID -> context.Context
+	ctxID atomic.Int64
+}
+
+// Handle is the app's handler: drivers call it with the request's
+// StatusHeader value and body. It records the call and returns the status
+// to answer with (200 by default) and a body echoing the request body.
+func (a *App) Handle(statusHeader string, body []byte) (int, []byte) {
+	a.calls.Add(1)
+	status := http.StatusOK
+	if n, err := strconv.Atoi(statusHeader); err == nil {
+		status = n
+	}
+	return status, append([]byte("ok:"), body...)
+}
+
+// Context returns the context registered under the ContextHeader id, or nil.
+func (a *App) Context(id string) context.Context {
+	if v, ok := a.ctxs.Load(id); ok {
+		return v.(context.Context)
+	}
+	return nil
+}
+
+// ColonPattern turns a chi pattern ("/items/{id}") into gin, echo and fiber
+// syntax ("/items/:id").
+func ColonPattern(p string) string {
+	var b strings.Builder
+	for p != "" {
+		i := strings.IndexByte(p, '{')
+		if i < 0 {
+			b.WriteString(p)
+			break
+		}
+		j := strings.IndexByte(p[i:], '}')
+		b.WriteString(p[:i])
+		b.WriteByte(':')
+		b.WriteString(p[i+1 : i+j])
+		p = p[i+j+1:]
+	}
+	return b.String()
+}
+
+// Driver runs apps in one framework.
+type Driver struct {
+	Name string
+	// Serve builds app and returns a function that serves one request in
+	// process. The request's RemoteAddr and Context must reach the
+	// middleware (through PeerHeader and ContextHeader if need be).
+	Serve func(t *testing.T, app *App) func(*http.Request) *http.Response
+	// Listen serves app on a real listener on 127.0.0.1 until the test
+	// ends and returns its base URL, such as "http://127.0.0.1:4242".
+	Listen func(t *testing.T, app *App) string
+}
+
+// Recorder serves requests with h in process, for net/http frameworks.
+func Recorder(h http.Handler) func(*http.Request) *http.Response {
+	return func(r *http.Request) *http.Response {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Result()
+	}
+}
+
+// Listen serves h on 127.0.0.1 until the test ends, for net/http frameworks.
+func Listen(t *testing.T, h http.Handler) string {
+	s := httptest.NewServer(h)
+	t.Cleanup(s.Close)
+	return s.URL
+}
+
+// Env is what a case's app is built with: a manual clock and recording
+// hooks.
+type Env struct {
+	Clock *core.ManualClock
+
+	mu      sync.Mutex
+	errs    []error
+	dryRuns []core.Decision
+}
+
+// Start is the manual clock's start: 2026-01-01 12:00:00 UTC.
+var Start = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+// Limiter returns an in-memory limiter of p on the manual clock.
+func (e *Env) Limiter(t *testing.T, p core.Policy) core.Limiter {
+	t.Helper()
+	l, err := core.New(p, core.WithClock(e.Clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// Hooks returns options recording errors and dry-run denials.
+func (e *Env) Hooks() []httplimit.Option {
+	return []httplimit.Option{
+		httplimit.WithErrorHook(func(_ keyfunc.Request, err error) {
+			e.mu.Lock()
+			e.errs = append(e.errs, err)
+			e.mu.Unlock()
+		}),
+	}
+}
+
+// DryRun returns the dry-run option recording denials.
+func (e *Env) DryRun() httplimit.Option {
+	return httplimit.WithDryRun(func(_ keyfunc.Request, d core.Decision) {
+		e.mu.Lock()
+		e.dryRuns = append(e.dryRuns, d)
+		e.mu.Unlock()
+	})
+}
+
+func (e *Env) counts() (errs, dryRuns int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.errs), len(e.dryRuns)
+}
+
+// Secret is the text of the failing limiter's error: it must never reach a
+// response.
+const Secret = "redis://:hunter2@10.0.0.9"
+
+// Failing is a limiter whose every call fails.
+type Failing struct{}
+
+func (Failing) AllowN(context.Context, string, int64) (core.Decision, error) {
+	return core.Decision{}, errFailing
+}
+func (Failing) Peek(context.Context, string, int64) (core.Decision, error) {
+	return core.Decision{}, errFailing
+}
+func (Failing) Reset(context.Context, string) error { return errFailing }
+
+var errFailing = &failingError{}
+
+type failingError struct{}
+
+func (*failingError) Error() string { return "dial " + Secret + ": connection refused" }
+
+// Req is one request of a case.
+type Req struct {
+	Method string // default GET
+	Path   string // default /items/1
+	Header map[string]string
+	Body   string // sent as JSON when it starts with '{'
+	Peer   string // default 192.0.2.1:1234
+
+	// Advance moves the manual clock before the request.
+	Advance time.Duration
+	// CancelAfter cancels the request's context after this long (in a
+	// synctest bubble).
+	CancelAfter time.Duration
+}
+
+// Rate is the parsed RateLimit and RateLimit-Policy fields.
+type Rate struct {
+	Name       string
+	Q, W, R, T int64
+}
+
+// Want is what a response must be. Every response is also checked for the
+// invariants of the HTTP behaviour (see [checkInvariants]).
+type Want struct {
+	Status int
+	Called bool   // the handler ran
+	Body   string // exact, when set
+	// Problem is the problem type of a refusal; "" for none.
+	Problem string
+	// Rate is the IETF fields expected; NoRate says no rate header at all.
+	Rate   *Rate
+	NoRate bool
+	// RetryAfter is the exact Retry-After value; "-" for absent.
+	RetryAfter string
+	// Header holds exact values of other headers; "" for absent.
+	Header map[string]string
+	// Errors and DryRuns are the hook calls so far, when not -1... checked
+	// when Hooks is set.
+	Hooks        bool
+	Errors       int
+	DryRuns      int
+	MinElapsed   time.Duration // synctest cases: at least this long
+	ExactElapsed bool
+}
+
+// Step is a request and what it must get.
+type Step struct {
+	Req  Req
+	Want Want
+}
+
+// Case is one behaviour, run against every framework.
+type Case struct {
+	Name     string
+	App      func(t *testing.T, env *Env) *App
+	Steps    []Step
+	Synctest bool // run in a synctest bubble (timers)
+}
+
+// Run runs every case of [Cases] with d.
+func Run(t *testing.T, d Driver) {
+	for _, c := range Cases() {
+		t.Run(c.Name, func(t *testing.T) {
+			if c.Synctest {
+				synctest.Test(t, func(t *testing.T) { runCase(t, d, c) })
+				return
+			}
+			runCase(t, d, c)
+		})
+	}
+}
+
+func runCase(t *testing.T, d Driver, c Case) {
+	env := &Env{Clock: core.NewManualClock(Start)}
+	app := c.App(t, env)
+	if app.Routes == nil {
+		app.Routes = DefaultRoutes()
+	}
+	serve := d.Serve(t, app)
+	for i, s := range c.Steps {
+		env.Clock.Advance(s.Req.Advance)
+		req, cancel := build(app, s.Req, "")
+		if s.Req.CancelAfter > 0 {
+			time.AfterFunc(s.Req.CancelAfter, cancel)
+		}
+		before := app.calls.Load()
+		start := time.Now()
+		resp := serve(req)
+		elapsed := time.Since(start)
+		cancel()
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		called := app.calls.Load() > before
+		check(t, "step "+strconv.Itoa(i+1)+" "+req.Method+" "+req.URL.Path, env, resp, body, called, elapsed, s.Want)
+	}
+}
+
+// DefaultRoutes are the routes of an App that names none, without
+// per-route limits.
+func DefaultRoutes() []Route {
+	return []Route{
+		{Method: "GET", Pattern: "/items/{id}"},
+		{Method: "POST", Pattern: "/login"},
+	}
+}
+
+func build(app *App, r Req, base string) (*http.Request, context.CancelFunc) {
+	method, path := r.Method, r.Path
+	if method == "" {
+		method = "GET"
+	}
+	if path == "" {
+		path = "/items/1"
+	}
+	var body io.Reader
+	if r.Body != "" {
+		body = strings.NewReader(r.Body)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	req := httptest.NewRequestWithContext(ctx, method, base+path, body)
+	if r.Body != "" {
+		ct := "application/x-www-form-urlencoded"
+		if r.Body[0] == '{' {
+			ct = "application/json"
+		}
+		req.Header.Set("Content-Type", ct)
+	}
+	for k, v := range r.Header {
+		req.Header.Set(k, v)
+	}
+	req.RemoteAddr = "192.0.2.1:1234"
+	if r.Peer != "" {
+		req.RemoteAddr = r.Peer
+	}
+	req.Header.Set(PeerHeader, req.RemoteAddr)
+	id := strconv.FormatInt(app.ctxID.Add(1), 10)
+	app.ctxs.Store(id, ctx)
+	req.Header.Set(ContextHeader, id)
+	return req, cancel
+}
+
+func check(t *testing.T, step string, env *Env, resp *http.Response, body []byte, called bool, elapsed time.Duration, w Want) {
+	t.Helper()
+	fail := func(format string, args ...any) {
+		t.Helper()
+		t.Errorf("%s: "+format, append([]any{step}, args...)...)
+	}
+	if resp.StatusCode != w.Status {
+		fail("status %d, want %d (body %s)", resp.StatusCode, w.Status, body)
+	}
+	if called != w.Called {
+		fail("handler called %v, want %v", called, w.Called)
+	}
+	if w.Body != "" && string(body) != w.Body {
+		fail("body %q, want %q", body, w.Body)
+	}
+	if w.MinElapsed > 0 && elapsed < w.MinElapsed {
+		fail("served after %v, want at least %v", elapsed, w.MinElapsed)
+	}
+	if w.ExactElapsed && elapsed != w.MinElapsed {
+		fail("served after %v, want %v", elapsed, w.MinElapsed)
+	}
+	if w.RetryAfter != "" {
+		got, ok := resp.Header["Retry-After"]
+		switch {
+		case w.RetryAfter == "-" && ok:
+			fail("Retry-After %q, want none", got)
+		case w.RetryAfter != "-" && (len(got) != 1 || got[0] != w.RetryAfter):
+			fail("Retry-After %q, want %q", got, w.RetryAfter)
+		}
+	}
+	for k, v := range w.Header {
+		if got := strings.Join(resp.Header.Values(k), ", "); got != v {
+			fail("%s: %q, want %q", k, got, v)
+		}
+	}
+	rate, hasRate := parseRate(t, step, resp.Header)
+	if w.NoRate {
+		for k := range resp.Header {
+			if strings.Contains(strings.ToLower(k), "ratelimit") {
+				fail("rate header %s: %q, want none", k, resp.Header[k])
+			}
+		}
+	}
+	if w.Rate != nil {
+		if !hasRate {
+			fail("no RateLimit fields, want %+v", *w.Rate)
+		} else if rate != *w.Rate {
+			fail("RateLimit fields %+v, want %+v", rate, *w.Rate)
+		}
+	}
+	if w.Hooks {
+		errs, dry := env.counts()
+		if errs != w.Errors {
+			fail("error hook called %d times, want %d (%v)", errs, w.Errors, env.errs)
+		}
+		if dry != w.DryRuns {
+			fail("dry-run hook called %d times, want %d", dry, w.DryRuns)
+		}
+	}
+	checkInvariants(t, step, resp, body, w, rate, hasRate)
+}
+
+// checkInvariants checks what holds for every response: no error text in a
+// body; r within [0, q]; a refusal is problem+json with the right fields;
+// a 429 for the rate limit has Retry-After in whole seconds >= 1,
+// Cache-Control: no-store, r = 0 and t = Retry-After.
+func checkInvariants(t *testing.T, step string, resp *http.Response, body []byte, w Want, rate Rate, hasRate bool) {
+	t.Helper()
+	fail := func(format string, args ...any) {
+		t.Helper()
+		t.Errorf("%s: "+format, append([]any{step}, args...)...)
+	}
+	if strings.Contains(string(body), Secret) || strings.Contains(string(body), "connection refused") {
+		fail("body holds the error text: %s", body)
+	}
+	if hasRate && (rate.R < 0 || rate.R > rate.Q) {
+		fail("RateLimit r=%d outside [0, q=%d]", rate.R, rate.Q)
+	}
+	if w.Problem == "" {
+		if ct := resp.Header.Get("Content-Type"); ct == httplimit.ContentTypeProblem {
+			fail("Content-Type %s on a response that is no refusal", ct)
+		}
+		return
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != httplimit.ContentTypeProblem {
+		fail("Content-Type %q, want %s", ct, httplimit.ContentTypeProblem)
+	}
+	if cc := resp.Header.Get("Cache-Control"); cc != "no-store" {
+		fail("Cache-Control %q, want no-store", cc)
+	}
+	var p map[string]any
+	if err := json.Unmarshal(body, &p); err != nil {
+		fail("problem body %s: %v", body, err)
+		return
+	}
+	if p["type"] != w.Problem {
+		fail("problem type %v, want %s", p["type"], w.Problem)
+	}
+	if p["status"] != float64(resp.StatusCode) {
+		fail("problem status %v, want %d", p["status"], resp.StatusCode)
+	}
+	for _, f := range []string{"title", "detail"} {
+		if s, _ := p[f].(string); s == "" {
+			fail("problem %s missing in %s", f, body)
+		}
+	}
+	ra := resp.Header.Values("Retry-After")
+	switch w.Problem {
+	case httplimit.ProblemRateLimited:
+		if len(ra) != 1 {
+			fail("Retry-After %q, want one value", ra)
+			return
+		}
+		secs, err := strconv.ParseInt(ra[0], 10, 64)
+		if err != nil || secs < 1 {
+			fail("Retry-After %q, want whole seconds >= 1", ra[0])
+		}
+		unit := " seconds."
+		if secs == 1 {
+			unit = " second."
+		}
+		if want := "Try again in " + ra[0] + unit; p["detail"] != want {
+			fail("problem detail %q, want %q", p["detail"], want)
+		}
+		if s, _ := p["policy"].(string); s == "" {
+			fail("problem policy missing in %s", body)
+		}
+		if hasRate && (rate.R != 0 || rate.T != secs) {
+			fail("429 with RateLimit r=%d t=%d, want r=0 t=%d", rate.R, rate.T, secs)
+		}
+	case httplimit.ProblemCostTooHigh:
+		if len(ra) != 0 {
+			fail("Retry-After %q on a cost that can never fit", ra)
+		}
+	}
+}
+
+// parseRate parses RateLimit-Policy and RateLimit with an RFC 9651 parser;
+// either present without the other, or unparseable, is an error.
+func parseRate(t *testing.T, step string, h http.Header) (Rate, bool) {
+	t.Helper()
+	pol, lim := h.Values("RateLimit-Policy"), h.Values("RateLimit")
+	if len(pol) == 0 && len(lim) == 0 {
+		return Rate{}, false
+	}
+	var r Rate
+	pl, err := httpsfv.UnmarshalList(pol)
+	if err != nil || len(pl) != 1 {
+		t.Errorf("%s: RateLimit-Policy %q: want a List of one item (%v)", step, pol, err)
+		return r, false
+	}
+	ll, err := httpsfv.UnmarshalList(lim)
+	if err != nil || len(ll) != 1 {
+		t.Errorf("%s: RateLimit %q: want a List of one item (%v)", step, lim, err)
+		return r, false
+	}
+	pi, ok1 := pl[0].(httpsfv.Item)
+	li, ok2 := ll[0].(httpsfv.Item)
+	if !ok1 || !ok2 {
+		t.Errorf("%s: RateLimit fields %q %q: want items", step, pol, lim)
+		return r, false
+	}
+	name, _ := pi.Value.(string)
+	if lname, _ := li.Value.(string); lname != name || name == "" {
+		t.Errorf("%s: policy names %q and %q differ or are empty", step, pol, lim)
+	}
+	r.Name = name
+	get := func(p *httpsfv.Params, k string, dst *int64, field string) {
+		v, ok := p.Get(k)
+		n, isInt := v.(int64)
+		if !ok || !isInt {
+			t.Errorf("%s: %s has no integer %s", step, field, k)
+		}
+		*dst = n
+	}
+	get(pi.Params, "q", &r.Q, "RateLimit-Policy")
+	get(pi.Params, "w", &r.W, "RateLimit-Policy")
+	get(li.Params, "r", &r.R, "RateLimit")
+	get(li.Params, "t", &r.T, "RateLimit")
+	return r, true
+}
+
+// RunEndToEnd serves an app limited to 2 requests per minute on a real
+// listener and sends three requests with a net/http client: two are served
+// with parseable rate headers, the third gets the full 429.
+func RunEndToEnd(t *testing.T, d Driver) {
+	env := &Env{Clock: core.NewManualClock(Start)}
+	app := use(env.Limiter(t, api))
+	app.Routes = DefaultRoutes()
+	base := d.Listen(t, app)
+	client := &http.Client{Timeout: 10 * time.Second}
+	t.Cleanup(client.CloseIdleConnections)
+	wants := []Want{
+		with(ok, rate("api", 2, 60, 1, 30)),
+		with(ok, rate("api", 2, 60, 0, 60)),
+		with(limited, func(w *Want) { w.RetryAfter = "30"; rate("api", 2, 60, 0, 30)(w) }),
+	}
+	for i, w := range wants {
+		req, cancel := build(app, Req{Path: "/items/" + strconv.Itoa(i)}, base)
+		req.RequestURI = ""
+		req.Header.Del(PeerHeader)
+		req.Header.Del(ContextHeader)
+		before := app.calls.Load()
+		resp, err := client.Do(req)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, "request "+strconv.Itoa(i+1), env, resp, body, app.calls.Load() > before, 0, w)
+	}
+}

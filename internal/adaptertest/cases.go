@@ -1,0 +1,365 @@
+package adaptertest
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/httplimit"
+	"github.com/ratekit/ratekit/keyfunc"
+)
+
+// use returns a case's App: one middleware on every route.
+func use(l core.Limiter, opts ...httplimit.Option) *App {
+	return &App{Use: &Limit{Limiter: l, Options: opts}}
+}
+
+func opts(env *Env, more ...httplimit.Option) []httplimit.Option {
+	return append(env.Hooks(), more...)
+}
+
+var (
+	ok      = Want{Status: 200, Called: true}
+	limited = Want{Status: 429, Problem: httplimit.ProblemRateLimited}
+)
+
+func with(w Want, f func(*Want)) Want { f(&w); return w }
+
+func rate(name string, q, w, r, t int64) func(*Want) {
+	return func(x *Want) { x.Rate = &Rate{Name: name, Q: q, W: w, R: r, T: t} }
+}
+
+func steps(ws ...Want) []Step {
+	s := make([]Step, len(ws))
+	for i, w := range ws {
+		s[i].Want = w
+	}
+	return s
+}
+
+func hooks(errs, dry int) func(*Want) {
+	return func(w *Want) { w.Hooks, w.Errors, w.DryRuns = true, errs, dry }
+}
+
+func header(kv ...string) func(*Want) {
+	return func(w *Want) {
+		w.Header = map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			w.Header[kv[i]] = kv[i+1]
+		}
+	}
+}
+
+var api = core.Policy{Name: "api", Limit: 2, Window: time.Minute}
+
+// Cases returns the behaviour table.
+func Cases() []Case {
+	login := func(email, status string) Req {
+		return Req{Method: "POST", Path: "/login", Body: `{"email":"` + email + `","password":"x"}`, Header: map[string]string{StatusHeader: status}}
+	}
+	items := func(peer string, h ...string) Req {
+		r := Req{Peer: peer, Header: map[string]string{}}
+		for i := 0; i < len(h); i += 2 {
+			r.Header[h[i]] = h[i+1]
+		}
+		return r
+	}
+	return []Case{
+		{
+			Name: "allowed/IETF headers",
+			App: func(t *testing.T, env *Env) *App {
+				return use(env.Limiter(t, core.Policy{Name: "api", Limit: 100, Window: time.Minute}))
+			},
+			// 100 per minute: one token back every 600 ms.
+			Steps: steps(
+				with(ok, func(w *Want) { w.Body = "ok:"; w.RetryAfter = "-" }),
+				with(ok, rate("api", 100, 60, 98, 2)),
+			),
+		},
+		{
+			Name: "allowed/unnamed policy is default",
+			App: func(t *testing.T, env *Env) *App {
+				return use(env.Limiter(t, core.Policy{Limit: 10, Window: 90 * time.Second}))
+			},
+			Steps: steps(with(ok, rate("default", 10, 90, 9, 9))),
+		},
+		{
+			Name:  "denied/limit reached",
+			App:   func(t *testing.T, env *Env) *App { return use(env.Limiter(t, api)) },
+			Steps: append(steps(with(ok, rate("api", 2, 60, 1, 30)), with(ok, rate("api", 2, 60, 0, 60)), with(limited, rate("api", 2, 60, 0, 30)), with(limited, func(w *Want) { w.RetryAfter = "30" })), Step{Req: Req{Advance: 30 * time.Second}, Want: with(ok, rate("api", 2, 60, 0, 60))}),
+		},
+		{
+			Name: "denied/Retry-After rounds up",
+			App: func(t *testing.T, env *Env) *App {
+				return use(env.Limiter(t, core.Policy{Limit: 2, Window: 3 * time.Second}))
+			},
+			Steps: steps(ok, ok, with(limited, func(w *Want) { w.RetryAfter = "2" })),
+		},
+		{
+			Name: "denied/Retry-After never 0",
+			App: func(t *testing.T, env *Env) *App {
+				return use(env.Limiter(t, core.Policy{Limit: 10, Window: time.Second}))
+			},
+			Steps: append(steps(ok, ok, ok, ok, ok, ok, ok, ok, ok, ok), Step{Req: Req{Advance: 99 * time.Millisecond}, Want: with(limited, func(w *Want) { w.RetryAfter = "1"; w.Rate = &Rate{Name: "default", Q: 10, W: 1, R: 0, T: 1} })}),
+		},
+		{
+			Name: "denied/custom response",
+			App: func(t *testing.T, env *Env) *App {
+				return use(env.Limiter(t, api), httplimit.WithDenied(func(r keyfunc.Request, d core.Decision) httplimit.Response {
+					return httplimit.Response{Header: http.Header{"content-type": {"text/plain"}}, Body: []byte("slow down, " + strconv.Itoa(int(d.RetryAfter/time.Second)) + "s")}
+				}))
+			},
+			Steps: steps(ok, ok, Want{Status: 429, Body: "slow down, 30s", RetryAfter: "30", Rate: &Rate{Name: "api", Q: 2, W: 60, R: 0, T: 30}, Header: map[string]string{"Content-Type": "text/plain", "Cache-Control": "no-store"}}),
+		},
+		{
+			Name: "error/fail open by default",
+			App:  func(t *testing.T, env *Env) *App { return use(Failing{}, opts(env)...) },
+			Steps: steps(
+				with(ok, func(w *Want) { w.NoRate = true; hooks(1, 0)(w) }),
+				with(ok, func(w *Want) { w.NoRate = true; hooks(2, 0)(w) }),
+			),
+		},
+		{
+			Name: "error/fail closed",
+			App: func(t *testing.T, env *Env) *App {
+				return use(Failing{}, opts(env, httplimit.WithErrorPolicy(httplimit.FailClosed))...)
+			},
+			Steps: steps(Want{Status: 503, Problem: httplimit.ProblemUnavailable, RetryAfter: "1", NoRate: true, Hooks: true, Errors: 1}),
+		},
+		{
+			Name: "error/fallback limiter",
+			App: func(t *testing.T, env *Env) *App {
+				local := env.Limiter(t, core.Policy{Name: "local", Limit: 1, Window: time.Minute})
+				return use(Failing{}, opts(env, httplimit.WithErrorPolicy(httplimit.Fallback(local)))...)
+			},
+			Steps: steps(
+				with(ok, func(w *Want) { rate("local", 1, 60, 0, 60)(w); hooks(1, 0)(w) }),
+				with(limited, func(w *Want) { w.RetryAfter = "60"; hooks(2, 0)(w) }),
+			),
+		},
+		{
+			Name: "error/fallback fails too",
+			App: func(t *testing.T, env *Env) *App {
+				return use(Failing{}, opts(env, httplimit.WithErrorPolicy(httplimit.Fallback(Failing{})))...)
+			},
+			Steps: steps(Want{Status: 503, Problem: httplimit.ProblemUnavailable, RetryAfter: "1", Hooks: true, Errors: 2}),
+		},
+		{
+			Name: "dry run never blocks",
+			App: func(t *testing.T, env *Env) *App {
+				return use(env.Limiter(t, core.Policy{Limit: 1, Window: time.Minute}), opts(env, env.DryRun())...)
+			},
+			Steps: steps(
+				with(ok, func(w *Want) { rate("default", 1, 60, 0, 60)(w); hooks(0, 0)(w) }),
+				with(ok, func(w *Want) { rate("default", 1, 60, 0, 60)(w); hooks(0, 1)(w); w.RetryAfter = "-" }),
+				with(ok, func(w *Want) { hooks(0, 2)(w) }),
+			),
+		},
+		{
+			Name: "skip",
+			App: func(t *testing.T, env *Env) *App {
+				return use(env.Limiter(t, core.Policy{Limit: 1, Window: time.Minute}), httplimit.WithSkip(func(r keyfunc.Request) bool {
+					return len(r.Header("X-Internal")) > 0
+				}))
+			},
+			Steps: []Step{
+				{Req: items("", "X-Internal", "1"), Want: with(ok, func(w *Want) { w.NoRate = true })},
+				{Req: items("", "X-Internal", "1"), Want: with(ok, func(w *Want) { w.NoRate = true })},
+				{Want: with(ok, rate("default", 1, 60, 0, 60))},
+				{Want: limited},
+				{Req: items("", "X-Internal", "1"), Want: with(ok, func(w *Want) { w.NoRate = true })},
+			},
+		},
+		{
+			Name: "cost/50 of 100",
+			App: func(t *testing.T, env *Env) *App {
+				return use(env.Limiter(t, core.Policy{Limit: 100, Window: time.Minute}), httplimit.WithCost(func(keyfunc.Request) (int64, error) { return 50, nil }))
+			},
+			Steps: steps(with(ok, rate("default", 100, 60, 50, 30)), with(ok, rate("default", 100, 60, 0, 60)), with(limited, func(w *Want) { w.RetryAfter = "30" })),
+		},
+		{
+			Name: "cost/too high for the policy",
+			App: func(t *testing.T, env *Env) *App {
+				return use(env.Limiter(t, core.Policy{Limit: 100, Window: time.Minute}), opts(env, httplimit.WithCost(func(keyfunc.Request) (int64, error) { return 150, nil }))...)
+			},
+			Steps: steps(Want{Status: 429, Problem: httplimit.ProblemCostTooHigh, RetryAfter: "-", NoRate: true, Hooks: true, Errors: 1}),
+		},
+		{
+			Name: "cost/error follows the error policy",
+			App: func(t *testing.T, env *Env) *App {
+				return use(env.Limiter(t, api), opts(env, httplimit.WithCost(func(keyfunc.Request) (int64, error) { return 0, errors.New(Secret) }), httplimit.WithErrorPolicy(httplimit.FailClosed))...)
+			},
+			Steps: steps(Want{Status: 503, Problem: httplimit.ProblemUnavailable, RetryAfter: "1", Hooks: true, Errors: 1}),
+		},
+		{
+			Name: "count only failures/login",
+			App: func(t *testing.T, env *Env) *App {
+				l := env.Limiter(t, core.Policy{Name: "login", Algorithm: core.SlidingLog, Limit: 5, Window: 15 * time.Minute})
+				return &App{Routes: []Route{{Method: "POST", Pattern: "/login", Limit: &Limit{Limiter: l, Options: []httplimit.Option{
+					httplimit.WithKey(keyfunc.Email("email")),
+					httplimit.WithCountIf(httplimit.Failures),
+				}}}}}
+			},
+			Steps: func() []Step {
+				var s []Step
+				for range 8 { // successes never count
+					s = append(s, Step{Req: login("ana@example.com", "200"), Want: with(ok, rate("login", 5, 900, 4, 900))})
+				}
+				for i := range 5 {
+					s = append(s, Step{Req: login("Ana@Example.com", "401"), Want: with(ok, func(w *Want) { w.Status = 401 })})
+					_ = i
+				}
+				// Denied up front, even with the right password.
+				s = append(s, Step{Req: login("ana@example.com", "200"), Want: with(limited, func(w *Want) { w.RetryAfter = "900" })})
+				s = append(s, Step{Req: login("bob@example.com", "200"), Want: with(ok, func(w *Want) { w.Body = "ok:" + `{"email":"bob@example.com","password":"x"}` })})
+				return s
+			}(),
+		},
+		{
+			Name: "headers/legacy triple",
+			App: func(t *testing.T, env *Env) *App {
+				return use(env.Limiter(t, api), httplimit.WithHeaders(httplimit.LegacyHeaders))
+			},
+			Steps: steps(
+				with(ok, header("RateLimit-Limit", "2", "RateLimit-Remaining", "1", "RateLimit-Reset", "30", "RateLimit", "", "RateLimit-Policy", "", "X-RateLimit-Limit", "")),
+				with(ok, header("RateLimit-Remaining", "0", "RateLimit-Reset", "60")),
+				with(limited, header("RateLimit-Limit", "2", "RateLimit-Remaining", "0", "RateLimit-Reset", "30")),
+			),
+		},
+		{
+			Name: "headers/X-RateLimit epoch",
+			App: func(t *testing.T, env *Env) *App {
+				return use(env.Limiter(t, api), httplimit.WithHeaders(httplimit.XRateLimitHeaders), httplimit.WithClock(env.Clock))
+			},
+			Steps: steps(
+				with(ok, header("X-RateLimit-Limit", "2", "X-RateLimit-Remaining", "1", "X-RateLimit-Reset", epoch(30*time.Second), "RateLimit", "", "RateLimit-Limit", "")),
+				ok,
+				with(limited, header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", epoch(30*time.Second))),
+			),
+		},
+		{
+			Name: "headers/several",
+			App: func(t *testing.T, env *Env) *App {
+				return use(env.Limiter(t, api), httplimit.WithHeaders(httplimit.IETFHeaders, httplimit.LegacyHeaders|httplimit.XRateLimitHeaders), httplimit.WithClock(env.Clock))
+			},
+			Steps: steps(with(ok, func(w *Want) {
+				rate("api", 2, 60, 1, 30)(w)
+				header("RateLimit-Remaining", "1", "X-RateLimit-Remaining", "1", "X-RateLimit-Reset", epoch(30*time.Second))(w)
+			})),
+		},
+		{
+			Name: "headers/none",
+			App: func(t *testing.T, env *Env) *App {
+				return use(env.Limiter(t, api), httplimit.WithHeaders(httplimit.NoHeaders))
+			},
+			Steps: steps(with(ok, func(w *Want) { w.NoRate = true }), ok, with(limited, func(w *Want) { w.NoRate = true; w.RetryAfter = "30" })),
+		},
+		{
+			Name: "key/default is the peer, X-Forwarded-For ignored",
+			App: func(t *testing.T, env *Env) *App {
+				return use(env.Limiter(t, core.Policy{Limit: 1, Window: time.Minute}))
+			},
+			Steps: []Step{
+				{Req: items("198.51.100.1:1000", "X-Forwarded-For", "203.0.113.1"), Want: ok},
+				{Req: items("198.51.100.1:2000", "X-Forwarded-For", "203.0.113.2"), Want: limited},
+				{Req: items("198.51.100.1:3000", "X-Real-IP", "203.0.113.3"), Want: limited},
+				{Req: items("198.51.100.2:1000", "X-Forwarded-For", "203.0.113.1"), Want: ok},
+			},
+		},
+		{
+			Name: "key/missing falls back to the peer",
+			App: func(t *testing.T, env *Env) *App {
+				return use(env.Limiter(t, core.Policy{Limit: 1, Window: time.Minute}), opts(env, httplimit.WithKey(keyfunc.Header("X-API-Key", nil)))...)
+			},
+			Steps: []Step{
+				{Req: items("198.51.100.1:1"), Want: with(ok, hooks(0, 0))},
+				{Req: items("198.51.100.1:1"), Want: limited},
+				{Req: items("198.51.100.2:1"), Want: ok},
+				{Req: items("198.51.100.1:1", "X-API-Key", "k1"), Want: ok},
+				{Req: items("198.51.100.1:1", "X-API-Key", "k1"), Want: limited},
+			},
+		},
+		{
+			Name: "key/missing refused",
+			App: func(t *testing.T, env *Env) *App {
+				return use(env.Limiter(t, api), httplimit.WithKey(keyfunc.Header("X-API-Key", nil)), httplimit.WithNoKey(httplimit.RefuseKey))
+			},
+			Steps: []Step{
+				{Want: Want{Status: 400, Problem: httplimit.ProblemInvalidKey, NoRate: true, RetryAfter: "-"}},
+				{Req: items("", "X-API-Key", "k1"), Want: ok},
+			},
+		},
+		{
+			Name: "key/invalid refused",
+			App: func(t *testing.T, env *Env) *App {
+				return use(env.Limiter(t, core.Policy{Limit: 1, Window: time.Minute}), opts(env, httplimit.WithKey(keyfunc.Email("email")))...)
+			},
+			Steps: []Step{
+				{Req: login("ana\u200b@example.com", "200"), Want: Want{Status: 400, Problem: httplimit.ProblemInvalidKey, NoRate: true, Hooks: true, Errors: 1}},
+				{Req: Req{Method: "POST", Path: "/login", Body: "email=ana%40example.com&email=bob%40example.com"}, Want: Want{Status: 400, Problem: httplimit.ProblemInvalidKey, Hooks: true, Errors: 2}},
+				{Req: Req{Method: "POST", Path: "/login", Body: "email=ana%40example.com"}, Want: with(ok, func(w *Want) { w.Body = "ok:email=ana%40example.com" })},
+				{Req: Req{Method: "POST", Path: "/login?email=ANA@example.com"}, Want: limited},
+			},
+		},
+		{
+			Name: "key/route pattern, never the raw path",
+			App: func(t *testing.T, env *Env) *App {
+				l := env.Limiter(t, core.Policy{Limit: 1, Window: time.Minute})
+				return &App{Routes: []Route{{Method: "GET", Pattern: "/items/{id}", Limit: &Limit{Limiter: l, Options: []httplimit.Option{httplimit.WithKey(keyfunc.Route)}}}}}
+			},
+			Steps: []Step{
+				{Req: Req{Path: "/items/1"}, Want: ok},
+				{Req: Req{Path: "/items/2", Peer: "198.51.100.9:1"}, Want: limited},
+			},
+		},
+		{
+			Name: "per-route limits are independent",
+			App: func(t *testing.T, env *Env) *App {
+				one := core.Policy{Limit: 1, Window: time.Minute}
+				return &App{Routes: []Route{
+					{Method: "GET", Pattern: "/a", Limit: &Limit{Limiter: env.Limiter(t, one)}},
+					{Method: "GET", Pattern: "/b/{id}", Limit: &Limit{Limiter: env.Limiter(t, core.Policy{Name: "b", Limit: 2, Window: time.Minute})}},
+					{Method: "GET", Pattern: "/open"},
+				}}
+			},
+			Steps: []Step{
+				{Req: Req{Path: "/a"}, Want: with(ok, rate("default", 1, 60, 0, 60))},
+				{Req: Req{Path: "/b/1"}, Want: with(ok, rate("b", 2, 60, 1, 30))},
+				{Req: Req{Path: "/a"}, Want: limited},
+				{Req: Req{Path: "/b/2"}, Want: ok},
+				{Req: Req{Path: "/b/1"}, Want: limited},
+				{Req: Req{Path: "/open"}, Want: with(ok, func(w *Want) { w.NoRate = true })},
+			},
+		},
+		{
+			Name:     "leaky bucket/delay honoured",
+			Synctest: true,
+			App: func(t *testing.T, env *Env) *App {
+				return use(env.Limiter(t, core.Policy{Algorithm: core.LeakyBucket, Limit: 10, Window: time.Second, Burst: 3}))
+			},
+			Steps: steps(
+				with(ok, func(w *Want) { w.ExactElapsed = true }),
+				with(ok, func(w *Want) { w.MinElapsed, w.ExactElapsed = 100*time.Millisecond, true }),
+				with(ok, func(w *Want) { w.MinElapsed, w.ExactElapsed = 200*time.Millisecond, true }),
+				limited,
+			),
+		},
+		{
+			Name:     "leaky bucket/canceled wait",
+			Synctest: true,
+			App: func(t *testing.T, env *Env) *App {
+				return use(env.Limiter(t, core.Policy{Algorithm: core.LeakyBucket, Limit: 1, Window: time.Second, Burst: 3}))
+			},
+			Steps: []Step{
+				{Want: ok},
+				{Req: Req{CancelAfter: 300 * time.Millisecond}, Want: Want{Status: 503, Problem: httplimit.ProblemCanceled, MinElapsed: 300 * time.Millisecond, ExactElapsed: true}},
+			},
+		},
+	}
+}
+
+// epoch returns the X-RateLimit-Reset value d after Start.
+func epoch(d time.Duration) string { return strconv.FormatInt(Start.Add(d).Unix(), 10) }
