@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -111,7 +112,13 @@ func BenchmarkRedisPing(b *testing.B) {
 	run(b, func(ctx context.Context, _ string) error { return c.Ping(ctx).Err() })
 }
 
-func BenchmarkRedisRatekit(b *testing.B) {
+func BenchmarkRedisRatekit(b *testing.B) { benchRatekit(b) }
+
+// The same with redisstore.WithBatching: decisions made while one is in
+// flight share the next round trip, one EVALSHA each.
+func BenchmarkRedisRatekitBatched(b *testing.B) { benchRatekit(b, redisstore.WithBatching(0)) }
+
+func benchRatekit(b *testing.B, opts ...redisstore.Option) {
 	for _, a := range core.Algorithms {
 		p := open
 		p.Algorithm = a
@@ -120,7 +127,7 @@ func BenchmarkRedisRatekit(b *testing.B) {
 			p.Window = time.Second
 		}
 		b.Run(a.String(), func(b *testing.B) {
-			l, err := redisstore.New(newClient(b), p, redisstore.WithPrefix("bench-"+a.String()))
+			l, err := redisstore.New(newClient(b), p, append(opts, redisstore.WithPrefix("bench-"+a.String()))...)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -142,26 +149,15 @@ func BenchmarkRedisRate(b *testing.B) {
 	})
 }
 
-// TestRoundTrips counts the commands the server sees per decision.
+// TestRoundTrips counts the commands the server sees per decision, with
+// and without batching (32 goroutines).
 func TestRoundTrips(t *testing.T) {
 	ctx := context.Background()
 	admin := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer admin.Close()
 	c := redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: -1})
 	defer c.Close()
-	const decisions = 1000
-	for _, a := range core.Algorithms {
-		p := open
-		p.Algorithm = a
-		l, err := redisstore.New(c, p, redisstore.WithPrefix("rt"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		l.Allow(ctx, "warm")
-		admin.ConfigResetStat(ctx)
-		for range decisions {
-			l.Allow(ctx, "k")
-		}
+	scriptCalls := func() int64 {
 		info, _ := admin.Info(ctx, "commandstats").Result()
 		var top int64
 		for _, line := range strings.Split(info, "\n") {
@@ -172,9 +168,42 @@ func TestRoundTrips(t *testing.T) {
 				}
 			}
 		}
-		t.Logf("%v: %d script calls for %d decisions: %.2f round trips per decision", a, top, decisions, float64(top)/decisions)
-		if top != decisions {
-			t.Errorf("%v: %d script calls for %d decisions", a, top, decisions)
+		return top
+	}
+	const decisions = 1024
+	for _, batched := range []bool{false, true} {
+		for _, a := range core.Algorithms {
+			p := open
+			p.Algorithm = a
+			opts := []redisstore.Option{redisstore.WithPrefix("rt")}
+			goroutines := 1
+			if batched {
+				opts = append(opts, redisstore.WithBatching(0))
+				goroutines = 32
+			}
+			l, err := redisstore.New(c, p, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.Allow(ctx, "warm")
+			admin.ConfigResetStat(ctx)
+			var wg sync.WaitGroup
+			for g := range goroutines {
+				wg.Go(func() {
+					for i := range decisions / goroutines {
+						if _, err := l.Allow(ctx, "k"+strconv.Itoa((g+i)%4)); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			top := scriptCalls()
+			t.Logf("%v batched=%v: %d script calls for %d decisions: %.2f commands per decision", a, batched, top, decisions, float64(top)/decisions)
+			if top != decisions {
+				t.Errorf("%v batched=%v: %d script calls for %d decisions", a, batched, top, decisions)
+			}
 		}
 	}
 }

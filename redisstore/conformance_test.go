@@ -10,6 +10,7 @@ import (
 // The conformance suite on a single node, the limiter reading the suite's
 // manual clock.
 func TestConformance(t *testing.T) {
+	t.Parallel() // with the other conformance run, after the package's other tests
 	addr := singleNode(t)
 	client := newClient(t, addr)
 	limitertest.Run(t, func(t *testing.T, p core.Policy, clock *core.ManualClock) core.Limiter {

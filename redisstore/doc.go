@@ -10,12 +10,24 @@
 // # One round trip
 //
 // Each algorithm is one Lua script that reads the key's state, decides,
-// writes the new state and its expiry in one atomic step, run with
-// [redis.Script.Run] (EVALSHA, EVAL when the server answers NOSCRIPT, as it
-// does after a restart or a SCRIPT FLUSH). [New] loads the script ahead of
-// time, on every node of a Cluster. Arithmetic is in whole microseconds and
-// exact: the scripts keep every number an integer below 2^53 and correct each
-// division to the exact floor, so nothing is lost to float64.
+// writes the new state and its expiry in one atomic step, run with EVALSHA
+// (EVAL, once, when the server answers NOSCRIPT, as it does after a restart
+// or a SCRIPT FLUSH: the EVALSHA did not run). A policy's constants are
+// written into its script, so a call passes only the key, the time and the
+// cost; one script is loaded per policy, by [New], on every node of a
+// Cluster. Arithmetic is in whole microseconds and exact: the scripts keep
+// every number an integer below 2^53, where float64 sums, products and
+// floored quotients are exact, so nothing is lost to float64.
+//
+// # Batching
+//
+// [WithBatching] lets concurrent decisions of one limiter share round
+// trips: a decision made while another of the limiter's round trips is in
+// flight waits for it and is then sent with the others that waited, as one
+// pipeline, still one EVALSHA each. An idle limiter sends each decision at
+// once, as without it. Under concurrency it multiplies the decisions per
+// second a client and a server can make; see its documentation for what it
+// changes about timeouts.
 //
 // # Keys and expiry
 //
@@ -58,8 +70,12 @@
 //     so a slow Redis fails fast instead of queueing every request.
 //
 // A request that times out has an unknown outcome: the script may or may
-// not have run. The limiter returns the error and never retries it; the
-// units may have been counted once, never twice.
+// not have run. The limiter returns the error and never retries it, alone
+// or batched; the units may have been counted once, never twice. (A
+// Cluster client resends a command or pipeline after a network error up to
+// its MaxRedirects times while the context has not ended; give a Cluster
+// client a context deadline no later than its ReadTimeout, or MaxRedirects:
+// -1 at the cost of failing, not following, MOVED during resharding.)
 //
 // # When Redis is down
 //

@@ -1,11 +1,8 @@
 -- Fixed window: one string key, "idx:count", the window's index since the
 -- epoch and the units counted in it. core's fixedWindow.decide.
 --
--- ARGV[5..6]: L, W.
-local L = tonumber(ARGV[5])
-local W = tonumber(ARGV[6])
-
-local idx = fdiv(now, W)
+-- Constants: L, W.
+local idx = floor(now / W)
 local count = 0
 local v = redis.call('GET', KEYS[1])
 if v then
@@ -28,6 +25,6 @@ if count + n > L then
 end
 count = count + n
 if commit then
-	redis.call('SET', KEYS[1], int(idx) .. ':' .. int(count), 'PX', ttl(untilEnd))
+	redis.call('SET', KEYS[1], string.format('%d:%d', idx, count), 'PX', ceil(untilEnd / 1000) + margin)
 end
 return {1, L - count, 0, untilEnd, 0}

@@ -39,13 +39,14 @@ type Limiter struct {
 	client  redis.UniversalClient
 	policy  core.Policy
 	script  *redis.Script
+	sha     any    // the script's SHA-1, boxed once for every call
+	src     any    // the script's source, for EVAL after NOSCRIPT
 	prefix  string // "<prefix>:<policy>:{"
 	twoKeys bool   // the sliding log's second key
 	clock   core.Clock
 	timeout time.Duration
-	cost    int64 // largest cost ever allowed
-	margin  string
-	consts  []any // the algorithm's ARGV after the shared four
+	cost    int64    // largest cost ever allowed
+	batch   *batcher // nil without WithBatching
 }
 
 var _ core.Limiter = (*Limiter)(nil)
@@ -54,10 +55,12 @@ var _ core.Limiter = (*Limiter)(nil)
 type Option func(*options)
 
 type options struct {
-	prefix  string
-	clock   core.Clock
-	timeout time.Duration
-	margin  time.Duration
+	prefix   string
+	clock    core.Clock
+	timeout  time.Duration
+	margin   time.Duration
+	batching bool
+	maxBatch int
 }
 
 // WithPrefix sets the first segment of every key, such as "myapp:limits".
@@ -114,17 +117,28 @@ func New(client redis.UniversalClient, p core.Policy, opts ...Option) (*Limiter,
 	if o.margin < 0 {
 		return nil, fmt.Errorf("redisstore: WithExpiryMargin(%v): must not be negative", o.margin)
 	}
+	if o.maxBatch < 0 {
+		return nil, fmt.Errorf("redisstore: WithBatching(%d): must not be negative", o.maxBatch)
+	}
+	src := scriptSource(p, int64((o.margin+time.Millisecond-1)/time.Millisecond))
+	script := scriptFor(src)
 	l := &Limiter{
 		client:  client,
 		policy:  p,
-		script:  scriptFor(p.Algorithm),
+		script:  script,
+		sha:     script.Hash(),
+		src:     src,
 		prefix:  o.prefix + ":" + policySegment(p) + ":{",
 		twoKeys: p.Algorithm == core.SlidingLog,
 		clock:   o.clock,
 		timeout: o.timeout,
 		cost:    p.Capacity(),
-		margin:  strconv.FormatInt(int64((o.margin+time.Millisecond-1)/time.Millisecond), 10),
-		consts:  scriptConstants(p),
+	}
+	if o.batching {
+		l.batch = &batcher{l: l, max: o.maxBatch}
+		if l.batch.max == 0 {
+			l.batch.max = DefaultMaxBatch
+		}
 	}
 	load := o.timeout
 	if load == 0 {
@@ -132,7 +146,7 @@ func New(client redis.UniversalClient, p core.Policy, opts ...Option) (*Limiter,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), load)
 	defer cancel()
-	_ = l.script.Load(ctx, client).Err() // best effort: Run falls back to EVAL
+	_ = l.script.Load(ctx, client).Err() // best effort: a call falls back to EVAL
 	return l, nil
 }
 
@@ -156,22 +170,6 @@ func policySegment(p core.Policy) string {
 	return b.String()
 }
 
-// scriptConstants returns the ARGV the algorithm's script takes after the
-// shared four (now, n, commit, margin); see the scripts.
-func scriptConstants(p core.Policy) []any {
-	itoa := func(v int64) any { return strconv.FormatInt(v, 10) }
-	switch p.Algorithm {
-	case core.TokenBucket, core.LeakyBucket:
-		e := p.Emission()
-		leaky := "0"
-		if p.Algorithm == core.LeakyBucket {
-			leaky = "1"
-		}
-		return []any{itoa(e.Scale), itoa(e.Interval), itoa(e.Capacity), itoa(2*e.Capacity/e.Scale + 1), leaky}
-	}
-	return []any{itoa(p.Limit), itoa(int64(p.Window / time.Microsecond))}
-}
-
 // Policy returns the policy the limiter enforces.
 func (l *Limiter) Policy() core.Policy { return l.policy }
 
@@ -186,13 +184,13 @@ func (l *Limiter) Allow(ctx context.Context, key string) (core.Decision, error) 
 // units may have been counted (the script may have run before a timeout),
 // never twice.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (core.Decision, error) {
-	return l.decide(ctx, key, n, "1")
+	return l.decide(ctx, key, n, true)
 }
 
 // Peek reports what AllowN would decide now without counting anything. It
 // writes nothing to Redis.
 func (l *Limiter) Peek(ctx context.Context, key string, n int64) (core.Decision, error) {
-	return l.decide(ctx, key, n, "0")
+	return l.decide(ctx, key, n, false)
 }
 
 // Reset forgets key: it deletes the key's state from Redis.
@@ -215,7 +213,7 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	return nil
 }
 
-func (l *Limiter) decide(ctx context.Context, key string, n int64, commit string) (core.Decision, error) {
+func (l *Limiter) decide(ctx context.Context, key string, n int64, commit bool) (core.Decision, error) {
 	d := core.Decision{Limit: l.policy.Limit, Policy: l.policy}
 	switch {
 	case key == "":
@@ -225,37 +223,78 @@ func (l *Limiter) decide(ctx context.Context, key string, n int64, commit string
 	case n > l.cost:
 		return d, fmt.Errorf("redisstore: cost %d, at most %d: %w", n, l.cost, core.ErrCostTooHigh)
 	}
-	now := ""
+	var now any = "" // the server's TIME
 	if l.clock != nil {
-		us := unixMicro(l.clock.Now())
+		t := l.clock.Now()
+		us := unixMicro(t)
 		if us <= -maxMicros || us >= maxMicros {
-			return d, fmt.Errorf("redisstore: clock reads %v, outside the years 1685 to 2255 that Lua counts exactly", l.clock.Now())
+			return d, fmt.Errorf("redisstore: clock reads %v, outside the years 1685 to 2255 that Lua counts exactly", t)
 		}
-		now = strconv.FormatInt(us, 10)
+		now = us
 	}
-	args := make([]any, 4, 4+len(l.consts))
-	args[0], args[1], args[2], args[3] = now, n, commit, l.margin
-	args = append(args, l.consts...)
+	if !commit {
+		n = -n // a Peek
+	}
 	k := l.key(key)
-	keys := []string{k}
-	if l.twoKeys {
-		keys = append(keys, k+":n")
-	}
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
-	v, err := l.script.Run(ctx, l.client, keys, args...).Int64Slice()
+	// EVALSHA sha numkeys keys... now n, built here rather than by
+	// Script.Run: one argument slice, the constant arguments boxed once.
+	var cmd *redis.Cmd
+	if l.twoKeys {
+		cmd = redis.NewCmd(ctx, "evalsha", l.sha, "2", k, k+":n", now, n)
+	} else {
+		cmd = redis.NewCmd(ctx, "evalsha", l.sha, "1", k, now, n)
+	}
+	var err error
+	if l.batch != nil {
+		cmd, err = l.batch.run(ctx, cmd)
+	} else {
+		cmd, err = l.run(ctx, cmd)
+	}
 	if err != nil {
 		return d, fmt.Errorf("redisstore: eval: %w", err)
 	}
-	if len(v) != 5 {
-		return d, fmt.Errorf("redisstore: eval: script returned %d values, want 5", len(v))
+	v, ok := cmd.Val().([]any)
+	if !ok || len(v) != 5 {
+		return d, fmt.Errorf("redisstore: eval: script returned %v, want 5 integers", cmd.Val())
 	}
-	d.Allowed = v[0] == 1
-	d.Remaining = v[1]
-	d.RetryAfter = time.Duration(v[2]) * time.Microsecond
-	d.ResetAfter = time.Duration(v[3]) * time.Microsecond
-	d.Delay = time.Duration(v[4]) * time.Microsecond
+	var r [5]int64
+	for i, x := range v {
+		if r[i], ok = x.(int64); !ok {
+			return d, fmt.Errorf("redisstore: eval: script returned %v, want 5 integers", v)
+		}
+	}
+	d.Allowed = r[0] == 1
+	d.Remaining = r[1]
+	d.RetryAfter = time.Duration(r[2]) * time.Microsecond
+	d.ResetAfter = time.Duration(r[3]) * time.Microsecond
+	d.Delay = time.Duration(r[4]) * time.Microsecond
 	return d, nil
+}
+
+// run sends cmd, an EVALSHA, and returns the command that answered: cmd,
+// or, if the server did not have the script (NOSCRIPT: nothing ran), the
+// EVAL of the source sent once in its place.
+func (l *Limiter) run(ctx context.Context, cmd *redis.Cmd) (*redis.Cmd, error) {
+	err := l.client.Process(ctx, cmd)
+	if isNoScript(err) {
+		cmd = l.evalOf(ctx, cmd)
+		err = l.client.Process(ctx, cmd)
+	}
+	return cmd, err
+}
+
+// evalOf returns the EVAL of the script with the arguments of cmd, an
+// EVALSHA.
+func (l *Limiter) evalOf(ctx context.Context, cmd *redis.Cmd) *redis.Cmd {
+	args := append([]any(nil), cmd.Args()...)
+	args[0], args[1] = "eval", l.src
+	return redis.NewCmd(ctx, args...)
+}
+
+func isNoScript(err error) bool {
+	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
 }
 
 func (l *Limiter) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {

@@ -2,13 +2,15 @@ package redisstore
 
 import (
 	_ "embed"
+	"fmt"
+	"sync"
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/redis/go-redis/v9"
 )
 
-// The Lua sources. Each script is the prelude (exact integer helpers, the
-// clock, the shared arguments) followed by one algorithm.
+// The Lua sources. Each script is a header with the policy's constants,
+// then the prelude (the clock, the shared arguments), then one algorithm.
 var (
 	//go:embed prelude.lua
 	preludeLua string
@@ -22,23 +24,39 @@ var (
 	slidingLogLua string
 )
 
-// The scripts, one per algorithm; the token and leaky buckets share one.
-var (
-	gcraScript          = redis.NewScript(preludeLua + gcraLua)
-	fixedWindowScript   = redis.NewScript(preludeLua + fixedWindowLua)
-	slidingWindowScript = redis.NewScript(preludeLua + slidingWindowLua)
-	slidingLogScript    = redis.NewScript(preludeLua + slidingLogLua)
-)
+// scripts holds one *redis.Script per source, so that limiters of one
+// policy share it (and its SHA-1, computed once).
+var scripts sync.Map // string → *redis.Script
 
-// scriptFor returns the script that runs algorithm a.
-func scriptFor(a core.Algorithm) *redis.Script {
-	switch a {
-	case core.FixedWindow:
-		return fixedWindowScript
-	case core.SlidingWindow:
-		return slidingWindowScript
-	case core.SlidingLog:
-		return slidingLogScript
+// scriptFor returns the script of source src.
+func scriptFor(src string) *redis.Script {
+	if s, ok := scripts.Load(src); ok {
+		return s.(*redis.Script)
 	}
-	return gcraScript
+	s, _ := scripts.LoadOrStore(src, redis.NewScript(src))
+	return s.(*redis.Script)
+}
+
+// scriptSource returns the script of p: its constants are written into the
+// source as Lua locals, so that a call passes only the time and the cost,
+// and Redis parses nothing else per call. One script is loaded per policy
+// (and margin); the token and leaky buckets share their code.
+func scriptSource(p core.Policy, marginMs int64) string {
+	var consts, body string
+	switch p.Algorithm {
+	case core.FixedWindow, core.SlidingWindow, core.SlidingLog:
+		consts = fmt.Sprintf("local L, W = %d, %d\n", p.Limit, int64(p.Window.Microseconds()))
+		body = map[core.Algorithm]string{
+			core.FixedWindow:   fixedWindowLua,
+			core.SlidingWindow: slidingWindowLua,
+			core.SlidingLog:    slidingLogLua,
+		}[p.Algorithm]
+	default:
+		e := p.Emission()
+		consts = fmt.Sprintf("local q, T, C, dmax, leaky = %d, %d, %d, %d, %t\n",
+			e.Scale, e.Interval, e.Capacity, 2*e.Capacity/e.Scale+1, p.Algorithm == core.LeakyBucket)
+		body = gcraLua
+	}
+	return fmt.Sprintf("-- ratekit %v %d/%v burst %d\nlocal margin = %d\n",
+		p.Algorithm, p.Limit, p.Window, p.Capacity(), marginMs) + consts + preludeLua + body
 }

@@ -5,9 +5,7 @@
 -- slidingLog.decide. A denied request writes nothing, so entries that have
 -- left the window are removed by the next allowed request.
 --
--- ARGV[5..6]: L, W.
-local L = tonumber(ARGV[5])
-local W = tonumber(ARGV[6])
+-- Constants: L, W.
 local log, total = KEYS[1], KEYS[2]
 
 local function entry(m)
@@ -20,7 +18,7 @@ local cutoff = now - W
 local sum = tonumber(redis.call('GET', total) or '0')
 local expired = 0
 if sum > 0 then
-	local gone = redis.call('ZRANGEBYSCORE', log, '-inf', int(cutoff))
+	local gone = redis.call('ZRANGEBYSCORE', log, '-inf', cutoff)
 	expired = #gone
 	for _, m in ipairs(gone) do
 		local _, units = entry(m)
@@ -32,7 +30,7 @@ if sum + n > L then
 	-- Entries leave oldest first; find the one whose leaving makes room.
 	local free, freed, retry, offset = sum + n - L, 0, nil, 0
 	while not retry do
-		local chunk = redis.call('ZRANGEBYSCORE', log, '(' .. int(cutoff), '+inf', 'LIMIT', offset, 64)
+		local chunk = redis.call('ZRANGEBYSCORE', log, string.format('(%d', cutoff), '+inf', 'LIMIT', offset, 64)
 		for _, m in ipairs(chunk) do
 			local at, units = entry(m)
 			freed = freed + units
@@ -50,7 +48,10 @@ if sum + n > L then
 	local reset = 0
 	if newest then
 		local last = entry(newest)
-		reset = math.max(last + W - now, 0)
+		reset = last + W - now
+		if reset < 0 then
+			reset = 0
+		end
 	end
 	-- retry is always found while the two keys agree; if someone deleted one
 	-- of them, the log's end is the safe answer.
@@ -74,16 +75,16 @@ end
 local reset = at + W - now
 if commit then
 	if expired > 0 then
-		redis.call('ZREMRANGEBYSCORE', log, '-inf', int(cutoff))
+		redis.call('ZREMRANGEBYSCORE', log, '-inf', cutoff)
 	end
 	local units = n
 	if merge then
 		redis.call('ZREM', log, newest)
 		units = units + merge
 	end
-	redis.call('ZADD', log, int(at), int(at) .. ':' .. int(units))
-	local ms = ttl(reset)
-	redis.call('SET', total, int(sum + n), 'PX', ms)
+	redis.call('ZADD', log, at, string.format('%d:%d', at, units))
+	local ms = ceil(reset / 1000) + margin
+	redis.call('SET', total, sum + n, 'PX', ms)
 	redis.call('PEXPIRE', log, ms)
 end
 return {1, L - sum - n, 0, reset, 0}

@@ -3,11 +3,35 @@
 -- prev*(W-e) + (cur+n)*W <= L*W reaches 2^80; it is made exactly as
 -- cur + n + ceil(prev*(W-e)/W) <= L, the ceiling by muldiv.
 --
--- ARGV[5..6]: L, W.
-local L = tonumber(ARGV[5])
-local W = tonumber(ARGV[6])
+-- Constants: L, W.
 
-local idx = fdiv(now, W)
+-- muldiv returns floor(a*b/c) and the remainder a*b mod c, exactly, for
+-- 0 <= a < 2^35, 0 <= b < 2^45, 0 < c < 2^45, when the quotient is below
+-- 2^53. a*b can reach 2^80, so past 2^53 it divides digit by digit: with
+-- 7-bit digits of a, every partial sum r*128 + digit*b stays below 2^53.
+local function muldiv(a, b, c)
+	local p = a * b
+	if p < 9007199254740992 then
+		local q = floor(p / c)
+		return q, p - q * c
+	end
+	local digits = {}
+	while a > 0 do
+		local d = a % 128
+		digits[#digits + 1] = d
+		a = (a - d) / 128
+	end
+	local q, r = 0, 0
+	for i = #digits, 1, -1 do
+		local s = r * 128 + digits[i] * b
+		local t = floor(s / c)
+		q = q * 128 + t
+		r = s - t * c
+	end
+	return q, r
+end
+
+local idx = floor(now / W)
 local sidx, prev, cur = idx, 0, 0
 local v = redis.call('GET', KEYS[1])
 if v then
@@ -21,37 +45,30 @@ if v then
 		sidx, prev, cur = si, tonumber(sp), tonumber(sc)
 	end
 end
-local e = math.max(now - sidx * W, 0)
+local e = now - sidx * W
+if e < 0 then
+	e = 0
+end
 
 -- weight is ceil(prev*(W-e)/W), the previous window's share.
-local wq, wr = muldiv(prev, W - e, W)
-local weight = wq
+local weight, wr = muldiv(prev, W - e, W)
 if wr > 0 then
-	weight = wq + 1
+	weight = weight + 1
 end
-
-local function resetAfter(c)
-	if c > 0 then
-		return 2 * W - e
-	elseif prev > 0 then
-		return W - e
-	end
-	return 0
-end
-
--- floorMin returns min(floor(a*W/b), W) for 0 <= a, 0 < b.
-local function floorMin(a, b)
-	if a >= b then
-		return W
-	end
-	return (muldiv(a, W, b))
-end
+local remaining = L - cur - weight
 
 if cur + n + weight > L then
+	-- retry: when the previous window's share has shrunk enough, if that
+	-- happens within this window; else the next window's start plus the
+	-- time the current count's share takes to shrink.
 	local retry
 	local room = L - cur - n
 	if room >= 0 and prev > 0 then
-		local at = W - floorMin(room, prev)
+		-- W - min(floor(room*W/prev), W)
+		local at = 0
+		if room < prev then
+			at = W - muldiv(room, W, prev)
+		end
 		if at < W then
 			retry = at - e
 		end
@@ -59,15 +76,32 @@ if cur + n + weight > L then
 	if not retry then
 		local at = 0
 		if cur > 0 then
-			at = W - floorMin(L - n, cur)
+			local a = L - n
+			if a < cur then
+				at = W - muldiv(a, W, cur)
+			end
 		end
 		retry = W - e + at
 	end
-	return {0, math.max(L - cur - weight, 0), retry, resetAfter(cur), 0}
+	local reset = 0
+	if cur > 0 then
+		reset = 2 * W - e
+	elseif prev > 0 then
+		reset = W - e
+	end
+	if remaining < 0 then
+		remaining = 0
+	end
+	return {0, remaining, retry, reset, 0}
 end
 cur = cur + n
-local reset = resetAfter(cur)
-if commit then
-	redis.call('SET', KEYS[1], int(sidx) .. ':' .. int(prev) .. ':' .. int(cur), 'PX', ttl(reset))
+remaining = remaining - n
+if remaining < 0 then
+	remaining = 0
 end
-return {1, math.max(L - cur - weight, 0), 0, reset, 0}
+-- cur > 0 now.
+local reset = 2 * W - e
+if commit then
+	redis.call('SET', KEYS[1], string.format('%d:%d:%d', sidx, prev, cur), 'PX', ceil(reset / 1000) + margin)
+end
+return {1, remaining, 0, reset, 0}

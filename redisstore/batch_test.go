@@ -1,0 +1,372 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/limitertest"
+	"github.com/redis/go-redis/v9"
+)
+
+// pipeHook counts the pipelines a client sends and their largest size, and
+// runs before, if set, ahead of each pipeline.
+type pipeHook struct {
+	pipelines, largest atomic.Int64
+	scripts, pipelined atomic.Int64 // EVALSHA and EVAL sent: in all, in pipelines
+	before             func()
+}
+
+func isScript(cmd redis.Cmder) bool { return cmd.Name() == "evalsha" || cmd.Name() == "eval" }
+
+func (h *pipeHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *pipeHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if isScript(cmd) {
+			h.scripts.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h *pipeHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.pipelines.Add(1)
+		for _, cmd := range cmds {
+			if isScript(cmd) {
+				h.scripts.Add(1)
+				h.pipelined.Add(1)
+			}
+		}
+		for {
+			l := h.largest.Load()
+			if int64(len(cmds)) <= l || h.largest.CompareAndSwap(l, int64(len(cmds))) {
+				break
+			}
+		}
+		if h.before != nil {
+			h.before()
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// The conformance suite with batching (its calls are sequential: each is
+// sent at once, alone).
+func TestBatchingConformance(t *testing.T) {
+	t.Parallel() // with the other conformance run, after the package's other tests
+	client := newClient(t, singleNode(t))
+	limitertest.Run(t, func(t *testing.T, p core.Policy, clock *core.ManualClock) core.Limiter {
+		return mustNew(t, client, p, WithClock(clock), WithPrefix(uniquePrefix(t.Name())), WithBatching(0))
+	})
+}
+
+// Concurrent decisions in batches make the memory store's decisions: 16
+// goroutines, each on its own key, decide together in rounds on one manual
+// clock, and every Decision equals the memory store's.
+func TestBatchingSameDecisionsAsMemory(t *testing.T) {
+	addr := singleNode(t)
+	for _, base := range []core.Policy{
+		{Limit: 3, Window: time.Second},
+		{Limit: 7, Window: time.Second, Burst: 11},
+		{Limit: 97, Window: time.Minute},
+		{Limit: core.MaxLimit, Window: 30 * 24 * time.Hour},
+	} {
+		forEachAlgorithm(t, base, func(t *testing.T, p core.Policy) {
+			client := newClient(t, addr)
+			hook := &pipeHook{}
+			client.AddHook(hook)
+			start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+			mc, rc := core.NewManualClock(start), core.NewManualClock(start)
+			mem, err := core.New(p, core.WithClock(mc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			red := mustNew(t, client, p, WithClock(rc), WithPrefix(uniquePrefix(t.Name())), WithBatching(8))
+			const goroutines = 16
+			rng := rand.New(rand.NewPCG(uint64(p.Limit), uint64(p.Algorithm)))
+			step := max(int64(p.Window/time.Microsecond)/p.Limit, 1)
+			for round := range 60 {
+				dt := time.Duration(rng.Int64N(2*step+2)) * time.Microsecond
+				mc.Advance(dt)
+				rc.Advance(dt)
+				var wg sync.WaitGroup
+				errs := make(chan error, goroutines)
+				for g := range goroutines {
+					n := 1 + rng.Int64N(min(p.Capacity(), 3))
+					peek := rng.IntN(3) == 0
+					wg.Go(func() {
+						key := fmt.Sprint("k", g)
+						var md, rd core.Decision
+						var merr, rerr error
+						if peek {
+							md, merr = mem.Peek(ctx, key, n)
+							rd, rerr = red.Peek(ctx, key, n)
+						} else {
+							md, merr = mem.AllowN(ctx, key, n)
+							rd, rerr = red.AllowN(ctx, key, n)
+						}
+						if merr != nil || rerr != nil || md != rd {
+							errs <- fmt.Errorf("round %d, %s (n=%d, peek=%v): memory %+v, %v\n redis %+v, %v", round, key, n, peek, md, merr, rd, rerr)
+						}
+					})
+				}
+				wg.Wait()
+				close(errs)
+				for err := range errs {
+					t.Fatal(err)
+				}
+			}
+			if hook.largest.Load() < 2 {
+				t.Errorf("largest pipeline %d: batching never happened", hook.largest.Load())
+			}
+		})
+	}
+}
+
+// Four limiters with batching, 50 goroutines each, race on one key:
+// exactly Limit allowed; and on a Cluster, exactly Limit per caller.
+func TestBatchingExact(t *testing.T) {
+	race := func(t *testing.T, newLimiter func() *Limiter, instances, goroutines, each int, keys []string) map[string]int64 {
+		var mu sync.Mutex
+		allowed := map[string]int64{}
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for range instances {
+			l := newLimiter()
+			for g := range goroutines {
+				wg.Go(func() {
+					<-start
+					for i := range each {
+						key := keys[(g+i)%len(keys)]
+						d, err := l.Allow(ctx, key)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if d.Allowed {
+							mu.Lock()
+							allowed[key]++
+							mu.Unlock()
+						}
+					}
+				})
+			}
+		}
+		close(start)
+		wg.Wait()
+		return allowed
+	}
+	t.Run("single", func(t *testing.T) {
+		addr := singleNode(t)
+		forEachAlgorithm(t, core.Policy{Limit: 100, Window: time.Hour}, func(t *testing.T, p core.Policy) {
+			prefix := uniquePrefix(t.Name())
+			got := race(t, func() *Limiter {
+				return mustNew(t, newClient(t, addr), p, WithPrefix(prefix), WithBatching(16))
+			}, 4, 50, 3, []string{"shared"})
+			if got["shared"] != 100 {
+				t.Fatalf("%d of 600 allowed, want exactly 100", got["shared"])
+			}
+		})
+	})
+	t.Run("cluster", func(t *testing.T) {
+		client := newClusterClient(t, cluster(t))
+		users := []string{"alice", "{bob}", "carol", "dave", "erin"}
+		forEachAlgorithm(t, core.Policy{Limit: 10, Window: time.Hour}, func(t *testing.T, p core.Policy) {
+			prefix := uniquePrefix(t.Name())
+			got := race(t, func() *Limiter {
+				return mustNew(t, client, p, WithPrefix(prefix), WithBatching(0))
+			}, 2, 20, 5, users)
+			for _, u := range users {
+				if got[u] != 10 {
+					t.Errorf("%q: %d of 40 allowed, want exactly 10", u, got[u])
+				}
+			}
+		})
+	})
+}
+
+// With batching, still one EVALSHA per decision, and fewer round trips than
+// decisions; once idle, no goroutine of the limiter is left.
+func TestBatchingOneCommandPerDecision(t *testing.T) {
+	addr := singleNode(t)
+	admin := newClient(t, addr)
+	forEachAlgorithm(t, core.Policy{Limit: 1_000_000, Window: time.Minute}, func(t *testing.T, p core.Policy) {
+		client := newClient(t, addr)
+		hook := &pipeHook{}
+		client.AddHook(hook)
+		l := mustNew(t, client, p, WithPrefix(uniquePrefix(t.Name())), WithBatching(0))
+		l.Allow(ctx, "warm")
+		baseline := runtime.NumGoroutine()
+		if err := admin.ConfigResetStat(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		hook.scripts.Store(0)
+		const goroutines, each = 32, 20
+		var wg sync.WaitGroup
+		for g := range goroutines {
+			wg.Go(func() {
+				for i := range each {
+					if _, err := l.Allow(ctx, fmt.Sprint("k", (g+i)%7)); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		const decisions = goroutines * each
+		stats := commandStats(t, admin)
+		if stats["evalsha"] != decisions || stats["eval"] != 0 {
+			t.Errorf("server saw %d EVALSHA and %d EVAL for %d decisions, want %d and 0", stats["evalsha"], stats["eval"], decisions, decisions)
+		}
+		if got := hook.scripts.Load(); got != decisions {
+			t.Errorf("client sent %d scripts for %d decisions", got, decisions)
+		}
+		t.Logf("%d decisions: %d in %d pipelines (largest %d), %d alone: %d round trips",
+			decisions, hook.pipelined.Load(), hook.pipelines.Load(), hook.largest.Load(),
+			decisions-hook.pipelined.Load(), decisions-hook.pipelined.Load()+hook.pipelines.Load())
+		if hook.pipelines.Load() == 0 {
+			t.Error("no pipeline sent: batching never happened")
+		}
+		deadline := time.Now().Add(2 * time.Second)
+		for runtime.NumGoroutine() > baseline {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d goroutines after the burst, %d before", runtime.NumGoroutine(), baseline)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+}
+
+// NOSCRIPT in a batch: the script is flushed just before the batch is sent;
+// its decisions did not run, are sent again as EVAL, and count once each.
+func TestBatchingNoScript(t *testing.T) {
+	addr := singleNode(t)
+	admin := newClient(t, addr)
+	forEachAlgorithm(t, core.Policy{Limit: 100, Window: time.Hour}, func(t *testing.T, p core.Policy) {
+		client := newClient(t, addr)
+		var flushed atomic.Bool
+		hook := &pipeHook{before: func() {
+			if flushed.CompareAndSwap(false, true) {
+				if err := admin.ScriptFlush(ctx).Err(); err != nil {
+					t.Error(err)
+				}
+			}
+		}}
+		client.AddHook(hook)
+		l := mustNew(t, client, p, WithPrefix(uniquePrefix(t.Name())), WithBatching(0))
+		// Hold the first request in flight so that the others queue.
+		done := blockServer(t, addr, 150*time.Millisecond)
+		const requests = 20
+		var wg sync.WaitGroup
+		for i := range requests {
+			wg.Go(func() {
+				if i > 0 {
+					time.Sleep(10 * time.Millisecond)
+				}
+				if d, err := l.Allow(ctx, "k"); err != nil || !d.Allowed {
+					t.Errorf("request %d: %+v, %v", i, d, err)
+				}
+			})
+			if i == 0 {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+		wg.Wait()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if !flushed.Load() || hook.largest.Load() < 2 {
+			t.Fatalf("no batch sent (largest pipeline %d)", hook.largest.Load())
+		}
+		d, err := l.Peek(ctx, "k", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Remaining != 100-requests-1 {
+			t.Fatalf("after %d requests, Peek(1) leaves %d, want %d", requests, d.Remaining, 100-requests-1)
+		}
+	})
+}
+
+// Redis busy past the deadlines: decisions still queued when their context
+// ends return at once and are never sent; a batch that times out in flight
+// is an error for each of its decisions, none sent twice: every key counts
+// at most one request.
+func TestBatchingTimeoutCountsAtMostOnce(t *testing.T) {
+	addr := singleNode(t)
+	client := newClient(t, addr)
+	hook := &pipeHook{}
+	client.AddHook(hook)
+	l := mustNew(t, client, core.Policy{Limit: 10, Window: time.Hour}, WithPrefix(uniquePrefix("btimeout")), WithBatching(0))
+	if _, err := l.Allow(ctx, "warm"); err != nil {
+		t.Fatal(err)
+	}
+	done := blockServer(t, addr, 500*time.Millisecond)
+	// first is sent at once and times out at 100 ms; queued, whose
+	// contexts end at 60 ms, are dropped from the queue; batched, queued
+	// until first fails, are then sent as one batch that times out at
+	// 300 ms, before Redis is free.
+	type result struct {
+		key  string
+		err  error
+		took time.Duration
+	}
+	results := make(chan result, 32)
+	decide := func(key string, timeout time.Duration) {
+		c, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		began := time.Now()
+		_, err := l.Allow(c, key)
+		results <- result{key, err, time.Since(began)}
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { decide("first", 100*time.Millisecond) })
+	time.Sleep(10 * time.Millisecond)
+	for i := range 10 {
+		wg.Go(func() { decide(fmt.Sprint("queued", i), 50*time.Millisecond) })
+		wg.Go(func() { decide(fmt.Sprint("batched", i), 290*time.Millisecond) })
+	}
+	wg.Wait()
+	close(results)
+	var keys []string
+	for r := range results {
+		if r.err == nil {
+			t.Errorf("%s: no error while Redis was busy", r.key)
+		}
+		if r.key[0] == 'q' && r.took > 150*time.Millisecond {
+			t.Errorf("%s: returned after %v, its context ended at 50ms", r.key, r.took)
+		}
+		keys = append(keys, r.key)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if hook.largest.Load() < 2 {
+		t.Errorf("largest pipeline %d: the batch was never sent", hook.largest.Load())
+	}
+	counted := map[byte]int{}
+	for _, k := range keys {
+		d, err := l.Peek(ctx, k, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Peek(1) leaves 9 if the request never ran, 8 if it ran once.
+		if d.Remaining != 8 && d.Remaining != 9 {
+			t.Fatalf("%s: Peek(1) leaves %d, want 8 or 9: counted twice", k, d.Remaining)
+		}
+		if d.Remaining == 8 {
+			counted[k[0]]++
+		}
+	}
+	if counted['q'] != 0 {
+		t.Errorf("%d decisions dropped from the queue were run", counted['q'])
+	}
+	t.Logf("run once after timing out: first %d/1, batched %d/10", counted['f'], counted['b'])
+}
