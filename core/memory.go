@@ -159,7 +159,7 @@ func (m *Memory) Peek(_ context.Context, key string, n int64) (Decision, error) 
 	return m.decide(key, n, false)
 }
 
-func (m *Memory) decide(key string, n int64, commit bool) (d Decision, err error) {
+func (m *Memory) decide(key string, n int64, commit bool) (Decision, error) {
 	if key == "" || n <= 0 || n > m.cost {
 		return Decision{Limit: m.policy.Limit, Policy: m.policy}, checkRequest(key, n, m.cost)
 	}
