@@ -10,25 +10,26 @@ import (
 )
 
 // Problem type URIs (RFC 9457), one per reason a request is refused. They are
-// stable: clients may compare them.
+// stable: clients may compare them. Each one resolves to this package's
+// documentation of the constant, which says what the problem means.
 const (
 	// ProblemRateLimited: 429, the limit is reached; retry after the
 	// Retry-After header's seconds.
-	ProblemRateLimited = "https://ratekit.dev/problems/rate-limited"
+	ProblemRateLimited = "https://pkg.go.dev/github.com/ratekit/ratekit/httplimit#ProblemRateLimited"
 	// ProblemCostTooHigh: 429 without Retry-After; the request costs more
 	// than the policy can ever allow ([core.ErrCostTooHigh]), so retrying it
 	// cannot help.
-	ProblemCostTooHigh = "https://ratekit.dev/problems/cost-too-high"
+	ProblemCostTooHigh = "https://pkg.go.dev/github.com/ratekit/ratekit/httplimit#ProblemCostTooHigh"
 	// ProblemUnavailable: 503 with Retry-After; the limiter failed and the
 	// error policy is [FailClosed] (or [Fallback] failed too).
-	ProblemUnavailable = "https://ratekit.dev/problems/limiter-unavailable"
+	ProblemUnavailable = "https://pkg.go.dev/github.com/ratekit/ratekit/httplimit#ProblemUnavailable"
 	// ProblemInvalidKey: 400; the request carries a malformed key (see
 	// [WithInvalidKey]) or none where one is required (see [WithNoKey]).
-	ProblemInvalidKey = "https://ratekit.dev/problems/invalid-key"
+	ProblemInvalidKey = "https://pkg.go.dev/github.com/ratekit/ratekit/httplimit#ProblemInvalidKey"
 	// ProblemCanceled: 503 without Retry-After; the request's context ended
 	// while it waited for its leaky-bucket slot. A client that went away
 	// does not see it.
-	ProblemCanceled = "https://ratekit.dev/problems/wait-canceled"
+	ProblemCanceled = "https://pkg.go.dev/github.com/ratekit/ratekit/httplimit#ProblemCanceled"
 )
 
 // ContentTypeProblem is the media type of every refusal body.
