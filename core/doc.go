@@ -65,6 +65,13 @@
 // sleep. The conformance suite in core/limitertest holds every store to the
 // same decisions.
 //
+// # Around a limiter
+//
+// [NewFailover] wraps a remote limiter (Redis) with a failure mode for when
+// it is down, behind a circuit breaker. [NewGuard] protects a login: it
+// counts failures only, per account and per client IP, clears an account on
+// success, and can lock an account that keeps failing for longer each time.
+//
 // # Example
 //
 //	limiter, err := core.New(core.Policy{Limit: 100, Window: time.Minute})

@@ -2,6 +2,7 @@ package httplimit_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -278,4 +279,20 @@ func TestConcurrentPolicies(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+func TestWriteDenied(t *testing.T) {
+	rec := httptest.NewRecorder()
+	httplimit.WriteDenied(rec, core.Decision{RetryAfter: 1500 * time.Millisecond, Policy: core.Policy{Name: "login"}})
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "2" ||
+		rec.Header().Get("Cache-Control") != "no-store" || rec.Header().Get("Content-Type") != httplimit.ContentTypeProblem {
+		t.Fatalf("got %d %v", rec.Code, rec.Header())
+	}
+	var p httplimit.Problem
+	if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || p.Type != httplimit.ProblemRateLimited || p.Policy != "login" || p.Detail != "Try again in 2 seconds." {
+		t.Fatalf("body %s: %+v, %v", rec.Body, p, err)
+	}
+	if rec.Header().Get("RateLimit") != "" {
+		t.Fatalf("RateLimit header written: %v", rec.Header())
+	}
 }

@@ -134,6 +134,23 @@ func problemResponse(p Problem) Response {
 	return Response{Status: p.Status, Header: h, Body: body}
 }
 
+// WriteDenied writes the default answer to a request denied by d on a
+// net/http response: 429, Retry-After (d.RetryAfter in whole seconds,
+// rounded up, at least 1), Cache-Control: no-store and the problem+json body
+// of [DeniedResponse]. It is for handlers that decide without the middleware,
+// such as a login handler asking a [core.Guard]; it writes no RateLimit
+// headers.
+func WriteDenied(w http.ResponseWriter, d core.Decision) {
+	res := DeniedResponse(d)
+	h := w.Header()
+	for k, v := range res.Header {
+		h[k] = v
+	}
+	h[hRetryAfter] = retryAfterValue(d.RetryAfter)
+	w.WriteHeader(res.Status)
+	w.Write(res.Body)
+}
+
 // RetryAfterSeconds returns d in whole seconds, rounded up and at least 1:
 // the Retry-After value of a denial, as the header cannot say "0" or a
 // fraction without telling clients to retry too early.
