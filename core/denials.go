@@ -1,0 +1,197 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// DenialCache is a [Limiter] that remembers the denials of a remote limiter
+// (the Redis store) and answers repeated requests of a denied key from
+// memory, with no remote call, until the denial's RetryAfter has passed. A
+// client hammering a key past its limit then costs one remote call per
+// RetryAfter, not one per request.
+//
+// # The rule
+//
+// When the remote limiter denies n units of a key at time t with RetryAfter
+// r, the cache remembers "n units denied until t+r". Until then, a request
+// for the key (AllowN or Peek) of the same cost n is denied from memory:
+// other traffic can only push t+r later, so t+r-now is still the exact
+// RetryAfter if nothing else arrives. Its Decision has that RetryAfter; its
+// Remaining, Limit and Policy are those of the remote denial, and its
+// ResetAfter the remote one counted down. A request of another cost goes to
+// the remote limiter: a smaller one might pass before t+r, and a larger one,
+// though sure to be denied, has a later RetryAfter that only the remote
+// limiter knows. One denial is remembered per key: the one of the smallest
+// cost while it lasts, else the latest. Requests of one cost, the common
+// case (cost 1), are therefore answered from memory; the Decision is always
+// the one the remote limiter would give. A denial with a zero RetryAfter
+// is not remembered.
+//
+// An allowed AllowN forgets the key's denial (the key's state changed, so
+// t+r may no longer be exact). So does [DenialCache.Reset]; a Reset made
+// elsewhere (another process, or the remote limiter directly) is not seen,
+// and the key stays denied here until t+r at the latest. A clock that moves
+// back before t forgets the denial too.
+//
+// Memory is bounded ([DenialMaxKeys], default [DefaultLeaseMaxKeys]): the
+// least recently used denial is forgotten to make room, which costs one
+// remote call later and changes no decision.
+//
+// A DenialCache is safe for concurrent use. Create one with
+// [NewDenialCache].
+type DenialCache struct {
+	remote  Limiter
+	clock   Clock
+	denials *keyTable[denial]
+
+	hits atomic.Uint64
+}
+
+var _ Limiter = (*DenialCache)(nil)
+
+// denial is a remembered remote denial: n units, from at to until (Unix ns).
+type denial struct {
+	n         int64
+	at, until int64
+	resetAt   int64
+	remaining int64
+	limit     int64
+	policy    Policy
+}
+
+// DenialOption configures a [DenialCache].
+type DenialOption func(*denialOptions)
+
+type denialOptions struct {
+	clock   Clock
+	maxKeys int
+}
+
+// DenialClock sets the clock denials expire by. It should be the clock the
+// remote limiter decides by (the Redis server's TIME is close to the system
+// clock). Default: [SystemClock].
+func DenialClock(c Clock) DenialOption { return func(o *denialOptions) { o.clock = c } }
+
+// DenialMaxKeys bounds the number of denials remembered (at least 1).
+// Default: [DefaultLeaseMaxKeys].
+func DenialMaxKeys(n int) DenialOption { return func(o *denialOptions) { o.maxKeys = n } }
+
+// NewDenialCache returns a limiter that decides by remote and answers
+// requests of a key it denied from memory until the denial's RetryAfter has
+// passed. It fails if remote is nil or an option is invalid.
+func NewDenialCache(remote Limiter, opts ...DenialOption) (*DenialCache, error) {
+	if remote == nil {
+		return nil, errors.New("core: NewDenialCache: a remote limiter is required")
+	}
+	o := denialOptions{clock: SystemClock{}, maxKeys: DefaultLeaseMaxKeys}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	switch {
+	case o.clock == nil:
+		return nil, errors.New("core: NewDenialCache: DenialClock(nil): a clock is required")
+	case o.maxKeys < 1:
+		return nil, fmt.Errorf("core: NewDenialCache: DenialMaxKeys(%d): must be at least 1", o.maxKeys)
+	}
+	return &DenialCache{remote: remote, clock: o.clock, denials: newKeyTable[denial](o.maxKeys, nil)}, nil
+}
+
+// Policy returns the remote limiter's policy, if it has a Policy method
+// (both stores do), or else the zero Policy.
+func (c *DenialCache) Policy() Policy {
+	if p, ok := c.remote.(interface{ Policy() Policy }); ok {
+		return p.Policy()
+	}
+	return Policy{}
+}
+
+// Hits returns the number of requests answered from memory so far.
+func (c *DenialCache) Hits() uint64 { return c.hits.Load() }
+
+// Allow is shorthand for AllowN(ctx, key, 1).
+func (c *DenialCache) Allow(ctx context.Context, key string) (Decision, error) {
+	return c.AllowN(ctx, key, 1)
+}
+
+// AllowN denies the request from memory if a denial of the same cost is
+// remembered (see [DenialCache]), and otherwise asks the remote limiter, remembering a
+// denial. Errors of the remote limiter are returned as they are.
+func (c *DenialCache) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
+	return c.decide(ctx, key, n, Limiter.AllowN, true)
+}
+
+// Peek is AllowN counting nothing: a remembered denial answers it, and a
+// denial of the remote Peek is remembered as one of AllowN would be.
+func (c *DenialCache) Peek(ctx context.Context, key string, n int64) (Decision, error) {
+	return c.decide(ctx, key, n, Limiter.Peek, false)
+}
+
+// Reset forgets key's denial and resets key in the remote limiter.
+func (c *DenialCache) Reset(ctx context.Context, key string) error {
+	if key == "" {
+		return fmt.Errorf("core: %w", ErrEmptyKey)
+	}
+	c.denials.remove(key)
+	return c.remote.Reset(ctx, key)
+}
+
+func (c *DenialCache) decide(ctx context.Context, key string, n int64, op decideFunc, commit bool) (Decision, error) {
+	if key == "" || n <= 0 {
+		p := c.Policy()
+		return Decision{Limit: p.Limit, Policy: p}, checkRequest(key, n, MaxLimit)
+	}
+	now := c.clock.Now().UnixNano()
+	if d, ok := c.cached(key, n, now); ok {
+		c.hits.Add(1)
+		return d, nil
+	}
+	d, err := op(c.remote, ctx, key, n)
+	if err != nil {
+		return d, err
+	}
+	switch {
+	case !d.Allowed && d.RetryAfter > 0:
+		e := denial{n: n, at: now, until: now + int64(d.RetryAfter), resetAt: now + int64(d.ResetAfter),
+			remaining: d.Remaining, limit: d.Limit, policy: d.Policy}
+		c.denials.update(key, func(old denial, ok bool) (denial, bool) {
+			if ok && old.at <= now && now < old.until && old.n < n {
+				return old, true // a smaller cost denied meanwhile: keep it
+			}
+			return e, true
+		})
+	case d.Allowed && commit:
+		c.denials.remove(key)
+	}
+	return d, nil
+}
+
+// cached returns the remembered denial of n units of key at now,
+// forgetting one that has run out.
+func (c *DenialCache) cached(key string, n, now int64) (Decision, bool) {
+	var d Decision
+	var hit bool
+	c.denials.update(key, func(e denial, ok bool) (denial, bool) {
+		if !ok {
+			return e, false
+		}
+		if now < e.at || now >= e.until {
+			return e, false
+		}
+		if n == e.n {
+			hit = true
+			d = Decision{
+				Limit:      e.limit,
+				Remaining:  e.remaining,
+				RetryAfter: time.Duration(e.until - now),
+				ResetAfter: time.Duration(max(e.resetAt-now, 0)),
+				Policy:     e.policy,
+			}
+		}
+		return e, true
+	})
+	return d, hit
+}

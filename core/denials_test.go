@@ -1,0 +1,202 @@
+package core_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/limitertest"
+)
+
+// countingStore is a remote limiter that decides by a memory limiter and
+// counts the calls it gets.
+type countingStore struct {
+	*core.Memory
+	allows, peeks, resets atomic.Int64
+}
+
+func newCounting(t testing.TB, p core.Policy, clock core.Clock) *countingStore {
+	t.Helper()
+	m, err := core.New(p, core.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &countingStore{Memory: m}
+}
+
+func (s *countingStore) AllowN(ctx context.Context, key string, n int64) (core.Decision, error) {
+	s.allows.Add(1)
+	return s.Memory.AllowN(ctx, key, n)
+}
+
+func (s *countingStore) Peek(ctx context.Context, key string, n int64) (core.Decision, error) {
+	s.peeks.Add(1)
+	return s.Memory.Peek(ctx, key, n)
+}
+
+func (s *countingStore) Reset(ctx context.Context, key string) error {
+	s.resets.Add(1)
+	return s.Memory.Reset(ctx, key)
+}
+
+func (s *countingStore) calls() int64 { return s.allows.Load() + s.peeks.Load() }
+
+func mustDenialCache(t testing.TB, remote core.Limiter, opts ...core.DenialOption) *core.DenialCache {
+	t.Helper()
+	c, err := core.NewDenialCache(remote, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// A denial cache in front of a store decides exactly as the store: the
+// whole conformance suite, every algorithm.
+func TestDenialCacheConformance(t *testing.T) {
+	limitertest.Run(t, func(t *testing.T, p core.Policy, clock *core.ManualClock) core.Limiter {
+		return mustDenialCache(t, newCounting(t, p, clock), core.DenialClock(clock))
+	})
+}
+
+// After a denial, requests of the same cost are denied from memory, with
+// zero remote calls and a RetryAfter that counts down with the clock;
+// other costs ask the remote limiter.
+func TestDenialCacheSteps(t *testing.T) {
+	ms := time.Millisecond
+	p := core.Policy{Limit: 10, Window: time.Second} // one token per 100ms
+	clock := core.NewManualClock(limitertest.Start)
+	remote := newCounting(t, p, clock)
+	c := mustDenialCache(t, remote, core.DenialClock(clock))
+	for range 10 {
+		if d, _ := c.Allow(ctx, "k"); !d.Allowed {
+			t.Fatal("first 10 requests: denied")
+		}
+	}
+	steps := []struct {
+		at          time.Duration
+		n           int64
+		peek        bool
+		wantAllowed bool
+		wantRetry   time.Duration
+		wantRemote  int64 // remote calls so far
+	}{
+		{0, 1, false, false, 100 * ms, 11}, // denied by the remote: remembered
+		{0, 1, false, false, 100 * ms, 11}, // from memory
+		{30 * ms, 1, false, false, 70 * ms, 11},
+		{30 * ms, 1, true, false, 70 * ms, 11}, // Peek too
+		{99 * ms, 1, false, false, 1 * ms, 11},
+		{99 * ms, 2, false, false, 101 * ms, 12}, // another cost: the remote
+		{99 * ms, 1, false, false, 1 * ms, 12},   // the smaller cost is kept
+		{100 * ms, 1, false, true, 0, 13},        // run out: the remote allows
+		{100 * ms, 1, false, false, 100 * ms, 14},
+		{150 * ms, 1, false, false, 50 * ms, 14},
+	}
+	for i, s := range steps {
+		clock.Set(limitertest.Start.Add(s.at))
+		var d core.Decision
+		var err error
+		if s.peek {
+			d, err = c.Peek(ctx, "k", s.n)
+		} else {
+			d, err = c.AllowN(ctx, "k", s.n)
+		}
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if d.Allowed != s.wantAllowed || d.RetryAfter != s.wantRetry || d.Limit != 10 || d.Policy != p {
+			t.Errorf("step %d (at %v, n=%d): got allowed=%v retryAfter=%v limit=%d, want allowed=%v retryAfter=%v limit=10",
+				i, s.at, s.n, d.Allowed, d.RetryAfter, d.Limit, s.wantAllowed, s.wantRetry)
+		}
+		if got := remote.calls(); got != s.wantRemote {
+			t.Errorf("step %d: %d remote calls, want %d", i, got, s.wantRemote)
+		}
+	}
+	if c.Hits() != 6 {
+		t.Errorf("Hits() = %d, want 6", c.Hits())
+	}
+	// Reset forgets the denial: the next request reaches the remote.
+	if err := c.Reset(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := c.Allow(ctx, "k"); !d.Allowed || remote.calls() != 15 {
+		t.Errorf("after Reset: allowed=%v, %d remote calls; want allowed, 15", d.Allowed, remote.calls())
+	}
+	// A clock moved back before the denial forgets it.
+	for range 10 {
+		c.Allow(ctx, "b")
+	}
+	before := remote.calls()
+	clock.Advance(-time.Second)
+	c.Allow(ctx, "b")
+	if remote.calls() != before+1 {
+		t.Errorf("clock moved back: %d remote calls, want 1", remote.calls()-before)
+	}
+}
+
+// A hammered key costs one remote call per RetryAfter, however many
+// goroutines hammer it.
+func TestDenialCacheHammer(t *testing.T) {
+	p := core.Policy{Limit: 100, Window: time.Minute}
+	clock := core.NewManualClock(limitertest.Start)
+	remote := newCounting(t, p, clock)
+	c := mustDenialCache(t, remote, core.DenialClock(clock))
+	var allowed atomic.Int64
+	for step := range 100 { // 100 steps of 100ms: 10 s
+		done := make(chan struct{})
+		for range 4 {
+			go func() {
+				defer func() { done <- struct{}{} }()
+				for range 50 {
+					if d, err := c.Allow(ctx, "hot"); err != nil {
+						t.Error(err)
+						return
+					} else if d.Allowed {
+						allowed.Add(1)
+					}
+				}
+			}()
+		}
+		for range 4 {
+			<-done
+		}
+		_ = step
+		clock.Advance(100 * time.Millisecond)
+	}
+	// 100 at once, then one every 600ms: 100 + 16 in 10s.
+	if got := allowed.Load(); got != 116 {
+		t.Errorf("%d allowed, want 116", got)
+	}
+	// Each denial reaches the remote at most once per goroutine racing on
+	// the first one, then once per run-out.
+	t.Logf("20000 requests, %d allowed, %d remote calls", allowed.Load(), remote.calls())
+	if remote.calls() > 116+4*18 {
+		t.Errorf("%d remote calls for 20000 requests", remote.calls())
+	}
+}
+
+func TestDenialCacheErrors(t *testing.T) {
+	p := core.Policy{Limit: 10, Window: time.Second}
+	clock := core.NewManualClock(limitertest.Start)
+	if _, err := core.NewDenialCache(nil); err == nil {
+		t.Error("NewDenialCache(nil): no error")
+	}
+	if _, err := core.NewDenialCache(newCounting(t, p, clock), core.DenialMaxKeys(0)); err == nil {
+		t.Error("DenialMaxKeys(0): no error")
+	}
+	if _, err := core.NewDenialCache(newCounting(t, p, clock), core.DenialClock(nil)); err == nil {
+		t.Error("DenialClock(nil): no error")
+	}
+	// One key remembered: a second denied key pushes the first out.
+	remote := newCounting(t, core.Policy{Limit: 1, Window: time.Hour}, clock)
+	c := mustDenialCache(t, remote, core.DenialClock(clock), core.DenialMaxKeys(1))
+	for _, k := range []string{"a", "a", "b", "b", "a"} {
+		c.Allow(ctx, k)
+	}
+	// a: allowed, denied (remembered); b: allowed (a still held), denied
+	// (replaces a); a: the remote again.
+	if got := remote.calls(); got != 5 {
+		t.Errorf("%d remote calls, want 5", got)
+	}
+}

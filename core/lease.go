@@ -1,0 +1,487 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+)
+
+// DefaultLeaseTime is how long leased units may be spent unless [LeaseTime]
+// says otherwise.
+const DefaultLeaseTime = time.Second
+
+// DefaultLeaseMaxKeys is the number of keys a [Leased] or [DenialCache]
+// limiter remembers unless [LeaseMaxKeys] or [DenialMaxKeys] says otherwise.
+const DefaultLeaseMaxKeys = 1 << 16
+
+// Leased is a [Limiter] that takes units from a remote limiter (the Redis
+// store) in batches and spends them locally, so that a hot key costs one
+// remote call per batch instead of one per request. A key at 20,000 per
+// minute costs about 20,000/batch calls a minute per instance.
+//
+// # Leases
+//
+// Per key, a Leased keeps a lease: units taken from the remote limiter
+// (counted there, as allowed requests) that this process may spend until
+// the lease expires ([LeaseTime], default [DefaultLeaseTime]). A request
+// whose cost the lease holds is allowed from memory, with no remote call.
+// Otherwise the lease is topped up: the remote limiter is asked, with one
+// AllowN, for the units that bring the lease to the key's take size (never
+// more than batch in all, and at least the cost); if it denies them, it is
+// asked once more for exactly the units missing, so that a key near its
+// limit is not starved by the batch size. If that is denied too, the
+// request is denied with the remote limiter's Decision.
+//
+// The take size adapts per key, so that a key that is not hot wastes
+// nothing: it starts at the request's cost (the first request of a key
+// takes only what it spends), doubles, up to batch, each time a lease is
+// spent before it expires, and halves when a lease expires with units left
+// or the remote limiter denies a batch. A key at or over its limit is
+// therefore decided by the remote limiter about once per request; put a
+// [DenialCache] in front to answer its denials from memory.
+//
+// # Over-admission and under-admission
+//
+// A lease holds at most batch units, so N instances hold at most N×batch
+// units of one key that the remote limiter counted earlier than they are
+// spent. In any span of time the key is allowed at most what the remote
+// policy allows in that span plus N×batch: that is the over-admission
+// bound. Units left when a lease expires (or when the key is evicted from
+// memory, or Reset) are dropped, never returned: they were counted
+// remotely and are simply lost for that window, so a key can be slightly
+// under-admitted. [Leased.Stats] counts them. A short lease time keeps
+// leased units from being hoarded across a quiet spell and spent in a later
+// burst.
+//
+// # Decisions
+//
+// An allowed Decision's Remaining is the units this instance's lease still
+// holds plus what the remote limiter reported left at the last take: exact
+// for a single instance, an overestimate by what other instances took since.
+// Limit, Policy and ResetAfter are those of the last remote Decision for the
+// key (ResetAfter counted down since). A denied Decision is the remote
+// limiter's, its Remaining plus the units still leased; its RetryAfter is
+// the remote limiter's for the units missing.
+//
+// Costs above batch, and every request of a leaky bucket (whose Delay a
+// lease could not honour), are passed to the remote limiter as they are.
+//
+// A Leased is safe for concurrent use. Requests for one key are serialized
+// while its lease is topped up (one remote call for all of them, not one
+// each); a request waiting for that honours its context. Create one with
+// [NewLeased].
+type Leased struct {
+	remote    Limiter
+	batch     int64
+	leaseTime int64 // ns
+	clock     Clock
+	leases    *keyTable[*lease]
+	policy    atomic.Pointer[Policy] // the remote's, when known
+
+	takes   atomic.Uint64
+	dropped atomic.Uint64
+}
+
+var _ Limiter = (*Leased)(nil)
+
+// lease is one key's leased units. sem (capacity 1) locks the fields.
+type lease struct {
+	sem       chan struct{}
+	left      int64 // units leased and not spent
+	start     int64 // Unix ns the units were taken
+	expiry    int64 // Unix ns the units are dropped
+	size      int64 // units the next take brings the lease to
+	storeLeft int64 // the remote's Remaining at the last take
+	resetAt   int64 // Unix ns: the remote's ResetAfter at the last take
+	limit     int64
+	policy    Policy
+}
+
+// LeaseStats counts what a [Leased] limiter did.
+type LeaseStats struct {
+	// Keys is the number of keys with a lease held now, spent or not.
+	Keys int
+	// Takes counts the remote AllowN calls made to take units.
+	Takes uint64
+	// Dropped counts leased units that expired (or were evicted or Reset)
+	// before they were spent: counted by the remote limiter, never allowed.
+	Dropped uint64
+}
+
+// LeaseOption configures a [Leased] limiter.
+type LeaseOption func(*leaseOptions)
+
+type leaseOptions struct {
+	leaseTime time.Duration
+	clock     Clock
+	maxKeys   int
+}
+
+// LeaseTime sets how long units taken from the remote limiter may be spent
+// (positive); units left after it are dropped. Keep it short: the longer it
+// is, the longer an instance can sit on units other instances could have
+// used. Default: [DefaultLeaseTime].
+func LeaseTime(d time.Duration) LeaseOption { return func(o *leaseOptions) { o.leaseTime = d } }
+
+// LeaseClock sets the clock leases expire by. Default: [SystemClock].
+func LeaseClock(c Clock) LeaseOption { return func(o *leaseOptions) { o.clock = c } }
+
+// LeaseMaxKeys bounds the number of keys holding a lease (at least 1); the
+// least recently used key's lease is dropped to make room. Default:
+// [DefaultLeaseMaxKeys].
+func LeaseMaxKeys(n int) LeaseOption { return func(o *leaseOptions) { o.maxKeys = n } }
+
+// NewLeased returns a limiter that takes units from remote in batches of up
+// to batch (at least 1) and spends them locally. It fails if remote is nil
+// or an option is invalid; a remote whose Policy is a [LeakyBucket] is
+// rejected, and batch is capped at the remote policy's capacity, when the
+// remote limiter has a Policy method (both stores do).
+func NewLeased(remote Limiter, batch int64, opts ...LeaseOption) (*Leased, error) {
+	if remote == nil {
+		return nil, errors.New("core: NewLeased: a remote limiter is required")
+	}
+	if batch < 1 {
+		return nil, fmt.Errorf("core: NewLeased: batch %d: must be at least 1", batch)
+	}
+	o := leaseOptions{leaseTime: DefaultLeaseTime, clock: SystemClock{}, maxKeys: DefaultLeaseMaxKeys}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	switch {
+	case o.leaseTime <= 0:
+		return nil, fmt.Errorf("core: NewLeased: LeaseTime(%v): must be positive", o.leaseTime)
+	case o.clock == nil:
+		return nil, errors.New("core: NewLeased: LeaseClock(nil): a clock is required")
+	case o.maxKeys < 1:
+		return nil, fmt.Errorf("core: NewLeased: LeaseMaxKeys(%d): must be at least 1", o.maxKeys)
+	}
+	l := &Leased{remote: remote, batch: batch, leaseTime: int64(o.leaseTime), clock: o.clock}
+	if p, ok := remote.(interface{ Policy() Policy }); ok {
+		pol := p.Policy()
+		if pol.Algorithm == LeakyBucket {
+			return nil, errors.New("core: NewLeased: a leaky bucket's Delay cannot be leased")
+		}
+		l.batch = min(batch, pol.Capacity())
+		l.policy.Store(&pol)
+	}
+	l.leases = newKeyTable(o.maxKeys, func(e *lease) {
+		// Evicted or Reset: its units are lost. If a request holds e, it
+		// finishes with it and its units go uncounted.
+		select {
+		case e.sem <- struct{}{}:
+			l.dropped.Add(uint64(e.left))
+			e.left = 0
+			<-e.sem
+		default:
+		}
+	})
+	return l, nil
+}
+
+// Policy returns the remote limiter's policy: from its Policy method, or
+// else from its last Decision (the zero Policy before any).
+func (l *Leased) Policy() Policy {
+	if p := l.policy.Load(); p != nil {
+		return *p
+	}
+	return Policy{}
+}
+
+// Stats reports the keys held, the remote takes and the units dropped so
+// far.
+func (l *Leased) Stats() LeaseStats {
+	return LeaseStats{Keys: l.leases.len(), Takes: l.takes.Load(), Dropped: l.dropped.Load()}
+}
+
+// Allow is shorthand for AllowN(ctx, key, 1).
+func (l *Leased) Allow(ctx context.Context, key string) (Decision, error) {
+	return l.AllowN(ctx, key, 1)
+}
+
+// AllowN spends n units of key's lease, topping it up from the remote
+// limiter when it holds fewer. See [Leased] for what the Decision means.
+// Errors of the remote limiter are returned as they are.
+func (l *Leased) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
+	if key == "" || n <= 0 {
+		return l.invalid(key, n)
+	}
+	if l.passThrough(n) {
+		return l.remote.AllowN(ctx, key, n)
+	}
+	e := l.leases.getOrAdd(key, func() *lease { return &lease{sem: make(chan struct{}, 1), size: n} })
+	if err := e.lock(ctx); err != nil {
+		return Decision{Limit: l.Policy().Limit, Policy: l.Policy()}, err
+	}
+	defer e.unlock()
+	now := l.now()
+	valid := l.expire(e, now)
+	if e.left >= n {
+		e.left -= n
+		return e.decision(now), nil
+	}
+	batch := l.maxTake()
+	if valid {
+		e.size = min(2*e.size, batch) // spent within its time: the key is hot
+	}
+	need := n - e.left
+	take := max(min(e.size, batch), n) - e.left
+	d, err := l.take(ctx, key, take)
+	if take > need && (err == nil && !d.Allowed || errors.Is(err, ErrCostTooHigh)) {
+		e.size = max(e.size/2, 1)
+		take = need
+		d, err = l.take(ctx, key, take)
+	}
+	if err != nil {
+		return d, err
+	}
+	if !d.Allowed {
+		d.Remaining += e.left
+		return d, nil
+	}
+	e.start, e.expiry = now, now+l.leaseTime
+	e.left += take - n
+	e.storeLeft = d.Remaining
+	e.resetAt = now + int64(d.ResetAfter)
+	e.limit, e.policy = d.Limit, d.Policy
+	return e.decision(now), nil
+}
+
+// Peek reports what AllowN would decide now, counting nothing: from the
+// lease when it holds n units, else by asking the remote limiter about the
+// units missing.
+func (l *Leased) Peek(ctx context.Context, key string, n int64) (Decision, error) {
+	if key == "" || n <= 0 {
+		return l.invalid(key, n)
+	}
+	if l.passThrough(n) {
+		return l.remote.Peek(ctx, key, n)
+	}
+	e, ok := l.leases.peek(key)
+	if !ok {
+		return l.remote.Peek(ctx, key, n)
+	}
+	if err := e.lock(ctx); err != nil {
+		return Decision{Limit: l.Policy().Limit, Policy: l.Policy()}, err
+	}
+	defer e.unlock()
+	now := l.now()
+	l.expire(e, now)
+	if e.left >= n {
+		d := e.decision(now)
+		d.Remaining -= n
+		return d, nil
+	}
+	d, err := l.remote.Peek(ctx, key, n-e.left)
+	if err == nil && !d.Allowed {
+		d.Remaining += e.left
+	}
+	return d, err
+}
+
+// Reset drops key's lease, with the units it holds, and resets key in the
+// remote limiter.
+func (l *Leased) Reset(ctx context.Context, key string) error {
+	if key == "" {
+		return fmt.Errorf("core: %w", ErrEmptyKey)
+	}
+	l.leases.remove(key)
+	return l.remote.Reset(ctx, key)
+}
+
+func (l *Leased) invalid(key string, n int64) (Decision, error) {
+	p := l.Policy()
+	return Decision{Limit: p.Limit, Policy: p}, checkRequest(key, n, MaxLimit)
+}
+
+// maxTake returns batch, capped at the remote policy's capacity once known.
+func (l *Leased) maxTake() int64 {
+	if p := l.policy.Load(); p != nil {
+		return min(l.batch, p.Capacity())
+	}
+	return l.batch
+}
+
+// passThrough reports whether a request of cost n goes to the remote
+// limiter as it is: a cost above batch, or a leaky bucket.
+func (l *Leased) passThrough(n int64) bool {
+	if n > l.maxTake() {
+		return true
+	}
+	p := l.policy.Load()
+	return p != nil && p.Algorithm == LeakyBucket
+}
+
+// take asks the remote limiter for n units and learns its policy.
+func (l *Leased) take(ctx context.Context, key string, n int64) (Decision, error) {
+	l.takes.Add(1)
+	d, err := l.remote.AllowN(ctx, key, n)
+	if err == nil && l.policy.Load() == nil && d.Policy.Limit != 0 {
+		p := d.Policy
+		l.policy.CompareAndSwap(nil, &p)
+	}
+	return d, err
+}
+
+func (l *Leased) now() int64 { return l.clock.Now().UnixNano() }
+
+// expire drops e's units if its lease has expired (or the clock went back
+// before it began) and reports whether the lease is still valid. A lease
+// that expires with units left halves the key's take size.
+func (l *Leased) expire(e *lease, now int64) bool {
+	if e.left > 0 && e.start <= now && now < e.expiry {
+		return true
+	}
+	if e.left > 0 {
+		l.dropped.Add(uint64(e.left))
+		e.left = 0
+		e.size = max(e.size/2, 1)
+	}
+	return e.start <= now && now < e.expiry
+}
+
+func (e *lease) lock(ctx context.Context) error {
+	select {
+	case e.sem <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case e.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("core: lease: %w", ctx.Err())
+	}
+}
+
+func (e *lease) unlock() { <-e.sem }
+
+// decision is the allowed Decision for a request just spent from e.
+func (e *lease) decision(now int64) Decision {
+	rem := e.left + e.storeLeft
+	if c := e.policy.Capacity(); c > 0 {
+		rem = min(rem, c)
+	}
+	return Decision{
+		Allowed:    true,
+		Limit:      e.limit,
+		Remaining:  rem,
+		ResetAfter: time.Duration(max(e.resetAt-now, 0)),
+		Policy:     e.policy,
+	}
+}
+
+// A keyTable is a bounded map from keys to values, in shards, each an LRU
+// behind its own mutex, picked by a seeded hash of the key. Keys are held
+// as a 128-bit hash, as in the memory store: the first half indexes the
+// LRU, the second is checked on lookup.
+type keyTable[V any] struct {
+	mask         uint64
+	seed1, seed2 maphash.Seed
+	shards       []tableShard[V]
+}
+
+type tableShard[V any] struct {
+	mu  sync.Mutex
+	lru *simplelru.LRU[uint64, tableSlot[V]]
+	_   [64]byte
+}
+
+type tableSlot[V any] struct {
+	check uint64
+	v     V
+}
+
+// newKeyTable returns a table of at most maxKeys keys. onEvict, if not nil,
+// is called with the shard locked for each value evicted to make room or
+// removed.
+func newKeyTable[V any](maxKeys int, onEvict func(v V)) *keyTable[V] {
+	n := 1
+	for n < 4*runtime.GOMAXPROCS(0) && n < 64 && maxKeys/(2*n) >= 64 {
+		n *= 2
+	}
+	t := &keyTable[V]{mask: uint64(n - 1), seed1: maphash.MakeSeed(), seed2: maphash.MakeSeed(),
+		shards: make([]tableShard[V], n)}
+	for i := range t.shards {
+		size := maxKeys / n
+		if i < maxKeys%n {
+			size++
+		}
+		var evict simplelru.EvictCallback[uint64, tableSlot[V]]
+		if onEvict != nil {
+			evict = func(_ uint64, s tableSlot[V]) { onEvict(s.v) }
+		}
+		t.shards[i].lru, _ = simplelru.NewLRU(size, evict)
+	}
+	return t
+}
+
+func (t *keyTable[V]) locate(key string) (*tableShard[V], uint64, uint64) {
+	h := maphash.String(t.seed1, key)
+	return &t.shards[h&t.mask], h, maphash.String(t.seed2, key)
+}
+
+// getOrAdd returns key's value, touching its recency, adding mk() first if
+// there is none.
+func (t *keyTable[V]) getOrAdd(key string, mk func() V) V {
+	sh, h, check := t.locate(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if s, ok := sh.lru.Get(h); ok && s.check == check {
+		return s.v
+	}
+	v := mk()
+	sh.lru.Add(h, tableSlot[V]{check, v})
+	return v
+}
+
+// peek returns key's value without touching its recency.
+func (t *keyTable[V]) peek(key string) (V, bool) {
+	sh, h, check := t.locate(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if s, ok := sh.lru.Peek(h); ok && s.check == check {
+		return s.v, true
+	}
+	var zero V
+	return zero, false
+}
+
+// update calls f with key's value, if any, under the shard's lock, and
+// stores what f returns, or removes the key if f says not to keep it.
+func (t *keyTable[V]) update(key string, f func(v V, ok bool) (V, bool)) {
+	sh, h, check := t.locate(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	s, ok := sh.lru.Peek(h)
+	ok = ok && s.check == check
+	v, keep := f(s.v, ok)
+	switch {
+	case keep:
+		sh.lru.Add(h, tableSlot[V]{check, v})
+	case ok:
+		sh.lru.Remove(h)
+	}
+}
+
+// remove drops key, if held.
+func (t *keyTable[V]) remove(key string) {
+	t.update(key, func(v V, _ bool) (V, bool) { return v, false })
+}
+
+func (t *keyTable[V]) len() int {
+	n := 0
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		n += sh.lru.Len()
+		sh.mu.Unlock()
+	}
+	return n
+}
