@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -39,14 +40,21 @@ type Memory struct {
 	system bool      // clock is SystemClock: read only its monotonic clock
 	nanos  nanoClock // clock as a nanoClock, or nil
 	cost   int64     // largest cost ever allowed
+	id     uint64    // unique per Memory: the order in which a Layered locks
 	eng    engine
 }
+
+// memoryIDs numbers Memory limiters, so that every [Layered] limiter locks
+// the shards of several Memory limiters in the same global order.
+var memoryIDs atomic.Uint64
 
 var _ Limiter = (*Memory)(nil)
 
 // engine is a store for one algorithm, with its state type erased.
 type engine interface {
 	decide(key string, now, n int64, commit bool) verdict
+	ref(key string) keyRef
+	decideLocked(r keyRef, now, n int64, commit bool) verdict
 	reset(key string)
 	stats() Stats
 }
@@ -98,7 +106,7 @@ func New(p Policy, opts ...Option) (*Memory, error) {
 	if o.maxKeys < 1 {
 		return nil, fmt.Errorf("core: WithMaxKeys(%d): must be at least 1", o.maxKeys)
 	}
-	m := &Memory{policy: p, clock: o.clock, cost: p.Capacity()}
+	m := &Memory{policy: p, clock: o.clock, cost: p.Capacity(), id: memoryIDs.Add(1)}
 	m.base = o.clock.Now()
 	m.baseNs = m.base.UnixNano()
 	_, m.system = o.clock.(SystemClock)
@@ -163,7 +171,11 @@ func (m *Memory) decide(key string, n int64, commit bool) (Decision, error) {
 	if key == "" || n <= 0 || n > m.cost {
 		return Decision{Limit: m.policy.Limit, Policy: m.policy}, checkRequest(key, n, m.cost)
 	}
-	v := m.eng.decide(key, m.now(), n, commit)
+	return m.decision(m.eng.decide(key, m.now(), n, commit)), nil
+}
+
+// decision returns the Decision of verdict v under the limiter's policy.
+func (m *Memory) decision(v verdict) Decision {
 	return Decision{
 		Allowed:    v.allowed,
 		Limit:      m.policy.Limit,
@@ -172,7 +184,7 @@ func (m *Memory) decide(key string, n int64, commit bool) (Decision, error) {
 		ResetAfter: time.Duration(v.resetAfter) * time.Microsecond,
 		Delay:      time.Duration(v.delay) * time.Microsecond,
 		Policy:     m.policy,
-	}, nil
+	}
 }
 
 // Reset forgets key. It fails only for an empty key.

@@ -1,0 +1,255 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Layered is a [Limiter] made of several limits on one request, such as 10
+// per second and 1,000 per day on the same key, or one limit per client IP
+// and another per account. A request passes only if every layer passes, and
+// a request denied by any layer counts nothing in any layer: all or nothing,
+// as for one limit.
+//
+// Each layer is a [Memory] limiter of its own. A request locks the shard of
+// its key in every layer, checks every layer, and counts in every layer only
+// if all pass, before it unlocks: no other request for those keys can slip
+// in between, so the layers never admit more than any one of them alone
+// would. Shards are locked in one global order (Memory limiters are
+// numbered when created), so layered limiters sharing Memory limiters in any
+// order cannot deadlock, and no global lock is taken: requests whose keys
+// lie in other shards proceed in parallel. Layers on another store (Redis)
+// are not accepted: checking them one after the other could not be made
+// atomic.
+//
+// # The most restrictive layer
+//
+// [Layered.AllowN] and [Layered.Peek] return the Decision of the most
+// restrictive layer:
+//
+//   - when the request is denied, the denying layer with the largest
+//     RetryAfter, the first of them in layer order on a tie. Its RetryAfter
+//     is exact for the whole request: every layer allows it then, and not
+//     1µs earlier, if nothing else arrives in between (a layer that allows
+//     a request keeps allowing it while no other request is counted);
+//   - when it is allowed, the layer with the smallest Remaining, the first
+//     on a tie, so Remaining is what the key can still spend in every layer
+//     at once. Its Delay is the largest Delay of all layers (leaky buckets
+//     queue the request in each).
+//
+// Limit, ResetAfter and Policy are that layer's. [Layered.AllowKeys] also
+// returns every layer's Decision, for headers that show each limit.
+//
+// A Layered is safe for concurrent use. Its methods ignore ctx, like
+// [Memory]'s. Create one with [NewLayered].
+type Layered struct {
+	layers []*Memory
+	order  []int // layer indexes by Memory id: the lock order
+}
+
+var _ Limiter = (*Layered)(nil)
+
+// LayeredDecision is what a [Layered] limiter decided for one request: the
+// Decision of the most restrictive layer (see [Layered]), embedded, and
+// every layer's own.
+type LayeredDecision struct {
+	// Decision is the most restrictive layer's, as [Layered.AllowN]
+	// returns it.
+	Decision
+	// Layer is the index of that layer in [NewLayered]'s arguments.
+	Layer int
+	// Layers holds every layer's Decision, in layer order. When the
+	// request is allowed, each describes that layer after counting it.
+	// When it is denied, nothing was counted anywhere and each is what
+	// [Memory.Peek] reports for that layer, Allowed for the layers that
+	// would have let it through.
+	Layers []Decision
+}
+
+// NewLayered returns a limiter that lets a request through only when every
+// layer does. It fails when given no layer, a nil one, or the same [Memory]
+// twice (two layers must not share state: checking both before counting in
+// either could then let through more than the limit).
+func NewLayered(layers ...*Memory) (*Layered, error) {
+	if len(layers) == 0 {
+		return nil, errors.New("core: NewLayered: at least one layer is required")
+	}
+	l := &Layered{layers: slices.Clone(layers), order: make([]int, len(layers))}
+	for i, m := range layers {
+		if m == nil {
+			return nil, fmt.Errorf("core: NewLayered: layer %d is nil", i)
+		}
+		for j := range i {
+			if layers[j] == m {
+				return nil, fmt.Errorf("core: NewLayered: layers %d and %d are the same Memory limiter", j, i)
+			}
+		}
+		l.order[i] = i
+	}
+	slices.SortFunc(l.order, func(a, b int) int {
+		return cmpUint64(layers[a].id, layers[b].id)
+	})
+	return l, nil
+}
+
+func cmpUint64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Policies returns the policies of the layers, in layer order.
+func (l *Layered) Policies() []Policy {
+	ps := make([]Policy, len(l.layers))
+	for i, m := range l.layers {
+		ps[i] = m.policy
+	}
+	return ps
+}
+
+// Allow is shorthand for AllowN(ctx, key, 1).
+func (l *Layered) Allow(ctx context.Context, key string) (Decision, error) {
+	return l.AllowN(ctx, key, 1)
+}
+
+// AllowN reports whether n units may be spent for key now in every layer
+// and, if so, counts them in every layer; a denied request counts nothing
+// anywhere. The Decision is the most restrictive layer's (see [Layered]).
+// A cost above any layer's capacity is [ErrCostTooHigh], with that layer's
+// Limit and Policy in the Decision.
+func (l *Layered) AllowN(_ context.Context, key string, n int64) (Decision, error) {
+	var buf [4]Decision
+	d, err := l.decide([]string{key}, n, true, buf[:0])
+	return d.Decision, err
+}
+
+// Peek reports what AllowN would decide now, counting nothing.
+func (l *Layered) Peek(_ context.Context, key string, n int64) (Decision, error) {
+	var buf [4]Decision
+	d, err := l.decide([]string{key}, n, false, buf[:0])
+	return d.Decision, err
+}
+
+// AllowKeys is AllowN with a key per layer: keys[i] is layer i's key (such
+// as the client IP for one layer and the account for another), or keys
+// holds one key for every layer. It also returns every layer's Decision.
+func (l *Layered) AllowKeys(_ context.Context, keys []string, n int64) (LayeredDecision, error) {
+	return l.decide(keys, n, true, make([]Decision, 0, len(l.layers)))
+}
+
+// PeekKeys reports what AllowKeys would decide now, counting nothing.
+func (l *Layered) PeekKeys(_ context.Context, keys []string, n int64) (LayeredDecision, error) {
+	return l.decide(keys, n, false, make([]Decision, 0, len(l.layers)))
+}
+
+// Reset forgets key in every layer. Each layer is reset in turn: a request
+// running at the same time may see some layers reset and others not.
+func (l *Layered) Reset(ctx context.Context, key string) error {
+	return l.ResetKeys(ctx, []string{key})
+}
+
+// ResetKeys is Reset with a key per layer, as for [Layered.AllowKeys].
+func (l *Layered) ResetKeys(ctx context.Context, keys []string) error {
+	if err := l.checkKeys(keys); err != nil {
+		return err
+	}
+	for i, m := range l.layers {
+		if err := m.Reset(ctx, keys[min(i, len(keys)-1)]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *Layered) checkKeys(keys []string) error {
+	if len(keys) != 1 && len(keys) != len(l.layers) {
+		return fmt.Errorf("core: layered: %d keys for %d layers; want one, or one per layer", len(keys), len(l.layers))
+	}
+	return nil
+}
+
+// layerRef is one layer's part of a request: where its key lives and the
+// time read from its clock.
+type layerRef struct {
+	ref keyRef
+	now int64
+}
+
+// decide checks every layer under the locks of their keys' shards and, when
+// commit is set and all pass, counts in all. out receives each layer's
+// Decision.
+func (l *Layered) decide(keys []string, n int64, commit bool, out []Decision) (LayeredDecision, error) {
+	if err := l.checkKeys(keys); err != nil {
+		return LayeredDecision{}, err
+	}
+	key := func(i int) string { return keys[min(i, len(keys)-1)] }
+	for i, m := range l.layers {
+		if k := key(i); k == "" || n <= 0 || n > m.cost {
+			d := Decision{Limit: m.policy.Limit, Policy: m.policy}
+			return LayeredDecision{Decision: d, Layer: i}, checkRequest(k, n, m.cost)
+		}
+	}
+	var buf [4]layerRef
+	refs := buf[:0]
+	for i, m := range l.layers {
+		refs = append(refs, layerRef{ref: m.eng.ref(key(i)), now: m.now()})
+	}
+	for _, i := range l.order {
+		refs[i].ref.mu.Lock()
+	}
+	// Check every layer but the last. If all pass, decide the last one for
+	// real: it counts only if it passes too, and then so do the others,
+	// whose check is repeated on the same state at the same time. A single
+	// layer is thus decided exactly as by its Memory.
+	last := len(l.layers) - 1
+	pass := true
+	for i, m := range l.layers[:last] {
+		d := m.decision(m.eng.decideLocked(refs[i].ref, refs[i].now, n, false))
+		pass = pass && d.Allowed
+		out = append(out, d)
+	}
+	m := l.layers[last]
+	out = append(out, m.decision(m.eng.decideLocked(refs[last].ref, refs[last].now, n, commit && pass)))
+	pass = pass && out[last].Allowed
+	if commit && pass {
+		for i, m := range l.layers[:last] {
+			out[i] = m.decision(m.eng.decideLocked(refs[i].ref, refs[i].now, n, true))
+		}
+	}
+	for i := range refs {
+		refs[i].ref.mu.Unlock()
+	}
+	return combine(out, pass), nil
+}
+
+// combine picks the most restrictive of the layers' decisions ds, all
+// allowed when pass is set; see [Layered].
+func combine(ds []Decision, pass bool) LayeredDecision {
+	best := -1
+	var delay time.Duration
+	for i, d := range ds {
+		delay = max(delay, d.Delay)
+		switch {
+		case pass:
+			if best < 0 || d.Remaining < ds[best].Remaining {
+				best = i
+			}
+		case !d.Allowed:
+			if best < 0 || d.RetryAfter > ds[best].RetryAfter {
+				best = i
+			}
+		}
+	}
+	ld := LayeredDecision{Decision: ds[best], Layer: best, Layers: ds}
+	if pass {
+		ld.Delay = delay
+	}
+	return ld
+}

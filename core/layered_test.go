@@ -1,0 +1,448 @@
+package core_test
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/limitertest"
+)
+
+var layeredStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func mustNew(t testing.TB, p core.Policy, clock core.Clock) *core.Memory {
+	t.Helper()
+	m, err := core.New(p, core.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func mustLayered(t testing.TB, layers ...*core.Memory) *core.Layered {
+	t.Helper()
+	l, err := core.NewLayered(layers...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// A single layer decides exactly as its Memory: the whole suite applies.
+func TestLayeredConformance(t *testing.T) {
+	limitertest.Run(t, func(t *testing.T, p core.Policy, clock *core.ManualClock) core.Limiter {
+		return mustLayered(t, mustNew(t, p, clock))
+	})
+}
+
+// 2 per second and 5 per day on one key, step by step: the decision is the
+// most restrictive layer's, and a denial counts nothing in the other layer.
+func TestLayeredSteps(t *testing.T) {
+	clock := core.NewManualClock(layeredStart)
+	second := mustNew(t, core.Policy{Name: "second", Limit: 2, Window: time.Second}, clock)
+	day := mustNew(t, core.Policy{Name: "day", Algorithm: core.FixedWindow, Limit: 5, Window: 24 * time.Hour}, clock)
+	l := mustLayered(t, second, day)
+	steps := []struct {
+		at         time.Duration
+		n          int64
+		allowed    bool
+		layer      int
+		remaining  int64
+		retryAfter time.Duration
+	}{
+		{0, 1, true, 0, 1, 0},                       // second 1 left, day 4
+		{0, 1, true, 0, 0, 0},                       // second 0, day 3
+		{0, 1, false, 0, 0, 500 * time.Millisecond}, // second denies; day not counted
+		{time.Second, 2, true, 0, 0, 0},             // second 0, day 1
+		{2 * time.Second, 2, false, 1, 1, 23*time.Hour + 59*time.Minute + 58*time.Second},
+		{2 * time.Second, 1, true, 1, 0, 0}, // second 1, day 0: day is tighter
+		{3 * time.Second, 1, false, 1, 0, 23*time.Hour + 59*time.Minute + 57*time.Second},
+		{24 * time.Hour, 2, true, 0, 0, 0},
+	}
+	for i, st := range steps {
+		clock.Set(layeredStart.Add(st.at))
+		pd, err := l.PeekKeys(ctx, []string{"k"}, st.n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := l.AllowKeys(ctx, []string{"k"}, st.n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sameLayered(pd, d) {
+			t.Fatalf("step %d: PeekKeys %+v, AllowKeys %+v", i, pd, d)
+		}
+		if d.Allowed != st.allowed || d.Layer != st.layer || d.Remaining != st.remaining || d.RetryAfter != st.retryAfter {
+			t.Errorf("step %d (at %v, n=%d):\n got allowed=%v layer=%d remaining=%d retryAfter=%v\nwant allowed=%v layer=%d remaining=%d retryAfter=%v",
+				i, st.at, st.n, d.Allowed, d.Layer, d.Remaining, d.RetryAfter, st.allowed, st.layer, st.remaining, st.retryAfter)
+		}
+		if d.Policy != l.Policies()[d.Layer] || d.Decision != withDelay(d.Layers[d.Layer], d.Delay) {
+			t.Errorf("step %d: Decision %+v is not layer %d's %+v", i, d.Decision, d.Layer, d.Layers[d.Layer])
+		}
+		if i != 6 {
+			continue
+		}
+		// Step 2 counted nothing in day, steps 4 and 6 nothing in second:
+		// day holds the 5 allowed units (1+1+2+1), and second, refilled
+		// since step 5, is full.
+		if d, _ := day.Peek(ctx, "k", 1); d.Allowed {
+			t.Errorf("day layer on its own: %+v, want exhausted by the 5 allowed units", d)
+		}
+		if d, _ := second.Peek(ctx, "k", 2); !d.Allowed {
+			t.Errorf("second layer on its own: %+v, want 2 free (denials counted nothing)", d)
+		}
+	}
+}
+
+func withDelay(d core.Decision, delay time.Duration) core.Decision {
+	d.Delay = delay
+	return d
+}
+
+func sameLayered(a, b core.LayeredDecision) bool {
+	if a.Decision != b.Decision || a.Layer != b.Layer || len(a.Layers) != len(b.Layers) {
+		return false
+	}
+	for i := range a.Layers {
+		if a.Layers[i] != b.Layers[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Per IP and per account: each layer counts by its own key.
+func TestLayeredKeys(t *testing.T) {
+	clock := core.NewManualClock(layeredStart)
+	ip := mustNew(t, core.Policy{Name: "ip", Limit: 3, Window: time.Minute}, clock)
+	account := mustNew(t, core.Policy{Name: "account", Limit: 2, Window: time.Minute}, clock)
+	l := mustLayered(t, ip, account)
+	for i, tc := range []struct {
+		ip, account string
+		allowed     bool
+		layer       int
+	}{
+		{"1.1.1.1", "ana", true, 1},
+		{"1.1.1.1", "ana", true, 1},
+		{"1.1.1.1", "ana", false, 1}, // ana's account is spent
+		{"1.1.1.1", "bob", true, 0},  // the IP's third, bob's first: ip has 0 left
+		{"1.1.1.1", "bob", false, 0}, // the IP is spent
+		{"2.2.2.2", "bob", true, 1},
+	} {
+		d, err := l.AllowKeys(ctx, []string{tc.ip, tc.account}, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed != tc.allowed || d.Layer != tc.layer {
+			t.Errorf("request %d (%s, %s): allowed=%v layer=%d, want %v, %d", i, tc.ip, tc.account, d.Allowed, d.Layer, tc.allowed, tc.layer)
+		}
+	}
+	if err := l.ResetKeys(ctx, []string{"1.1.1.1", "ana"}); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := l.AllowKeys(ctx, []string{"1.1.1.1", "ana"}, 1); !d.Allowed {
+		t.Errorf("after ResetKeys: %+v, want allowed", d)
+	}
+}
+
+func TestLayeredErrors(t *testing.T) {
+	clock := core.NewManualClock(layeredStart)
+	small := mustNew(t, core.Policy{Name: "small", Limit: 5, Window: time.Second}, clock)
+	big := mustNew(t, core.Policy{Name: "big", Limit: 100, Window: time.Hour}, clock)
+	for _, layers := range [][]*core.Memory{nil, {small, nil}, {small, big, small}} {
+		if _, err := core.NewLayered(layers...); err == nil {
+			t.Errorf("NewLayered(%d layers with a nil or repeated one): no error", len(layers))
+		}
+	}
+	l := mustLayered(t, big, small)
+	d, err := l.AllowN(ctx, "k", 6)
+	if !errors.Is(err, core.ErrCostTooHigh) || d.Policy.Name != "small" {
+		t.Errorf("cost 6 over small's 5: %+v, %v; want ErrCostTooHigh naming small", d, err)
+	}
+	if _, err := l.AllowN(ctx, "", 1); !errors.Is(err, core.ErrEmptyKey) {
+		t.Errorf("empty key: %v, want ErrEmptyKey", err)
+	}
+	if _, err := l.AllowKeys(ctx, []string{"a", ""}, 1); !errors.Is(err, core.ErrEmptyKey) {
+		t.Errorf("empty second key: %v, want ErrEmptyKey", err)
+	}
+	if _, err := l.AllowN(ctx, "k", 0); !errors.Is(err, core.ErrInvalidCost) {
+		t.Errorf("cost 0: %v, want ErrInvalidCost", err)
+	}
+	if _, err := l.AllowKeys(ctx, []string{"a", "b", "c"}, 1); err == nil {
+		t.Errorf("3 keys for 2 layers: no error")
+	}
+	if d, _ := small.Peek(ctx, "k", 5); !d.Allowed {
+		t.Errorf("a refused request counted: %+v", d)
+	}
+}
+
+// Eight goroutines racing on a new key with layers of 1 and 10 per hour:
+// exactly one is allowed, every round.
+func TestLayeredNewKeyRace(t *testing.T) {
+	clock := core.NewManualClock(layeredStart)
+	l := mustLayered(t,
+		mustNew(t, core.Policy{Limit: 1, Window: time.Hour}, clock),
+		mustNew(t, core.Policy{Limit: 10, Window: time.Hour}, clock))
+	const rounds, racers = 300, 8
+	for r := range rounds {
+		key := fmt.Sprintf("new-%d", r)
+		var allowed atomic.Int64
+		race(racers, func() {
+			if d, err := l.AllowN(ctx, key, 1); err != nil {
+				t.Error(err)
+			} else if d.Allowed {
+				allowed.Add(1)
+			}
+		})
+		if got := allowed.Load(); got != 1 {
+			t.Fatalf("round %d: %d of %d allowed, want exactly 1", r, got, racers)
+		}
+	}
+}
+
+// race runs f on n goroutines released together and waits for them.
+func race(n int, f func()) {
+	var ready, done sync.WaitGroup
+	start := make(chan struct{})
+	ready.Add(n)
+	done.Add(n)
+	for range n {
+		go func() {
+			defer done.Done()
+			ready.Done()
+			<-start
+			f()
+		}()
+	}
+	ready.Wait()
+	close(start)
+	done.Wait()
+}
+
+// Many goroutines on two accounts that share one IP layer: neither limit
+// is ever exceeded, and the shared one is reached exactly. A second
+// limiter over the same Memory limiters in the opposite order runs at the
+// same time: the global lock order keeps them from deadlocking.
+func TestLayeredSharedLayerRace(t *testing.T) {
+	clock := core.NewManualClock(layeredStart)
+	account := mustNew(t, core.Policy{Limit: 50, Window: time.Hour}, clock)
+	ip := mustNew(t, core.Policy{Limit: 70, Window: time.Hour}, clock)
+	forward := mustLayered(t, account, ip)
+	backward := mustLayered(t, ip, account)
+	var perAccount [2]atomic.Int64
+	var next atomic.Int64
+	race(16, func() {
+		g := next.Add(1)
+		a := int(g % 2)
+		for range 20 {
+			var d core.Decision
+			var err error
+			if g%4 < 2 {
+				var ld core.LayeredDecision
+				ld, err = forward.AllowKeys(ctx, []string{fmt.Sprint("acct-", a), "10.0.0.1"}, 1)
+				d = ld.Decision
+			} else {
+				var ld core.LayeredDecision
+				ld, err = backward.AllowKeys(ctx, []string{"10.0.0.1", fmt.Sprint("acct-", a)}, 1)
+				d = ld.Decision
+			}
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if d.Allowed {
+				perAccount[a].Add(1)
+			}
+		}
+	})
+	a0, a1 := perAccount[0].Load(), perAccount[1].Load()
+	if a0 > 50 || a1 > 50 || a0+a1 != 70 {
+		t.Fatalf("allowed %d and %d (total %d): want each at most 50 and 70 in all", a0, a1, a0+a1)
+	}
+}
+
+// TestLayeredRandom runs the FuzzLayered property on random inputs.
+func TestLayeredRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	for range 300 {
+		data := make([]byte, 8+rng.IntN(300))
+		for i := range data {
+			data[i] = byte(rng.Uint32())
+		}
+		checkLayered(t, data)
+		if t.Failed() {
+			t.Fatalf("input %q", data)
+		}
+	}
+}
+
+// FuzzLayered drives a layered limiter of one to three random policies,
+// keyed by one of three accounts or one of two IPs per layer, with random
+// traffic and costs on a manual clock. Beside it, one shadow Memory limiter
+// per layer sees only the requests the layered limiter allowed. After every
+// request it checks:
+//   - the request is allowed exactly when every shadow allows it, and each
+//     layer's Decision equals its shadow's: the layered limiter never lets
+//     through more than any one layer alone would (each layer's allowed
+//     traffic is traffic its policy alone allows in full), and a denial
+//     counts nothing in any layer;
+//   - PeekKeys predicted AllowKeys;
+//   - the Decision is the most restrictive layer's: the largest RetryAfter
+//     of the denying layers, or the smallest Remaining;
+//   - sometimes, after a denial: denied 1µs before RetryAfter, allowed at it.
+//
+// Input: byte 0 the number of layers and which key each uses, then three
+// bytes per layer for its policy, then two bytes per request: how far the
+// clock moves, and the cost and keys.
+func FuzzLayered(f *testing.F) {
+	f.Add([]byte{1, 0, 2, 0, 1, 9, 0, 10, 1, 0, 1, 0, 1, 0, 5, 200, 2, 0, 3})
+	f.Add([]byte{5, 2, 4, 2, 4, 9, 2, 3, 40, 1, 0, 7, 0, 250, 0, 10, 3, 2, 1})
+	f.Add([]byte{2, 4, 3, 1, 0, 1, 0, 1, 0, 20, 0, 9, 33, 7, 7, 7, 100, 3, 0, 4})
+	f.Fuzz(checkLayered)
+}
+
+func checkLayered(t *testing.T, data []byte) {
+	if len(data) < 1 {
+		return
+	}
+	nLayers := 1 + int(data[0]%3)
+	ipLayers := data[0] / 3
+	data = data[1:]
+	if len(data) < 3*nLayers {
+		return
+	}
+	clock := core.NewManualClock(time.Unix(1_700_000_040, 0))
+	var layers, shadows []*core.Memory
+	maxCost := int64(4)
+	for i := range nLayers {
+		b := data[3*i : 3*i+3]
+		p := core.Policy{
+			Algorithm: core.Algorithms[int(b[0])%len(core.Algorithms)],
+			Limit:     1 + int64(b[1]%10),
+			Window:    time.Duration(1+b[2]%4) * time.Second,
+		}
+		if p.Algorithm.Burstable() {
+			p.Burst = int64(b[0] / 5 % 12)
+		}
+		layers = append(layers, mustNew(t, p, clock))
+		shadows = append(shadows, mustNew(t, p, clock))
+		maxCost = min(maxCost, p.Capacity())
+	}
+	data = data[3*nLayers:]
+	if len(data) > 400 {
+		data = data[:400]
+	}
+	l := mustLayered(t, layers...)
+	keys := make([]string, nLayers)
+	for r := 0; r+1 < len(data); r += 2 {
+		clock.Advance(time.Duration(data[r]) * 10 * time.Millisecond)
+		n := 1 + int64(data[r+1]%4)%maxCost
+		for i := range keys {
+			if ipLayers>>i&1 != 0 {
+				keys[i] = fmt.Sprint("ip-", data[r+1]>>2%2)
+			} else {
+				keys[i] = fmt.Sprint("acct-", data[r+1]>>3%3)
+			}
+		}
+		want := make([]core.Decision, nLayers)
+		pass := true
+		for i, s := range shadows {
+			want[i], _ = s.Peek(ctx, keys[i], n)
+			pass = pass && want[i].Allowed
+		}
+		pd, err := l.PeekKeys(ctx, keys, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := l.AllowKeys(ctx, keys, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sameLayered(pd, d) {
+			t.Fatalf("request %d: PeekKeys %+v, AllowKeys %+v", r/2, pd, d)
+		}
+		if pass {
+			for i, s := range shadows {
+				want[i], _ = s.AllowN(ctx, keys[i], n)
+			}
+		}
+		if d.Allowed != pass {
+			t.Fatalf("request %d (n=%d, keys %q): allowed=%v, the layers alone say %v", r/2, n, keys, d.Allowed, pass)
+		}
+		for i := range want {
+			if d.Layers[i] != want[i] {
+				t.Fatalf("request %d: layer %d decided %+v, alone it decides %+v", r/2, i, d.Layers[i], want[i])
+			}
+		}
+		if best := mostRestrictive(want, pass); d.Layer != best || d.Decision != withDelay(want[best], d.Delay) {
+			t.Fatalf("request %d: layer %d's decision %+v, want layer %d's", r/2, d.Layer, d.Decision, best)
+		}
+		if !pass && data[r]%4 == 0 {
+			clock.Advance(d.RetryAfter - time.Microsecond)
+			if e, _ := l.PeekKeys(ctx, keys, n); e.Allowed {
+				t.Fatalf("request %d: allowed 1µs before RetryAfter %v", r/2, d.RetryAfter)
+			}
+			clock.Advance(time.Microsecond)
+			if e, _ := l.PeekKeys(ctx, keys, n); !e.Allowed {
+				t.Fatalf("request %d: denied at RetryAfter %v: %+v", r/2, d.RetryAfter, e)
+			}
+		}
+	}
+}
+
+// mostRestrictive is the definition in Layered's documentation, written
+// independently.
+func mostRestrictive(ds []core.Decision, pass bool) int {
+	best := -1
+	for i, d := range ds {
+		if pass && (best < 0 || d.Remaining < ds[best].Remaining) {
+			best = i
+		}
+		if !pass && !d.Allowed && (best < 0 || d.RetryAfter > ds[best].RetryAfter) {
+			best = i
+		}
+	}
+	return best
+}
+
+// Ten per second and 25 per calendar day on one key: a request passes only
+// if both limits allow it, and a denied one counts in neither. The daily
+// window is a calendar day: it starts again at midnight UTC.
+func ExampleNewLayered() {
+	clock := core.NewManualClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	perSecond, _ := core.New(core.Policy{Name: "burst", Limit: 10, Window: time.Second}, core.WithClock(clock))
+	perDay, _ := core.New(core.Policy{Name: "daily", Algorithm: core.FixedWindow, Limit: 25, Window: 24 * time.Hour},
+		core.WithClock(clock))
+	limiter, err := core.NewLayered(perSecond, perDay)
+	if err != nil {
+		panic(err)
+	}
+	for range 4 {
+		allowed := 0
+		var d core.Decision
+		for range 12 {
+			if d, _ = limiter.Allow(ctx, "api-key-1"); d.Allowed {
+				allowed++
+			}
+		}
+		fmt.Printf("%d of 12 allowed; denied by %s, retry in %v\n", allowed, d.Policy.Name, d.RetryAfter)
+		clock.Advance(time.Second)
+	}
+
+	ld, _ := limiter.PeekKeys(ctx, []string{"api-key-1"}, 1)
+	for _, d := range ld.Layers {
+		fmt.Printf("%s: allowed=%v remaining=%d\n", d.Policy.Name, d.Allowed, d.Remaining)
+	}
+	// Output:
+	// 10 of 12 allowed; denied by burst, retry in 100ms
+	// 10 of 12 allowed; denied by burst, retry in 100ms
+	// 5 of 12 allowed; denied by daily, retry in 11h59m58s
+	// 0 of 12 allowed; denied by daily, retry in 11h59m57s
+	// burst: allowed=true remaining=9
+	// daily: allowed=false remaining=0
+}

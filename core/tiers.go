@@ -1,0 +1,150 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// PlanFunc returns the plan a key is on, one of the names given to
+// [NewTiered]: looked up from the API key's account, read from the context
+// (set by an authentication middleware), or taken from a header that a
+// trusted gateway sets. It is called once per request and must be safe for
+// concurrent use.
+type PlanFunc func(ctx context.Context, key string) (plan string, err error)
+
+// ErrUnknownPlan reports a plan, returned by a [PlanFunc], that the
+// [Tiered] limiter has no policy for.
+var ErrUnknownPlan = errors.New("unknown plan")
+
+// Tiered is a [Limiter] that chooses the policy of each request by its
+// key's plan, such as 60 per minute on "free" and 1,000 on "pro", without
+// a limiter per user: it holds one [Memory] limiter per plan, so its memory
+// is bounded by the number of plans times the maximum number of keys.
+//
+// Each request is decided, and counted, by the plan its key is on at that
+// moment ([PlanFunc] is asked every time): a key moved from free to pro is
+// decided by pro's policy on its very next request, no limiter is rebuilt
+// and no state decided under another policy is ever applied to it. Each
+// plan counts only the usage it decided: a key's first request on pro
+// starts from pro's count for that key, which is empty unless the key was
+// on pro within the last window; its free usage stays with free, where it
+// expires on free's schedule. So a key never gets more from one plan than
+// that plan allows, and a key whose plan flips back and forth (or a client
+// that picks its plan with a header) gets at most the sum of its plans'
+// limits. To give an upgraded key a fresh start instead, call
+// [Tiered.Reset] when its plan changes.
+//
+// The cost of a request is checked against its plan: a cost above the
+// plan's capacity is [ErrCostTooHigh]. An error from the PlanFunc, or a
+// plan it names that has no policy ([ErrUnknownPlan]), is returned wrapped,
+// with a zero Decision.
+//
+// A Tiered is safe for concurrent use. Create one with [NewTiered].
+type Tiered struct {
+	plans  map[string]*Memory
+	planOf PlanFunc
+}
+
+var _ Limiter = (*Tiered)(nil)
+
+// NewTiered returns a limiter that enforces plans[planOf(ctx, key)] on each
+// request. Each plan's policy gets the plan's name as its Name when it has
+// none (and the name is a valid policy name), so that headers name the
+// plan; opts configure every plan's [Memory] limiter ([WithMaxKeys] counts
+// per plan). It fails if there is no plan, a plan has an empty name or an
+// invalid policy, planOf is nil, or an option is invalid.
+func NewTiered(plans map[string]Policy, planOf PlanFunc, opts ...Option) (*Tiered, error) {
+	if len(plans) == 0 {
+		return nil, errors.New("core: NewTiered: at least one plan is required")
+	}
+	if planOf == nil {
+		return nil, errors.New("core: NewTiered: a PlanFunc is required")
+	}
+	t := &Tiered{plans: make(map[string]*Memory, len(plans)), planOf: planOf}
+	for name, p := range plans {
+		if name == "" {
+			return nil, errors.New("core: NewTiered: a plan has an empty name")
+		}
+		if p.Name == "" && checkName(name) == nil {
+			p.Name = name
+		}
+		m, err := New(p, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("core: NewTiered: plan %q: %w", name, err)
+		}
+		t.plans[name] = m
+	}
+	return t, nil
+}
+
+// Policy returns the policy of plan, and whether there is such a plan.
+func (t *Tiered) Policy(plan string) (Policy, bool) {
+	m, ok := t.plans[plan]
+	if !ok {
+		return Policy{}, false
+	}
+	return m.policy, true
+}
+
+// Plans returns the plans' policies by plan name, in a new map.
+func (t *Tiered) Plans() map[string]Policy {
+	ps := make(map[string]Policy, len(t.plans))
+	for name, m := range t.plans {
+		ps[name] = m.policy
+	}
+	return ps
+}
+
+// Allow is shorthand for AllowN(ctx, key, 1).
+func (t *Tiered) Allow(ctx context.Context, key string) (Decision, error) {
+	return t.AllowN(ctx, key, 1)
+}
+
+// AllowN asks for key's plan and decides by that plan's policy: n units
+// are counted if they fit, nothing otherwise. See [Limiter].
+func (t *Tiered) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
+	m, err := t.limiter(ctx, key, n)
+	if err != nil {
+		return Decision{}, err
+	}
+	return m.AllowN(ctx, key, n)
+}
+
+// Peek reports what AllowN would decide now, counting nothing.
+func (t *Tiered) Peek(ctx context.Context, key string, n int64) (Decision, error) {
+	m, err := t.limiter(ctx, key, n)
+	if err != nil {
+		return Decision{}, err
+	}
+	return m.Peek(ctx, key, n)
+}
+
+// Reset forgets key in every plan, without asking for its plan. It fails
+// only for an empty key.
+func (t *Tiered) Reset(ctx context.Context, key string) error {
+	if key == "" {
+		return fmt.Errorf("core: %w", ErrEmptyKey)
+	}
+	for _, m := range t.plans {
+		m.Reset(ctx, key)
+	}
+	return nil
+}
+
+// limiter returns the limiter of key's plan, checking the request first so
+// that the PlanFunc never sees an empty key.
+func (t *Tiered) limiter(ctx context.Context, key string, n int64) (*Memory, error) {
+	if key == "" || n <= 0 {
+		return nil, checkRequest(key, n, n)
+	}
+	plan, err := t.planOf(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("core: tiered: plan of key: %w", err)
+	}
+	m, ok := t.plans[plan]
+	if !ok {
+		return nil, fmt.Errorf("core: tiered: plan %q: %w", plan, ErrUnknownPlan)
+	}
+	return m, nil
+}
