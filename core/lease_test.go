@@ -257,29 +257,6 @@ func TestLeasedCalls(t *testing.T) {
 	}
 }
 
-// overAdmission returns the most that was admitted in any span of steps
-// beyond what a token bucket of policy p allows in that span (Burst plus
-// the refill over the span's length), or a negative number if never.
-func overAdmission(p core.Policy, step time.Duration, admitted []int64) int64 {
-	// The worst span begins and ends with a step that admitted something.
-	var at, sum []int64
-	sum = append(sum, 0)
-	for i, a := range admitted {
-		if a > 0 {
-			at = append(at, int64(i))
-			sum = append(sum, sum[len(sum)-1]+a)
-		}
-	}
-	worst := int64(-1 << 62)
-	for i := range at {
-		for j := i; j < len(at); j++ {
-			span := time.Duration(at[j]-at[i]) * step
-			worst = max(worst, sum[j+1]-sum[i]-p.Capacity()-int64(span)*p.Limit/int64(p.Window))
-		}
-	}
-	return worst
-}
-
 // Four instances with leases of up to 100 hammer one key through phases
 // below, above and far above its limit, and a quiet spell: in no span of
 // time is the key allowed more than the policy allows plus 4×100.
@@ -328,7 +305,7 @@ func TestLeasedOverAdmission(t *testing.T) {
 				clock.Advance(step)
 			}
 		}
-		over := overAdmission(p, step, admitted)
+		over := limitertest.OverAdmission(p, step, admitted)
 		var dropped uint64
 		for _, l := range leases {
 			dropped += l.Stats().Dropped

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/limitertest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -140,7 +141,7 @@ func TestLeaseOverAdmission(t *testing.T) {
 			clock.Advance(step)
 		}
 	}
-	over := overAdmission(p, step, admitted)
+	over := limitertest.OverAdmission(p, step, admitted)
 	var calls int64
 	var dropped uint64
 	for i, l := range ls {
@@ -152,29 +153,6 @@ func TestLeaseOverAdmission(t *testing.T) {
 	if over > instances*batch {
 		t.Errorf("over-admitted by %d in some span, want at most %d", over, instances*batch)
 	}
-}
-
-// overAdmission returns the most that was admitted in any span of steps
-// beyond what a token bucket of policy p allows in that span (Burst plus
-// the refill over the span's length).
-func overAdmission(p core.Policy, step time.Duration, admitted []int64) int64 {
-	// The worst span begins and ends with a step that admitted something.
-	var at, sum []int64
-	sum = append(sum, 0)
-	for i, a := range admitted {
-		if a > 0 {
-			at = append(at, int64(i))
-			sum = append(sum, sum[len(sum)-1]+a)
-		}
-	}
-	worst := int64(-1 << 62)
-	for i := range at {
-		for j := i; j < len(at); j++ {
-			span := time.Duration(at[j]-at[i]) * step
-			worst = max(worst, sum[j+1]-sum[i]-p.Capacity()-int64(span)*p.Limit/int64(p.Window))
-		}
-	}
-	return worst
 }
 
 // After Redis denies a key, the denial cache answers its further requests
