@@ -211,7 +211,10 @@ func (c *ipConfig) key(r Request) (string, error) {
 
 // inPlace returns the key of the peer as a substring of the remote address
 // when it is already written there in canonical form ("203.0.113.7:41234"
-// holds "203.0.113.7"), which saves the allocation of formatting it.
+// holds "203.0.113.7"), which saves the allocation of formatting it. A
+// dotted-quad IPv4 address that net/netip parsed is canonical (it rejects
+// leading zeros and other spellings), so only the bracketed or colon forms
+// of an IPv4-mapped IPv6 peer need formatting.
 func (c *ipConfig) inPlace(ra string, peer netip.Addr) (string, bool) {
 	if !peer.Is4() || c.v4bits != 32 {
 		return "", false
@@ -220,8 +223,7 @@ func (c *ipConfig) inPlace(ra string, peer netip.Addr) (string, bool) {
 	if i := strings.LastIndexByte(ra, ':'); i >= 0 {
 		host = ra[:i]
 	}
-	var buf [len("255.255.255.255")]byte
-	if string(peer.AppendTo(buf[:0])) != host {
+	if host == "" || host[0] == '[' || strings.IndexByte(host, ':') >= 0 {
 		return "", false
 	}
 	return host, true

@@ -1,6 +1,7 @@
 package keyfunc
 
 import (
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -275,6 +276,8 @@ func TestPeerKeyForms(t *testing.T) {
 		{"203.0.113.7:41234", "203.0.113.7"},
 		{"203.0.113.7", "203.0.113.7"},
 		{"[::ffff:203.0.113.7]:80", "203.0.113.7"},
+		{"::ffff:203.0.113.7", "203.0.113.7"},
+		{"0.0.0.0:1", "0.0.0.0"},
 		{"[2001:db8::1]:443", "2001:db8::/64"},
 		{"[fe80::1%eth0]:443", "fe80::/64"},
 	} {
@@ -286,5 +289,24 @@ func TestPeerKeyForms(t *testing.T) {
 	req := &fakeRequest{remote: "203.0.113.7:41234"}
 	if n := testing.AllocsPerRun(100, func() { PeerIP(req) }); n != 0 {
 		t.Errorf("PeerIP of an IPv4 peer allocates %v times, want 0", n)
+	}
+}
+
+// Whatever a socket peer's address looks like, the key taken in place is
+// the canonical one net/netip would format.
+func TestPeerKeyInPlaceIsCanonical(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		a := netip.AddrFrom4([4]byte{byte(rng.IntN(256)), byte(rng.IntN(256)), byte(rng.IntN(256)), byte(rng.IntN(256))})
+		for _, remote := range []string{
+			netip.AddrPortFrom(a, uint16(rng.IntN(65536))).String(),
+			a.String(),
+			"[" + netip.AddrFrom16(a.As16()).String() + "]:80",
+		} {
+			got, err := PeerIP(&fakeRequest{remote: remote})
+			if err != nil || got != a.String() {
+				t.Fatalf("PeerIP(RemoteAddr %q) = %q, %v; want %q", remote, got, err, a.String())
+			}
+		}
 	}
 }
