@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/limitertest"
 )
 
-var guardStart = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 
 // newMemoryGuard returns a Guard on memory limiters reading clock.
 func newMemoryGuard(t *testing.T, clock *core.ManualClock, opts ...core.GuardOption) *core.Guard {
@@ -26,216 +26,29 @@ func newMemoryGuard(t *testing.T, clock *core.ManualClock, opts ...core.GuardOpt
 	return g
 }
 
-type guardOp uint8
-
 const (
-	opCheck guardOp = iota
-	opFail
-	opSucceed
+	ana = "ana@example.com"
+	ipA = "203.0.113.7"
+	ipB = "198.51.100.9"
 )
 
-func (o guardOp) String() string { return [...]string{"check", "fail", "succeed"}[o] }
-
-// guardStep moves the clock by advance, then runs op n times (at least
-// once) for account and ip; "%d" in account is replaced by 0, 1, … n-1.
-// A check must decide want.
-type guardStep struct {
-	advance time.Duration
-	op      guardOp
-	account string
-	ip      string
-	n       int
-	want    core.GuardDecision
-}
-
-var allowed = core.GuardDecision{Allowed: true}
+// shortWindow makes the account's own block (10 s) shorter than any lock.
+var shortWindow = core.WithAccountPolicy(core.Policy{Algorithm: core.SlidingLog, Limit: 3, Window: 10 * time.Second})
 
 func blocked(retry time.Duration, by core.GuardLimit) core.GuardDecision {
 	return core.GuardDecision{RetryAfter: retry, BlockedBy: by}
 }
 
-func runGuardSteps(t *testing.T, clock *core.ManualClock, g *core.Guard, steps []guardStep) {
-	t.Helper()
-	for i, s := range steps {
-		clock.Advance(s.advance)
-		for j := range max(s.n, 1) {
-			account := s.account
-			if strings.Contains(account, "%d") {
-				account = fmt.Sprintf(account, j)
-			}
-			var err error
-			switch s.op {
-			case opCheck:
-				var got core.GuardDecision
-				got, err = g.Check(ctx, account, s.ip)
-				if err == nil && got != s.want {
-					t.Fatalf("step %d (at +%v): check(%q, %q) = %+v, want %+v",
-						i, clock.Now().Sub(guardStart), account, s.ip, got, s.want)
-				}
-			case opFail:
-				err = g.Fail(ctx, account, s.ip)
-			case opSucceed:
-				err = g.Succeed(ctx, account, s.ip)
-			}
-			if err != nil {
-				t.Fatalf("step %d: %v(%q, %q): %v", i, s.op, account, s.ip, err)
-			}
-		}
-	}
-}
-
-// lockoutRounds fails account n times per round, checks that the round
-// locks it for each wait in turn, and waits it out.
-func lockoutRounds(account, ip string, n int, by core.GuardLimit, waits ...time.Duration) []guardStep {
-	var steps []guardStep
-	for _, w := range waits {
-		steps = append(steps,
-			guardStep{op: opFail, account: account, ip: ip, n: n},
-			guardStep{op: opCheck, account: account, ip: ip, want: blocked(w, by)},
-			guardStep{advance: w, op: opCheck, account: account, ip: ip, want: allowed},
-		)
-	}
-	return steps
-}
-
-const (
-	ana  = "ana@example.com"
-	bob  = "bob@example.com"
-	ipA  = "203.0.113.7"
-	ipB  = "198.51.100.9"
-	user = "user%d@example.com"
-)
-
-// shortWindow makes the account's own block (10 s) shorter than any
-// lock, so that each lock shows as it is.
-var shortWindow = core.WithAccountPolicy(core.Policy{Algorithm: core.SlidingLog, Limit: 3, Window: 10 * time.Second})
-
-// guardScenarios are the Guard's behaviours, run on the memory store here
-// and on Redis in redisstore.
-var guardScenarios = []struct {
-	name  string
-	opts  []core.GuardOption
-	steps []guardStep
-}{
-	{"5 failures block the account from every IP for 15m", nil, []guardStep{
-		{op: opFail, account: ana, ip: ipA, n: 4},
-		{op: opCheck, account: ana, ip: ipA, want: allowed},
-		{op: opFail, account: ana, ip: ipA},
-		{op: opCheck, account: ana, ip: ipA, want: blocked(15*time.Minute, core.GuardAccount)},
-		{op: opCheck, account: ana, ip: ipB, want: blocked(15*time.Minute, core.GuardAccount)},
-		{op: opCheck, account: bob, ip: ipA, want: allowed},
-		{advance: 15*time.Minute - time.Microsecond, op: opCheck, account: ana, ip: ipB, want: blocked(time.Microsecond, core.GuardAccount)},
-		{advance: time.Microsecond, op: opCheck, account: ana, ip: ipB, want: allowed},
-	}},
-	{"50 failures from one IP over 50 accounts block the IP only", nil, []guardStep{
-		{op: opFail, account: user, ip: ipA, n: 49},
-		{op: opCheck, account: "user50@example.com", ip: ipA, want: allowed},
-		{op: opFail, account: "user49@example.com", ip: ipA},
-		{op: opCheck, account: "user50@example.com", ip: ipA, want: blocked(15*time.Minute, core.GuardIP)},
-		{op: opCheck, account: user, ip: ipA, n: 50, want: blocked(15*time.Minute, core.GuardIP)},
-		{op: opCheck, account: user, ip: ipB, n: 50, want: allowed},
-		{advance: 15 * time.Minute, op: opCheck, account: "user50@example.com", ip: ipA, want: allowed},
-	}},
-	{"check counts nothing", nil, []guardStep{
-		{op: opCheck, account: ana, ip: ipA, n: 100, want: allowed},
-		{op: opFail, account: ana, ip: ipA, n: 4},
-		{op: opCheck, account: ana, ip: ipA, n: 100, want: allowed},
-		{op: opFail, account: ana, ip: ipA},
-		{op: opCheck, account: ana, ip: ipA, want: blocked(15*time.Minute, core.GuardAccount)},
-	}},
-	{"success clears the account's failures", nil, []guardStep{
-		{op: opFail, account: ana, ip: ipA, n: 4},
-		{advance: time.Minute, op: opSucceed, account: ana, ip: ipA},
-		{op: opFail, account: ana, ip: ipA, n: 4},
-		{op: opCheck, account: ana, ip: ipA, want: allowed},
-		{op: opFail, account: ana, ip: ipA},
-		{op: opCheck, account: ana, ip: ipA, want: blocked(15*time.Minute, core.GuardAccount)},
-	}},
-	{"success leaves the IP's failures", nil, []guardStep{
-		{op: opFail, account: user, ip: ipA, n: 49},
-		{op: opSucceed, account: user, ip: ipA, n: 49},
-		{op: opCheck, account: ana, ip: ipA, want: allowed},
-		{op: opFail, account: ana, ip: ipA},
-		{op: opCheck, account: bob, ip: ipA, want: blocked(15*time.Minute, core.GuardIP)},
-	}},
-	{"retry-after is the largest of the blocking limits", nil, []guardStep{
-		{op: opFail, account: user, ip: ipA, n: 45},
-		{advance: 5 * time.Minute, op: opFail, account: ana, ip: ipA, n: 5},
-		{op: opCheck, account: ana, ip: ipA, want: blocked(15*time.Minute, core.GuardAccount)},
-		{op: opCheck, account: bob, ip: ipA, want: blocked(10*time.Minute, core.GuardIP)},
-		{advance: 5 * time.Minute, op: opFail, account: "other%d@example.com", ip: ipB, n: 50},
-		{op: opCheck, account: ana, ip: ipB, want: blocked(15*time.Minute, core.GuardIP)},
-		{op: opCheck, account: ana, ip: ipA, want: blocked(10*time.Minute, core.GuardAccount)}, // a tie: the account's
-		{advance: 6 * time.Minute, op: opCheck, account: ana, ip: ipA, want: blocked(4*time.Minute, core.GuardAccount)},
-	}},
-	{"account+IP limit", []core.GuardOption{
-		core.WithAccountPolicy(core.Policy{Algorithm: core.SlidingLog, Limit: 20, Window: 15 * time.Minute}),
-		core.WithAccountIPPolicy(core.Policy{Algorithm: core.SlidingLog, Limit: 3, Window: 15 * time.Minute}),
-	}, []guardStep{
-		{op: opFail, account: ana, ip: ipA, n: 3},
-		{op: opCheck, account: ana, ip: ipA, want: blocked(15*time.Minute, core.GuardAccountIP)},
-		{op: opCheck, account: ana, ip: ipB, want: allowed},
-		{op: opCheck, account: bob, ip: ipA, want: allowed},
-		{op: opSucceed, account: ana, ip: ipB},
-		{op: opCheck, account: ana, ip: ipA, want: blocked(15*time.Minute, core.GuardAccountIP)},
-		{op: opSucceed, account: ana, ip: ipA},
-		{op: opCheck, account: ana, ip: ipA, want: allowed},
-	}},
-	{"lockout doubles and caps, never permanent", []core.GuardOption{shortWindow, core.WithLockout(time.Minute, time.Hour)},
-		append(lockoutRounds(ana, ipA, 3, core.GuardLockout,
-			time.Minute, 2*time.Minute, 4*time.Minute, 8*time.Minute, 16*time.Minute, 32*time.Minute, time.Hour, time.Hour, time.Hour),
-			guardStep{op: opFail, account: ana, ip: ipA, n: 2},
-			guardStep{op: opCheck, account: ana, ip: ipA, want: allowed},
-			guardStep{op: opFail, account: ana, ip: ipA},
-			guardStep{op: opCheck, account: ana, ip: ipA, want: blocked(time.Hour, core.GuardLockout)},
-			guardStep{advance: time.Hour - time.Microsecond, op: opCheck, account: ana, ip: ipA, want: blocked(time.Microsecond, core.GuardLockout)},
-			guardStep{advance: time.Microsecond, op: opCheck, account: ana, ip: ipA, want: allowed},
-		)},
-	{"lockout on the default limits shows past 15m", []core.GuardOption{core.WithLockout(time.Minute, time.Hour)},
-		append(lockoutRounds(ana, ipA, 5, core.GuardAccount, 15*time.Minute, 15*time.Minute, 15*time.Minute, 15*time.Minute),
-			lockoutRounds(ana, ipB, 5, core.GuardLockout, 16*time.Minute, 32*time.Minute, time.Hour, time.Hour)...)},
-	{"lockout level counts the last 24 hours", []core.GuardOption{shortWindow, core.WithLockout(time.Minute, time.Hour)},
-		append(append(lockoutRounds(ana, ipA, 3, core.GuardLockout, time.Minute, 2*time.Minute, 4*time.Minute), // locks at +0, +1m, +3m
-			// At +24h1m the first two are forgotten, at +24h3m the third.
-			guardStep{advance: 24*time.Hour - 6*time.Minute, op: opCheck, account: ana, ip: ipA, want: allowed}),
-			lockoutRounds(ana, ipA, 3, core.GuardLockout, 2*time.Minute, 2*time.Minute, 4*time.Minute)...)},
-	{"lockout level forgotten after a quiet day", []core.GuardOption{shortWindow, core.WithLockout(time.Minute, time.Hour)},
-		append(append(lockoutRounds(ana, ipA, 3, core.GuardLockout, time.Minute, 2*time.Minute, 4*time.Minute),
-			guardStep{advance: 24 * time.Hour, op: opCheck, account: ana, ip: ipA, want: allowed}),
-			lockoutRounds(ana, ipA, 3, core.GuardLockout, time.Minute, 2*time.Minute)...)},
-	{"success resets the lockout level", []core.GuardOption{shortWindow, core.WithLockout(time.Minute, time.Hour)},
-		append(append(lockoutRounds(ana, ipA, 3, core.GuardLockout, time.Minute, 2*time.Minute, 4*time.Minute),
-			guardStep{op: opSucceed, account: ana, ip: ipA}),
-			lockoutRounds(ana, ipA, 3, core.GuardLockout, time.Minute, 2*time.Minute)...)},
-	{"a running lock is extended to the next level, to the tick", []core.GuardOption{shortWindow, core.WithLockout(time.Minute, time.Hour)}, []guardStep{
-		{op: opFail, account: ana, ip: ipA, n: 3},
-		{op: opCheck, account: ana, ip: ipA, want: blocked(time.Minute, core.GuardLockout)},
-		// Failures that raced past Check while the lock ran.
-		{advance: 30 * time.Second, op: opFail, account: ana, ip: ipA, n: 3},
-		{op: opCheck, account: ana, ip: ipA, want: blocked(2*time.Minute, core.GuardLockout)},
-		{advance: 30*time.Second + 500*time.Microsecond, op: opFail, account: ana, ip: ipA, n: 3},
-		{op: opCheck, account: ana, ip: ipA, want: blocked(4*time.Minute+500*time.Microsecond, core.GuardLockout)},
-		{advance: 4*time.Minute + 500*time.Microsecond, op: opCheck, account: ana, ip: ipA, want: allowed},
-	}},
-	{"accounts are counted whether they exist or not", nil, []guardStep{
-		{op: opFail, account: "nobody@example.com", ip: ipA, n: 5},
-		{op: opCheck, account: "nobody@example.com", ip: ipB, want: blocked(15*time.Minute, core.GuardAccount)},
-	}},
-}
+var allowed = core.GuardDecision{Allowed: true}
 
 func TestGuardScenarios(t *testing.T) {
-	for _, sc := range guardScenarios {
-		t.Run(sc.name, func(t *testing.T) {
-			clock := core.NewManualClock(guardStart)
-			runGuardSteps(t, clock, newMemoryGuard(t, clock, sc.opts...), sc.steps)
-		})
-	}
+	limitertest.RunGuard(t, newMemoryGuard)
 }
 
 // Concurrent failures on one account count exactly: the limit is reached
 // by one of them, which starts exactly one lockout.
 func TestGuardConcurrentFailures(t *testing.T) {
-	clock := core.NewManualClock(guardStart)
+	clock := core.NewManualClock(limitertest.Start)
 	g := newMemoryGuard(t, clock, shortWindow, core.WithLockout(time.Minute, time.Hour))
 	const workers = 16
 	var start, done sync.WaitGroup
@@ -274,11 +87,11 @@ func TestGuardConcurrentFailures(t *testing.T) {
 		}
 	}
 	// One lockout: the next is the second level.
-	runGuardSteps(t, clock, g, []guardStep{
-		{op: opCheck, account: ana, ip: ipA, want: blocked(time.Minute, core.GuardLockout)},
-		{advance: time.Minute, op: opFail, account: ana, ip: ipA, n: 3},
-		{op: opCheck, account: ana, ip: ipA, want: blocked(2*time.Minute, core.GuardLockout)},
-		{op: opCheck, account: "u0@example.com", ip: ipB, want: allowed},
+	limitertest.RunGuardSteps(t, clock, g, []limitertest.GuardStep{
+		{Op: limitertest.GuardCheck, Account: ana, IP: ipA, Want: blocked(time.Minute, core.GuardLockout)},
+		{Advance: time.Minute, Op: limitertest.GuardFail, Account: ana, IP: ipA, N: 3},
+		{Op: limitertest.GuardCheck, Account: ana, IP: ipA, Want: blocked(2*time.Minute, core.GuardLockout)},
+		{Op: limitertest.GuardCheck, Account: "u0@example.com", IP: ipB, Want: allowed},
 	})
 }
 
@@ -286,7 +99,7 @@ func TestGuardConcurrentFailures(t *testing.T) {
 // spelled alike, or two account+IP pairs that concatenate alike, never
 // share a count.
 func TestGuardKeysNamespaced(t *testing.T) {
-	clock := core.NewManualClock(guardStart)
+	clock := core.NewManualClock(limitertest.Start)
 	shared, err := core.New(core.Policy{Algorithm: core.SlidingLog, Limit: 2, Window: time.Hour}, core.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
@@ -296,17 +109,17 @@ func TestGuardKeysNamespaced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runGuardSteps(t, clock, g, []guardStep{
-		{op: opFail, account: "x", ip: "a:b", n: 2},
-		{op: opCheck, account: "y", ip: "x", want: allowed}, // account "x" is not IP "x"
-		{op: opCheck, account: "x", ip: "a:b", want: blocked(time.Hour, core.GuardAccount)},
-		{op: opCheck, account: "xa", ip: ":b", want: allowed}, // pair ("x", "a:b") is not ("xa", ":b")
-		{op: opCheck, account: "q", ip: "a:b", want: blocked(time.Hour, core.GuardIP)},
+	limitertest.RunGuardSteps(t, clock, g, []limitertest.GuardStep{
+		{Op: limitertest.GuardFail, Account: "x", IP: "a:b", N: 2},
+		{Op: limitertest.GuardCheck, Account: "y", IP: "x", Want: allowed}, // account "x" is not IP "x"
+		{Op: limitertest.GuardCheck, Account: "x", IP: "a:b", Want: blocked(time.Hour, core.GuardAccount)},
+		{Op: limitertest.GuardCheck, Account: "xa", IP: ":b", Want: allowed}, // pair ("x", "a:b") is not ("xa", ":b")
+		{Op: limitertest.GuardCheck, Account: "q", IP: "a:b", Want: blocked(time.Hour, core.GuardIP)},
 	})
 }
 
 func TestGuardEmptyKeys(t *testing.T) {
-	g := newMemoryGuard(t, core.NewManualClock(guardStart))
+	g := newMemoryGuard(t, core.NewManualClock(limitertest.Start))
 	for _, args := range [][2]string{{"", ipA}, {ana, ""}} {
 		_, err := g.Check(ctx, args[0], args[1])
 		for _, err := range []error{err, g.Fail(ctx, args[0], args[1]), g.Succeed(ctx, args[0], args[1])} {
