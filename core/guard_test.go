@@ -13,7 +13,6 @@ import (
 	"github.com/ratekit/ratekit/core/limitertest"
 )
 
-
 // newMemoryGuard returns a Guard on memory limiters reading clock.
 func newMemoryGuard(t *testing.T, clock *core.ManualClock, opts ...core.GuardOption) *core.Guard {
 	t.Helper()
