@@ -46,7 +46,7 @@ import (
 type DenialCache struct {
 	remote  Limiter
 	clock   Clock
-	denials *keyTable[denial]
+	denials table[denial]
 
 	hits atomic.Uint64
 }
@@ -97,7 +97,7 @@ func NewDenialCache(remote Limiter, opts ...DenialOption) (*DenialCache, error) 
 	case o.maxKeys < 1:
 		return nil, fmt.Errorf("core: NewDenialCache: DenialMaxKeys(%d): must be at least 1", o.maxKeys)
 	}
-	return &DenialCache{remote: remote, clock: o.clock, denials: newKeyTable[denial](o.maxKeys, nil)}, nil
+	return &DenialCache{remote: remote, clock: o.clock, denials: newTable[denial](o.maxKeys, nil)}, nil
 }
 
 // Policy returns the remote limiter's policy, if it has a Policy method

@@ -4,13 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
-	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
 // DefaultLeaseTime is how long leased units may be spent unless [LeaseTime]
@@ -82,7 +77,7 @@ type Leased struct {
 	batch     int64
 	leaseTime int64 // ns
 	clock     Clock
-	leases    *keyTable[*lease]
+	leases    table[*lease]
 	policy    atomic.Pointer[Policy] // the remote's, when known
 
 	takes   atomic.Uint64
@@ -171,7 +166,7 @@ func NewLeased(remote Limiter, batch int64, opts ...LeaseOption) (*Leased, error
 		l.batch = min(batch, pol.Capacity())
 		l.policy.Store(&pol)
 	}
-	l.leases = newKeyTable(o.maxKeys, func(e *lease) {
+	l.leases = newTable(o.maxKeys, func(e *lease) {
 		// Evicted or Reset: its units are lost. If a request holds e, it
 		// finishes with it and its units go uncounted.
 		select {
@@ -375,113 +370,4 @@ func (e *lease) decision(now int64) Decision {
 		ResetAfter: time.Duration(max(e.resetAt-now, 0)),
 		Policy:     e.policy,
 	}
-}
-
-// A keyTable is a bounded map from keys to values, in shards, each an LRU
-// behind its own mutex, picked by a seeded hash of the key. Keys are held
-// as a 128-bit hash, as in the memory store: the first half indexes the
-// LRU, the second is checked on lookup.
-type keyTable[V any] struct {
-	mask         uint64
-	seed1, seed2 maphash.Seed
-	shards       []tableShard[V]
-}
-
-type tableShard[V any] struct {
-	mu  sync.Mutex
-	lru *simplelru.LRU[uint64, tableSlot[V]]
-	_   [64]byte
-}
-
-type tableSlot[V any] struct {
-	check uint64
-	v     V
-}
-
-// newKeyTable returns a table of at most maxKeys keys. onEvict, if not nil,
-// is called with the shard locked for each value evicted to make room or
-// removed.
-func newKeyTable[V any](maxKeys int, onEvict func(v V)) *keyTable[V] {
-	n := 1
-	for n < 4*runtime.GOMAXPROCS(0) && n < 64 && maxKeys/(2*n) >= 64 {
-		n *= 2
-	}
-	t := &keyTable[V]{mask: uint64(n - 1), seed1: maphash.MakeSeed(), seed2: maphash.MakeSeed(),
-		shards: make([]tableShard[V], n)}
-	for i := range t.shards {
-		size := maxKeys / n
-		if i < maxKeys%n {
-			size++
-		}
-		var evict simplelru.EvictCallback[uint64, tableSlot[V]]
-		if onEvict != nil {
-			evict = func(_ uint64, s tableSlot[V]) { onEvict(s.v) }
-		}
-		t.shards[i].lru, _ = simplelru.NewLRU(size, evict)
-	}
-	return t
-}
-
-func (t *keyTable[V]) locate(key string) (*tableShard[V], uint64, uint64) {
-	h := maphash.String(t.seed1, key)
-	return &t.shards[h&t.mask], h, maphash.String(t.seed2, key)
-}
-
-// getOrAdd returns key's value, touching its recency, adding mk() first if
-// there is none.
-func (t *keyTable[V]) getOrAdd(key string, mk func() V) V {
-	sh, h, check := t.locate(key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if s, ok := sh.lru.Get(h); ok && s.check == check {
-		return s.v
-	}
-	v := mk()
-	sh.lru.Add(h, tableSlot[V]{check, v})
-	return v
-}
-
-// peek returns key's value without touching its recency.
-func (t *keyTable[V]) peek(key string) (V, bool) {
-	sh, h, check := t.locate(key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if s, ok := sh.lru.Peek(h); ok && s.check == check {
-		return s.v, true
-	}
-	var zero V
-	return zero, false
-}
-
-// update calls f with key's value, if any, under the shard's lock, and
-// stores what f returns, or removes the key if f says not to keep it.
-func (t *keyTable[V]) update(key string, f func(v V, ok bool) (V, bool)) {
-	sh, h, check := t.locate(key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	s, ok := sh.lru.Peek(h)
-	ok = ok && s.check == check
-	v, keep := f(s.v, ok)
-	switch {
-	case keep:
-		sh.lru.Add(h, tableSlot[V]{check, v})
-	case ok:
-		sh.lru.Remove(h)
-	}
-}
-
-// remove drops key, if held.
-func (t *keyTable[V]) remove(key string) {
-	t.update(key, func(v V, _ bool) (V, bool) { return v, false })
-}
-
-func (t *keyTable[V]) len() int {
-	n := 0
-	for i := range t.shards {
-		sh := &t.shards[i]
-		sh.mu.Lock()
-		n += sh.lru.Len()
-		sh.mu.Unlock()
-	}
-	return n
 }
