@@ -23,7 +23,8 @@ import (
 // order cannot deadlock, and no global lock is taken: requests whose keys
 // lie in other shards proceed in parallel. Layers on another store (Redis)
 // are not accepted: checking them one after the other could not be made
-// atomic.
+// atomic. The Redis store has a layered limiter of its own, which checks
+// every layer in one script and decides as this one does.
 //
 // # The most restrictive layer
 //
@@ -40,8 +41,9 @@ import (
 //     at once. Its Delay is the largest Delay of all layers (leaky buckets
 //     queue the request in each).
 //
-// Limit, ResetAfter and Policy are that layer's. [Layered.AllowKeys] also
-// returns every layer's Decision, for headers that show each limit.
+// Limit, ResetAfter and Policy are that layer's ([MostRestrictive] makes
+// the choice). [Layered.AllowKeys] and [Layered.AllowLayers] also return
+// every layer's Decision, for headers that show each limit.
 //
 // A Layered is safe for concurrent use. Its methods ignore ctx, like
 // [Memory]'s. Create one with [NewLayered].
@@ -50,7 +52,30 @@ type Layered struct {
 	order  []int // layer indexes by Memory id: the lock order
 }
 
-var _ Limiter = (*Layered)(nil)
+var (
+	_ Limiter        = (*Layered)(nil)
+	_ LayeredLimiter = (*Layered)(nil)
+)
+
+// LayeredLimiter is a [Limiter] made of several layers that can report
+// every layer's Decision, not only the most restrictive one: [Layered] in
+// memory, and the Redis store's layered limiter. HTTP middleware uses it to
+// write one RateLimit member per layer.
+//
+// AllowLayers and PeekLayers decide exactly as AllowN and Peek, with the
+// same key for every layer; the embedded Decision of their result is what
+// AllowN and Peek return. Both are safe for concurrent use.
+type LayeredLimiter interface {
+	Limiter
+
+	// AllowLayers is AllowN that also returns every layer's Decision, in
+	// layer order (see [LayeredDecision]).
+	AllowLayers(ctx context.Context, key string, n int64) (LayeredDecision, error)
+
+	// PeekLayers reports what AllowLayers would decide now, counting
+	// nothing.
+	PeekLayers(ctx context.Context, key string, n int64) (LayeredDecision, error)
+}
 
 // LayeredDecision is what a [Layered] limiter decided for one request: the
 // Decision of the most restrictive layer (see [Layered]), embedded, and
@@ -149,6 +174,16 @@ func (l *Layered) PeekKeys(_ context.Context, keys []string, n int64) (LayeredDe
 	return l.decide(keys, n, false, make([]Decision, 0, len(l.layers)))
 }
 
+// AllowLayers is AllowKeys with key for every layer; see [LayeredLimiter].
+func (l *Layered) AllowLayers(_ context.Context, key string, n int64) (LayeredDecision, error) {
+	return l.decide([]string{key}, n, true, make([]Decision, 0, len(l.layers)))
+}
+
+// PeekLayers reports what AllowLayers would decide now, counting nothing.
+func (l *Layered) PeekLayers(_ context.Context, key string, n int64) (LayeredDecision, error) {
+	return l.decide([]string{key}, n, false, make([]Decision, 0, len(l.layers)))
+}
+
 // Reset forgets key in every layer. Each layer is reset in turn: a request
 // running at the same time may see some layers reset and others not.
 func (l *Layered) Reset(ctx context.Context, key string) error {
@@ -226,12 +261,24 @@ func (l *Layered) decide(keys []string, n int64, commit bool, out []Decision) (L
 	for i := range refs {
 		refs[i].ref.mu.Unlock()
 	}
-	return combine(out, pass), nil
+	return MostRestrictive(out), nil
 }
 
-// combine picks the most restrictive of the layers' decisions ds, all
-// allowed when pass is set; see [Layered].
-func combine(ds []Decision, pass bool) LayeredDecision {
+// MostRestrictive returns the [LayeredDecision] of a request that the
+// layers decided as ds, in layer order: allowed only if every layer
+// allowed it, its Decision that of the most restrictive layer as [Layered]
+// defines it, and Layers ds itself (not a copy). Other implementations of
+// [LayeredLimiter], such as the Redis store's, combine their layers with it
+// so that every store picks the same layer. For no layers it returns the
+// zero LayeredDecision with Layer -1.
+func MostRestrictive(ds []Decision) LayeredDecision {
+	if len(ds) == 0 {
+		return LayeredDecision{Layer: -1}
+	}
+	pass := true
+	for _, d := range ds {
+		pass = pass && d.Allowed
+	}
 	best := -1
 	var delay time.Duration
 	for i, d := range ds {

@@ -446,3 +446,40 @@ func ExampleNewLayered() {
 	// burst: allowed=true remaining=9
 	// daily: allowed=false remaining=0
 }
+
+// AllowLayers and PeekLayers are AllowKeys and PeekKeys with one key, and
+// AllowN's Decision is theirs; MostRestrictive of no layers is Layer -1.
+func TestLayeredLimiterInterface(t *testing.T) {
+	clock := core.NewManualClock(layeredStart)
+	a, b := mustLayered(t,
+		mustNew(t, core.Policy{Name: "s", Limit: 3, Window: time.Second}, clock),
+		mustNew(t, core.Policy{Name: "m", Algorithm: core.SlidingLog, Limit: 5, Window: time.Minute}, clock)),
+		mustLayered(t,
+			mustNew(t, core.Policy{Name: "s", Limit: 3, Window: time.Second}, clock),
+			mustNew(t, core.Policy{Name: "m", Algorithm: core.SlidingLog, Limit: 5, Window: time.Minute}, clock))
+	var l core.LayeredLimiter = a
+	for i := range 8 {
+		clock.Advance(200 * time.Millisecond)
+		p, err := l.PeekLayers(ctx, "k", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := b.PeekKeys(ctx, []string{"k"}, 1)
+		if !sameLayered(p, want) {
+			t.Fatalf("request %d: PeekLayers %+v, PeekKeys %+v", i, p, want)
+		}
+		d, err := l.AllowLayers(ctx, "k", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want, _ := b.AllowN(ctx, "k", 1); d.Decision != want {
+			t.Fatalf("request %d: AllowLayers %+v, AllowN %+v", i, d.Decision, want)
+		}
+		if !sameLayered(d, p) || len(d.Layers) != 2 {
+			t.Fatalf("request %d: AllowLayers %+v, PeekLayers %+v", i, d, p)
+		}
+	}
+	if ld := core.MostRestrictive(nil); ld.Layer != -1 || ld.Allowed || ld.Layers != nil {
+		t.Errorf("MostRestrictive(nil) = %+v, want Layer -1", ld)
+	}
+}

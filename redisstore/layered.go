@@ -1,0 +1,436 @@
+package redisstore
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed layered.lua
+var layeredLua string
+
+// ErrCrossSlot reports the keys of one layered decision ([Layered.AllowKeys]
+// with a different key per layer) that a Redis Cluster keeps in different
+// hash slots, or that a [redis.Ring] may keep on different shards: one
+// script cannot reach them all. The limiter finds this out before sending
+// anything; it also wraps Redis's own CROSSSLOT error with it.
+var ErrCrossSlot = errors.New("the layers' keys lie in different Cluster slots")
+
+// Layered is a [core.LayeredLimiter] whose state lives in Redis: several
+// policies on one request, such as 10 per second and 1,000 per day on the
+// same key, or one limit per client IP and another per account. A request
+// passes only if every layer passes, and a request denied by any layer
+// counts nothing in any layer.
+//
+// Each decision is one round trip: one Lua script, made of the layers'
+// algorithm scripts, checks every layer and writes only if all pass,
+// atomically. Its decisions are those of a [core.Layered] over [core.Memory]
+// layers of the same policies on the same clock, field for field: the same
+// most restrictive layer ([core.MostRestrictive] picks it), the same
+// Layers. Each layer keeps its state where a [Limiter] of its policy with
+// the same prefix keeps it, so the two share counts.
+//
+// # Keys and Cluster
+//
+// With one key for every layer ([Layered.AllowN], [Layered.AllowLayers]),
+// every layer's Redis key carries that key as its hash tag: they lie in
+// one Cluster slot, and the script runs on Cluster as on a single node.
+// With a key per layer ([Layered.AllowKeys]), each layer's Redis key is
+// tagged by its own key, and a script can only run on Cluster if they all
+// hash to one slot, which different keys seldom do: with a
+// [redis.ClusterClient] the limiter computes the slots (CRC16, as Redis
+// does) and returns an error wrapping [ErrCrossSlot] before sending
+// anything, and with a [redis.Ring] it requires the same key in every
+// layer. Per-layer keys are for a single node or Sentinel; on Cluster, use
+// one key for every layer, or one limiter per key.
+//
+// A Layered is safe for concurrent use. The zero value is not usable;
+// create one with [NewLayered].
+type Layered struct {
+	run    *Limiter   // runs the script: client, script, clock, timeout, batching
+	layers []*Limiter // each layer's policy, key prefix and capacity
+	nkeys  int        // Redis keys per decision
+	slots  bool       // a Cluster client: the keys must share a slot
+	same   bool       // a Ring: every layer must use the same key
+}
+
+var (
+	_ core.Limiter        = (*Layered)(nil)
+	_ core.LayeredLimiter = (*Layered)(nil)
+)
+
+// NewLayered returns a limiter that lets a request through only when every
+// policy does, enforced on Redis through client with one script. The
+// options are those of [New], and apply to every layer. It fails when given
+// no policy, an invalid one (see [core.Policy.Validate]), or two policies
+// that would share state (the same name, algorithm, limit, window and
+// burst: give them different Names), or when an option is invalid.
+//
+// Like New, it loads the script into Redis, waiting at most the
+// [WithTimeout] timeout, or one second, and does not fail if Redis cannot
+// be reached.
+func NewLayered(client redis.UniversalClient, policies []core.Policy, opts ...Option) (*Layered, error) {
+	if client == nil {
+		return nil, errors.New("redisstore: NewLayered: a client is required")
+	}
+	if len(policies) == 0 {
+		return nil, errors.New("redisstore: NewLayered: at least one policy is required")
+	}
+	o, err := layeredOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	l := &Layered{layers: make([]*Limiter, len(policies))}
+	segments := make(map[string]int, len(policies))
+	for i, p := range policies {
+		if err := p.Validate(); err != nil {
+			return nil, fmt.Errorf("redisstore: NewLayered: layer %d: %w", i, err)
+		}
+		seg := policySegment(p)
+		if j, ok := segments[seg]; ok {
+			return nil, fmt.Errorf("redisstore: NewLayered: layers %d and %d have the same policy %v, so they would share state; give them different Names", j, i, p)
+		}
+		segments[seg] = i
+		l.layers[i] = &Limiter{
+			policy:  p,
+			prefix:  o.prefix + ":" + seg + ":{",
+			twoKeys: p.Algorithm == core.SlidingLog,
+			cost:    p.Capacity(),
+		}
+		l.nkeys++
+		if l.layers[i].twoKeys {
+			l.nkeys++
+		}
+	}
+	src, err := layeredSource(policies, int64((o.margin+time.Millisecond-1)/time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	script := scriptFor(src)
+	l.run = &Limiter{
+		client:  client,
+		script:  script,
+		sha:     script.Hash(),
+		src:     src,
+		clock:   o.clock,
+		timeout: o.timeout,
+	}
+	if o.batching {
+		l.run.batch = &batcher{l: l.run, max: o.maxBatch}
+		if l.run.batch.max == 0 {
+			l.run.batch.max = DefaultMaxBatch
+		}
+	}
+	switch client.(type) {
+	case *redis.ClusterClient:
+		l.slots = true
+	case *redis.Ring:
+		l.same = true
+	}
+	load := o.timeout
+	if load == 0 {
+		load = time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), load)
+	defer cancel()
+	_ = script.Load(ctx, client).Err() // best effort: a call falls back to EVAL
+	return l, nil
+}
+
+// layeredOptions applies opts and checks them as [New] does.
+func layeredOptions(opts []Option) (options, error) {
+	o := options{prefix: DefaultPrefix, margin: DefaultExpiryMargin}
+	for _, opt := range opts {
+		if opt == nil {
+			return o, errors.New("redisstore: NewLayered: nil option")
+		}
+		opt(&o)
+	}
+	switch {
+	case o.prefix == "":
+		o.prefix = DefaultPrefix
+	case strings.ContainsAny(o.prefix, "{}"):
+		return o, fmt.Errorf("redisstore: WithPrefix(%q): must not contain '{' or '}'", o.prefix)
+	}
+	if o.timeout < 0 {
+		return o, fmt.Errorf("redisstore: WithTimeout(%v): must not be negative", o.timeout)
+	}
+	if o.margin < 0 {
+		return o, fmt.Errorf("redisstore: WithExpiryMargin(%v): must not be negative", o.margin)
+	}
+	if o.maxBatch < 0 {
+		return o, fmt.Errorf("redisstore: WithBatching(%d): must not be negative", o.maxBatch)
+	}
+	return o, nil
+}
+
+// layeredSource returns the script of a layered limiter: the prelude once,
+// then each layer's own script (see scriptSource) wrapped as a Lua function
+// of (KEYS, n, commit), then layered.lua, which calls them. The layers'
+// scripts are taken whole from scriptSource, their constants and all, so
+// a layer decides exactly as a Limiter of its policy.
+func layeredSource(policies []core.Policy, marginMs int64) (string, error) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "-- ratekit layered, %d layers\n", len(policies))
+	b.WriteString(preludeLua)
+	var list, keys strings.Builder
+	k := 0
+	for i, p := range policies {
+		// A single script is its header and constants, the prelude, then
+		// the algorithm; the function holds all but the prelude.
+		head, body, ok := strings.Cut(scriptSource(p, marginMs), preludeLua)
+		if !ok {
+			return "", fmt.Errorf("redisstore: NewLayered: layer %d: the script of %v has no prelude", i, p)
+		}
+		fmt.Fprintf(&b, "local function layer%d(KEYS, n, commit)\n%s%s\nend\n", i+1, head, body)
+		fmt.Fprintf(&list, "layer%d, ", i+1)
+		if p.Algorithm == core.SlidingLog {
+			fmt.Fprintf(&keys, "{KEYS[%d], KEYS[%d]}, ", k+1, k+2)
+			k += 2
+		} else {
+			fmt.Fprintf(&keys, "{KEYS[%d]}, ", k+1)
+			k++
+		}
+	}
+	fmt.Fprintf(&b, "local layers = {%s}\nlocal keys = {%s}\n", list.String(), keys.String())
+	b.WriteString(layeredLua)
+	return b.String(), nil
+}
+
+// Policies returns the layers' policies, in layer order.
+func (l *Layered) Policies() []core.Policy {
+	ps := make([]core.Policy, len(l.layers))
+	for i, m := range l.layers {
+		ps[i] = m.policy
+	}
+	return ps
+}
+
+// Allow is shorthand for AllowN(ctx, key, 1).
+func (l *Layered) Allow(ctx context.Context, key string) (core.Decision, error) {
+	return l.AllowN(ctx, key, 1)
+}
+
+// AllowN reports whether n units may be spent for key now in every layer
+// and, if so, counts them in every layer, in one round trip; a denied
+// request counts nothing anywhere. The Decision is the most restrictive
+// layer's (see [core.Layered]). A cost above any layer's capacity is
+// [core.ErrCostTooHigh], with that layer's Limit and Policy in the
+// Decision. Errors from Redis are wrapped; when one is returned, the units
+// may have been counted in every layer (the script may have run before a
+// timeout), never twice and never in some layers only.
+func (l *Layered) AllowN(ctx context.Context, key string, n int64) (core.Decision, error) {
+	d, err := l.decide(ctx, []string{key}, n, true)
+	return d.Decision, err
+}
+
+// Peek reports what AllowN would decide now, counting nothing. It writes
+// nothing to Redis.
+func (l *Layered) Peek(ctx context.Context, key string, n int64) (core.Decision, error) {
+	d, err := l.decide(ctx, []string{key}, n, false)
+	return d.Decision, err
+}
+
+// AllowLayers is AllowN that also returns every layer's Decision; see
+// [core.LayeredLimiter].
+func (l *Layered) AllowLayers(ctx context.Context, key string, n int64) (core.LayeredDecision, error) {
+	return l.decide(ctx, []string{key}, n, true)
+}
+
+// PeekLayers reports what AllowLayers would decide now, counting nothing.
+func (l *Layered) PeekLayers(ctx context.Context, key string, n int64) (core.LayeredDecision, error) {
+	return l.decide(ctx, []string{key}, n, false)
+}
+
+// AllowKeys is AllowN with a key per layer: keys[i] is layer i's key (such
+// as the client IP for one layer and the account for another), or keys
+// holds one key for every layer. It also returns every layer's Decision.
+// On Cluster, the keys must hash to one slot; see [Layered].
+func (l *Layered) AllowKeys(ctx context.Context, keys []string, n int64) (core.LayeredDecision, error) {
+	return l.decide(ctx, keys, n, true)
+}
+
+// PeekKeys reports what AllowKeys would decide now, counting nothing.
+func (l *Layered) PeekKeys(ctx context.Context, keys []string, n int64) (core.LayeredDecision, error) {
+	return l.decide(ctx, keys, n, false)
+}
+
+// Reset forgets key in every layer: it deletes the layers' state for key
+// with one DEL, atomically.
+func (l *Layered) Reset(ctx context.Context, key string) error {
+	return l.ResetKeys(ctx, []string{key})
+}
+
+// ResetKeys is Reset with a key per layer, as for [Layered.AllowKeys].
+func (l *Layered) ResetKeys(ctx context.Context, keys []string) error {
+	if err := l.checkKeys(keys); err != nil {
+		return err
+	}
+	for i := range l.layers {
+		if layerKey(keys, i) == "" {
+			return fmt.Errorf("redisstore: %w", core.ErrEmptyKey)
+		}
+	}
+	rkeys, err := l.redisKeys(keys)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := l.run.withTimeout(ctx)
+	defer cancel()
+	if err := l.run.client.Del(ctx, rkeys...).Err(); err != nil {
+		return l.wrap("del", err)
+	}
+	return nil
+}
+
+func (l *Layered) checkKeys(keys []string) error {
+	if len(keys) != 1 && len(keys) != len(l.layers) {
+		return fmt.Errorf("redisstore: layered: %d keys for %d layers; want one, or one per layer", len(keys), len(l.layers))
+	}
+	return nil
+}
+
+// layerKey returns layer i's key among keys, checked by checkKeys.
+func layerKey(keys []string, i int) string { return keys[min(i, len(keys)-1)] }
+
+// redisKeys returns the Redis keys of the layers, in script order, after
+// checking that one script may use them all.
+func (l *Layered) redisKeys(keys []string) ([]string, error) {
+	if (l.slots || l.same) && len(keys) > 1 {
+		first := l.layers[0].key(keys[0])
+		tag := first[len(l.layers[0].prefix) : len(first)-1]
+		for i := 1; i < len(keys); i++ {
+			if keys[i] == keys[0] {
+				continue
+			}
+			if l.same {
+				return nil, fmt.Errorf("redisstore: layers 0 and %d have different keys, which a Ring may keep on different shards: %w", i, ErrCrossSlot)
+			}
+			k := l.layers[i].key(keys[i])
+			if a, b := keySlot(tag), keySlot(k[len(l.layers[i].prefix):len(k)-1]); a != b {
+				return nil, fmt.Errorf("redisstore: the keys of layers 0 and %d hash to Cluster slots %d and %d; on Cluster, use one key for every layer: %w", i, a, b, ErrCrossSlot)
+			}
+		}
+	}
+	rkeys := make([]string, 0, l.nkeys)
+	for i, m := range l.layers {
+		k := m.key(layerKey(keys, i))
+		rkeys = append(rkeys, k)
+		if m.twoKeys {
+			rkeys = append(rkeys, k+":n")
+		}
+	}
+	return rkeys, nil
+}
+
+// wrap wraps an error from Redis, naming CROSSSLOT as [ErrCrossSlot].
+func (l *Layered) wrap(op string, err error) error {
+	if redis.HasErrorPrefix(err, "CROSSSLOT") {
+		return fmt.Errorf("redisstore: %s: %w (on Cluster, use one key for every layer): %w", op, ErrCrossSlot, err)
+	}
+	return fmt.Errorf("redisstore: %s: %w", op, err)
+}
+
+func (l *Layered) decide(ctx context.Context, keys []string, n int64, commit bool) (core.LayeredDecision, error) {
+	first := l.layers[0].policy
+	ld := core.LayeredDecision{Decision: core.Decision{Limit: first.Limit, Policy: first}}
+	if err := l.checkKeys(keys); err != nil {
+		return ld, err
+	}
+	for i, m := range l.layers {
+		var err error
+		switch k := layerKey(keys, i); {
+		case k == "":
+			err = fmt.Errorf("redisstore: %w", core.ErrEmptyKey)
+		case n <= 0:
+			err = fmt.Errorf("redisstore: cost %d: %w", n, core.ErrInvalidCost)
+		case n > m.cost:
+			err = fmt.Errorf("redisstore: cost %d, at most %d for layer %d: %w", n, m.cost, i, core.ErrCostTooHigh)
+		}
+		if err != nil {
+			d := core.Decision{Limit: m.policy.Limit, Policy: m.policy}
+			return core.LayeredDecision{Decision: d, Layer: i}, err
+		}
+	}
+	rkeys, err := l.redisKeys(keys)
+	if err != nil {
+		return ld, err
+	}
+	var now any = "" // the server's TIME
+	if l.run.clock != nil {
+		t := l.run.clock.Now()
+		us := unixMicro(t)
+		if us <= -maxMicros || us >= maxMicros {
+			return ld, fmt.Errorf("redisstore: clock reads %v, outside the years 1685 to 2255 that Lua counts exactly", t)
+		}
+		now = us
+	}
+	if !commit {
+		n = -n // a Peek
+	}
+	// EVALSHA sha numkeys keys... now n
+	args := make([]any, 0, 5+len(rkeys))
+	args = append(args, "evalsha", l.run.sha, strconv.Itoa(len(rkeys)))
+	for _, k := range rkeys {
+		args = append(args, k)
+	}
+	args = append(args, now, n)
+	ctx, cancel := l.run.withTimeout(ctx)
+	defer cancel()
+	cmd := redis.NewCmd(ctx, args...)
+	if l.run.batch != nil {
+		cmd, err = l.run.batch.run(ctx, cmd)
+	} else {
+		cmd, err = l.run.run(ctx, cmd)
+	}
+	if err != nil {
+		return ld, l.wrap("eval", err)
+	}
+	v, ok := cmd.Val().([]any)
+	if !ok || len(v) != 5*len(l.layers) {
+		return ld, fmt.Errorf("redisstore: eval: script returned %v, want %d integers", cmd.Val(), 5*len(l.layers))
+	}
+	ds := make([]core.Decision, len(l.layers))
+	for i, m := range l.layers {
+		var r [5]int64
+		for j := range r {
+			if r[j], ok = v[5*i+j].(int64); !ok {
+				return ld, fmt.Errorf("redisstore: eval: script returned %v, want %d integers", v, 5*len(l.layers))
+			}
+		}
+		ds[i] = core.Decision{
+			Allowed:    r[0] == 1,
+			Limit:      m.policy.Limit,
+			Remaining:  r[1],
+			RetryAfter: time.Duration(r[2]) * time.Microsecond,
+			ResetAfter: time.Duration(r[3]) * time.Microsecond,
+			Delay:      time.Duration(r[4]) * time.Microsecond,
+			Policy:     m.policy,
+		}
+	}
+	return core.MostRestrictive(ds), nil
+}
+
+// keySlot returns the Cluster hash slot of a key whose hash tag is tag:
+// CRC16 (XMODEM) of the tag, modulo 16384, as Redis computes it.
+func keySlot(tag string) int {
+	var crc uint16
+	for i := 0; i < len(tag); i++ {
+		crc ^= uint16(tag[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc) & 16383
+}

@@ -1,0 +1,37 @@
+-- Layered: the end of a layered script (see layeredSource). Ahead of it:
+-- the prelude (now, n, commit), then, for each layer, its algorithm's
+-- script wrapped as a function of (KEYS, n, commit) with that layer's
+-- constants, and the tables
+--
+--   layers, a list of those functions, in layer order;
+--   keys, for each layer the list of its keys (two for a sliding log).
+--
+-- A layer called with commit false decides and writes nothing, as a Peek.
+-- Every layer but the last is checked without writing; the last is decided
+-- for real, writing only if every layer before it passed. If it passed
+-- too, the others are decided again, writing: on the same state at the
+-- same time, so with the same outcome. A request thus counts in every
+-- layer or in none, and one layer decides exactly as its own script.
+--
+-- Returns every layer's {allowed, remaining, retryAfter, resetAfter,
+-- delay}, one after the other.
+local count = #layers
+local ds, pass = {}, true
+for i = 1, count - 1 do
+	ds[i] = layers[i](keys[i], n, false)
+	pass = pass and ds[i][1] == 1
+end
+ds[count] = layers[count](keys[count], n, commit and pass)
+pass = pass and ds[count][1] == 1
+if commit and pass then
+	for i = 1, count - 1 do
+		ds[i] = layers[i](keys[i], n, true)
+	end
+end
+local out = {}
+for i = 1, count do
+	for j = 1, 5 do
+		out[#out + 1] = ds[i][j]
+	end
+end
+return out
