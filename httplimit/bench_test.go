@@ -54,3 +54,30 @@ func BenchmarkCheck(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkCheckLayered is the allowed path with a layered limiter of two
+// layers (per second and per day): every layer in the RateLimit fields.
+func BenchmarkCheckLayered(b *testing.B) {
+	perSecond, err := core.New(core.Policy{Name: "burst", Limit: core.MaxLimit, Window: time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	perDay, err := core.New(core.Policy{Name: "daily", Algorithm: core.FixedWindow, Limit: core.MaxLimit, Window: 24 * time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	l, err := core.NewLayered(perSecond, perDay)
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := httptest.NewRequest("GET", "/hello", nil)
+	e := httplimit.MustNew(l)
+	b.Run("check+headers", func(b *testing.B) {
+		b.ReportAllocs()
+		h := make(http.Header)
+		for b.Loop() {
+			res := e.Check(httplimit.HTTPRequest(req, "/hello"))
+			res.SetHeaders(h)
+		}
+	})
+}

@@ -41,15 +41,37 @@ import (
 // request carries makes the Engine panic, and no error text is ever written
 // to a client.
 //
+// # Layered limits
+//
+// When the limiter is a [core.LayeredLimiter] (such as [core.Layered], or
+// the Redis store's layered limiter), found once by [New], the IETF fields
+// list every layer, in layer order, one List member each:
+//
+//	RateLimit-Policy: "burst";q=10;w=1, "daily";q=1000;w=86400
+//	RateLimit: "burst";r=5;t=1, "daily";r=900;t=3600
+//
+// Each member is written as above from its layer's Decision. On a denial
+// the layers that denied have r=0 and t their own Retry-After; the layers
+// that would have allowed the request show what they have left (nothing
+// was counted) and their reset time as if the request had been counted.
+// Members are named by their policies; when two layers have the same name,
+// the later one is called "name-2" ("-3", and so on, skipping names taken
+// by other layers). The triples ([LegacyHeaders], [XRateLimitHeaders])
+// stay single-valued and describe the most restrictive layer, and a 429's
+// problem body names the layer that denied, as its member is named.
+//
 // When a leaky bucket's Decision carries a Delay, Check waits that long
 // before returning, and gives up (without calling the handler) when the
 // request's context ends first; the slot it held is not given back.
 //
 // An Engine is safe for concurrent use.
 type Engine struct {
-	l    core.Limiter
-	cfg  config
-	last atomic.Pointer[policyHeaders]
+	l     core.Limiter
+	lay   core.LayeredLimiter // l, when it is layered
+	fbLay core.LayeredLimiter // the fallback limiter, when it is layered
+	cfg   config
+	last  atomic.Pointer[policyHeaders]
+	lastL atomic.Pointer[layerHeaders]
 }
 
 // New returns the engine enforcing l with opts. It fails if l is nil or an
@@ -89,6 +111,8 @@ func New(l core.Limiter, opts ...Option) (*Engine, error) {
 	if c.clock == nil {
 		c.clock = core.SystemClock{}
 	}
+	e.lay, _ = l.(core.LayeredLimiter)
+	e.fbLay, _ = c.onError.fallback.(core.LayeredLimiter)
 	return e, nil
 }
 
@@ -113,8 +137,10 @@ type Result struct {
 	key    string
 	cost   int64
 	d      core.Decision
-	rate   bool // write the rate headers of d
-	denied bool // d is a denial: r=0, t=Retry-After
+	layers []core.Decision // every layer's Decision, from a layered limiter
+	layer  int             // d's layer in layers
+	rate   bool            // write the rate headers of d
+	denied bool            // d is a denial: r=0, t=Retry-After
 	serve  bool
 	charge bool      // Done charges the request
 	resp   *Response // when refusing
@@ -156,7 +182,7 @@ func (r *Result) writeHeaders(h headerSink) {
 			slots = &hr.slots
 			slots.n = 0
 		}
-		r.e.writeRateHeaders(h, r.d, r.denied, slots)
+		r.e.writeRateHeaders(h, r, slots)
 	}
 	if !r.serve {
 		for k, v := range r.resp.Header {
@@ -242,12 +268,12 @@ func (e *Engine) Check(req keyfunc.Request) Result {
 	}
 	res.key, res.cost = key, n
 	ctx := req.Context()
-	d, err := e.decide(ctx, e.l, key, n)
+	d, err := e.decide(ctx, &res, e.l, e.lay, key, n)
 	res.lim = e.l
 	if err != nil && !errors.Is(err, core.ErrCostTooHigh) && c.onError.fallback != nil {
 		e.report(req, err)
 		res.lim = c.onError.fallback
-		d, err = e.decide(ctx, res.lim, key, n)
+		d, err = e.decide(ctx, &res, res.lim, e.fbLay, key, n)
 	}
 	if err != nil {
 		if errors.Is(err, core.ErrCostTooHigh) {
@@ -271,7 +297,9 @@ func (e *Engine) Check(req keyfunc.Request) Result {
 		return res
 	}
 	if c.denied == nil {
-		resp := DeniedResponse(d)
+		named := d // the problem names the layer as its RateLimit member does
+		named.Policy.Name = e.deniedName(&res)
+		resp := DeniedResponse(named)
 		resp.Header[hRetryAfter] = retryAfterValue(d.RetryAfter)
 		return res.refuse(resp)
 	}
@@ -287,11 +315,36 @@ func (e *Engine) Check(req keyfunc.Request) Result {
 	return res.refuse(resp)
 }
 
-func (e *Engine) decide(ctx context.Context, l core.Limiter, key string, n int64) (core.Decision, error) {
-	if e.cfg.countIf != nil {
-		return l.Peek(ctx, key, n)
+// decide asks l, or lay when l is layered (lay is then l), and records
+// every layer's Decision in res.
+func (e *Engine) decide(ctx context.Context, res *Result, l core.Limiter, lay core.LayeredLimiter, key string, n int64) (core.Decision, error) {
+	res.layers, res.layer = nil, 0
+	if lay == nil {
+		if e.cfg.countIf != nil {
+			return l.Peek(ctx, key, n)
+		}
+		return l.AllowN(ctx, key, n)
 	}
-	return l.AllowN(ctx, key, n)
+	var ld core.LayeredDecision
+	var err error
+	if e.cfg.countIf != nil {
+		ld, err = lay.PeekLayers(ctx, key, n)
+	} else {
+		ld, err = lay.AllowLayers(ctx, key, n)
+	}
+	if err == nil && ld.Layer >= 0 && ld.Layer < len(ld.Layers) {
+		res.layers, res.layer = ld.Layers, ld.Layer
+	}
+	return ld.Decision, err
+}
+
+// deniedName returns the name of the policy that denied res, as its
+// RateLimit member names it.
+func (e *Engine) deniedName(res *Result) string {
+	if res.layers == nil {
+		return PolicyName(res.d.Policy)
+	}
+	return e.layerHeadersFor(res.layers).names[res.layer]
 }
 
 // failed applies the error policy to a request whose limit could not be

@@ -3,6 +3,7 @@ package httplimit
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -152,15 +153,29 @@ func (hs *headerSlots) slice(s string) []string {
 	return hs.v[hs.n-1 : hs.n : hs.n]
 }
 
-// writeRateHeaders writes the rate headers of d in the configured styles,
-// their value slices in slots when not nil. When denied, remaining is 0 and
-// the reset is the Retry-After value.
-func (e *Engine) writeRateHeaders(h headerSink, d core.Decision, denied bool, slots *headerSlots) {
+// writeRateHeaders writes the rate headers of res in the configured
+// styles, their value slices in slots when not nil. When denied, remaining
+// is 0 and the reset is the Retry-After value. The IETF fields of a
+// layered decision list every layer; the triples describe its most
+// restrictive layer.
+func (e *Engine) writeRateHeaders(h headerSink, res *Result, slots *headerSlots) {
 	style := e.cfg.headers
 	if style == NoHeaders {
 		return
 	}
-	ph := e.headersFor(d.Policy)
+	d, denied := res.d, res.denied
+	var ph *policyHeaders
+	if res.layers != nil {
+		lh := e.layerHeadersFor(res.layers)
+		ph = lh.single[res.layer]
+		if style&IETFHeaders != 0 {
+			h.set(hRateLimitPolicy, lh.ietf)
+			h.set(hRateLimit, slots.slice(lh.rateLimitValue(res.layers, denied, res.cost)))
+			style &^= IETFHeaders
+		}
+	} else {
+		ph = e.headersFor(d.Policy)
+	}
 	r := d.Remaining
 	if r > d.Limit {
 		r = d.Limit
@@ -193,6 +208,120 @@ func (e *Engine) writeRateHeaders(h headerSink, d core.Decision, denied bool, sl
 		h.set(hXRemaining, slots.slice(strconv.FormatInt(r, 10)))
 		h.set(hXReset, slots.slice(strconv.FormatInt(epoch, 10)))
 	}
+}
+
+// layerHeaders holds the header values of a layered limiter that depend on
+// its layers' policies only, computed once per list of policies.
+type layerHeaders struct {
+	policies []core.Policy
+	names    []string         // the layers' member names, made unique
+	ietf     []string         // RateLimit-Policy, one member per layer
+	prefixes []string         // `"name";r=` per layer
+	single   []*policyHeaders // per layer, for the triples
+}
+
+// layerHeadersFor returns the header values of the layers whose decisions
+// are ds, cached for the layers seen last.
+func (e *Engine) layerHeadersFor(ds []core.Decision) *layerHeaders {
+	if lh := e.lastL.Load(); lh != nil && lh.matches(ds) {
+		return lh
+	}
+	lh := newLayerHeaders(ds)
+	e.lastL.Store(lh)
+	return lh
+}
+
+func (lh *layerHeaders) matches(ds []core.Decision) bool {
+	if len(ds) != len(lh.policies) {
+		return false
+	}
+	for i := range ds {
+		if ds[i].Policy != lh.policies[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func newLayerHeaders(ds []core.Decision) *layerHeaders {
+	lh := &layerHeaders{
+		policies: make([]core.Policy, len(ds)),
+		prefixes: make([]string, len(ds)),
+		single:   make([]*policyHeaders, len(ds)),
+	}
+	for i, d := range ds {
+		lh.policies[i] = d.Policy
+	}
+	lh.names = layerNames(lh.policies)
+	var b strings.Builder
+	for i, p := range lh.policies {
+		// The policy renamed, so that every value names the layer alike.
+		p.Name = lh.names[i]
+		ph := newPolicyHeaders(p)
+		lh.single[i] = ph
+		lh.prefixes[i] = ph.rPrefix
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(ph.ietf[0])
+	}
+	lh.ietf = []string{b.String()}
+	return lh
+}
+
+// layerNames returns the layers' names in headers: each policy's
+// [PolicyName], except that a name already used by an earlier layer gets
+// the first suffix "-2", "-3"... that no layer uses.
+func layerNames(ps []core.Policy) []string {
+	names := make([]string, len(ps))
+	used := make(map[string]bool, len(ps))
+	for _, p := range ps {
+		used[PolicyName(p)] = true
+	}
+	first := make(map[string]bool, len(ps))
+	for i, p := range ps {
+		name := PolicyName(p)
+		if !first[name] {
+			first[name] = true
+			names[i] = name
+			continue
+		}
+		for k := 2; ; k++ {
+			if c := name + "-" + strconv.Itoa(k); !used[c] {
+				used[c] = true
+				names[i] = c
+				break
+			}
+		}
+	}
+	return names
+}
+
+// rateLimitValue returns the RateLimit value of a layered decision, one
+// member per layer of ds: `"name";r=<r>;t=<t>, ...`. r is the units left,
+// clamped to [0, q]; t the seconds until the layer resets. On a denial
+// (denied set), a layer that denied has r=0 and t its Retry-After; one
+// that would have allowed has its units left before the request, which
+// was not counted (its Decision says what would be left after, cost
+// units fewer), and its reset as if it had been counted.
+func (lh *layerHeaders) rateLimitValue(ds []core.Decision, denied bool, cost int64) string {
+	var buf [160]byte
+	b := buf[:0]
+	for i, d := range ds {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		r, t := d.Remaining, ceilSeconds(d.ResetAfter)
+		switch {
+		case denied && !d.Allowed:
+			r, t = 0, RetryAfterSeconds(d.RetryAfter)
+		case denied:
+			r += cost
+		}
+		r = max(min(r, d.Limit), 0)
+		b = appendRateLimit(b, lh.prefixes[i], r, t)
+	}
+	return string(b)
 }
 
 // retryAfterValue is Retry-After for a denial.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -150,6 +151,25 @@ func (e *Env) Limiter(t *testing.T, p core.Policy) core.Limiter {
 	return l
 }
 
+// Layered returns an in-memory [core.Layered] limiter of ps, one layer
+// each, on the manual clock.
+func (e *Env) Layered(t *testing.T, ps ...core.Policy) core.Limiter {
+	t.Helper()
+	layers := make([]*core.Memory, len(ps))
+	for i, p := range ps {
+		m, err := core.New(p, core.WithClock(e.Clock))
+		if err != nil {
+			t.Fatal(err)
+		}
+		layers[i] = m
+	}
+	l, err := core.NewLayered(layers...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 // Hooks returns options recording errors and dry-run denials.
 func (e *Env) Hooks() []httplimit.Option {
 	return []httplimit.Option{
@@ -212,7 +232,8 @@ type Req struct {
 	CancelAfter time.Duration
 }
 
-// Rate is the parsed RateLimit and RateLimit-Policy fields.
+// Rate is one member of the parsed RateLimit and RateLimit-Policy fields:
+// one policy, or one layer of a layered limiter.
 type Rate struct {
 	Name       string
 	Q, W, R, T int64
@@ -226,8 +247,11 @@ type Want struct {
 	Body   string // exact, when set
 	// Problem is the problem type of a refusal; "" for none.
 	Problem string
-	// Rate is the IETF fields expected; NoRate says no rate header at all.
+	// Rate is the IETF fields expected, of one member; Rates those of a
+	// layered limiter, every member in order; NoRate says no rate header
+	// at all.
 	Rate   *Rate
+	Rates  []Rate
 	NoRate bool
 	// RetryAfter is the exact Retry-After value; "-" for absent.
 	RetryAfter string
@@ -373,7 +397,7 @@ func check(t *testing.T, step string, env *Env, resp *http.Response, body []byte
 			fail("%s: %q, want %q", k, got, v)
 		}
 	}
-	rate, hasRate := parseRate(t, step, resp.Header)
+	rates := parseRates(t, step, resp.Header)
 	if w.NoRate {
 		for k := range resp.Header {
 			if strings.Contains(strings.ToLower(k), "ratelimit") {
@@ -382,11 +406,15 @@ func check(t *testing.T, step string, env *Env, resp *http.Response, body []byte
 		}
 	}
 	if w.Rate != nil {
-		if !hasRate {
+		switch {
+		case len(rates) == 0:
 			fail("no RateLimit fields, want %+v", *w.Rate)
-		} else if rate != *w.Rate {
-			fail("RateLimit fields %+v, want %+v", rate, *w.Rate)
+		case len(rates) != 1 || rates[0] != *w.Rate:
+			fail("RateLimit fields %+v, want %+v", rates, *w.Rate)
 		}
+	}
+	if w.Rates != nil && !slices.Equal(rates, w.Rates) {
+		fail("RateLimit fields %+v, want %+v", rates, w.Rates)
 	}
 	if w.Hooks {
 		errs, dry := env.counts()
@@ -397,14 +425,17 @@ func check(t *testing.T, step string, env *Env, resp *http.Response, body []byte
 			fail("dry-run hook called %d times, want %d", dry, w.DryRuns)
 		}
 	}
-	checkInvariants(t, step, resp, body, w, rate, hasRate)
+	checkInvariants(t, step, resp, body, w, rates)
 }
 
 // checkInvariants checks what holds for every response: no error text in a
 // body; r within [0, q]; a refusal is problem+json with the right fields;
 // a 429 for the rate limit has Retry-After in whole seconds >= 1,
-// Cache-Control: no-store, r = 0 and t = Retry-After.
-func checkInvariants(t *testing.T, step string, resp *http.Response, body []byte, w Want, rate Rate, hasRate bool) {
+// Cache-Control: no-store, and for the policy that denied, named by the
+// problem, r = 0 and t = Retry-After (with several layers, the others
+// that denied have r = 0 and t at most Retry-After, and the ones that
+// did not deny have r > 0).
+func checkInvariants(t *testing.T, step string, resp *http.Response, body []byte, w Want, rates []Rate) {
 	t.Helper()
 	fail := func(format string, args ...any) {
 		t.Helper()
@@ -413,8 +444,10 @@ func checkInvariants(t *testing.T, step string, resp *http.Response, body []byte
 	if strings.Contains(string(body), Secret) || strings.Contains(string(body), "connection refused") {
 		fail("body holds the error text: %s", body)
 	}
-	if hasRate && (rate.R < 0 || rate.R > rate.Q) {
-		fail("RateLimit r=%d outside [0, q=%d]", rate.R, rate.Q)
+	for _, rate := range rates {
+		if rate.R < 0 || rate.R > rate.Q {
+			fail("RateLimit %q: r=%d outside [0, q=%d]", rate.Name, rate.R, rate.Q)
+		}
 	}
 	if w.Problem == "" {
 		if ct := resp.Header.Get("Content-Type"); ct == httplimit.ContentTypeProblem {
@@ -465,8 +498,23 @@ func checkInvariants(t *testing.T, step string, resp *http.Response, body []byte
 		if s, _ := p["policy"].(string); s == "" {
 			fail("problem policy missing in %s", body)
 		}
-		if hasRate && (rate.R != 0 || rate.T != secs) {
-			fail("429 with RateLimit r=%d t=%d, want r=0 t=%d", rate.R, rate.T, secs)
+		if len(rates) == 0 {
+			break
+		}
+		denier := false
+		for _, rate := range rates {
+			switch {
+			case rate.Name == p["policy"]:
+				denier = true
+				if rate.R != 0 || rate.T != secs {
+					fail("429 with RateLimit %q r=%d t=%d, want r=0 t=%d", rate.Name, rate.R, rate.T, secs)
+				}
+			case rate.R == 0 && rate.T > secs:
+				fail("429 with RateLimit %q r=0 t=%d, after Retry-After %d", rate.Name, rate.T, secs)
+			}
+		}
+		if !denier {
+			fail("429 names policy %v, which is no RateLimit member of %+v", p["policy"], rates)
 		}
 	case httplimit.ProblemCostTooHigh:
 		if len(ra) != 0 {
@@ -475,49 +523,59 @@ func checkInvariants(t *testing.T, step string, resp *http.Response, body []byte
 	}
 }
 
-// parseRate parses RateLimit-Policy and RateLimit with an RFC 9651 parser;
-// either present without the other, or unparseable, is an error.
-func parseRate(t *testing.T, step string, h http.Header) (Rate, bool) {
+// parseRates parses RateLimit-Policy and RateLimit with an RFC 9651
+// parser, one Rate per List member; either present without the other,
+// unparseable, with members whose names differ between the two fields or
+// repeat, is an error.
+func parseRates(t *testing.T, step string, h http.Header) []Rate {
 	t.Helper()
 	pol, lim := h.Values("RateLimit-Policy"), h.Values("RateLimit")
 	if len(pol) == 0 && len(lim) == 0 {
-		return Rate{}, false
+		return nil
 	}
-	var r Rate
 	pl, err := httpsfv.UnmarshalList(pol)
-	if err != nil || len(pl) != 1 {
-		t.Errorf("%s: RateLimit-Policy %q: want a List of one item (%v)", step, pol, err)
-		return r, false
+	if err != nil || len(pl) == 0 {
+		t.Errorf("%s: RateLimit-Policy %q: want a List (%v)", step, pol, err)
+		return nil
 	}
 	ll, err := httpsfv.UnmarshalList(lim)
-	if err != nil || len(ll) != 1 {
-		t.Errorf("%s: RateLimit %q: want a List of one item (%v)", step, lim, err)
-		return r, false
+	if err != nil || len(ll) != len(pl) {
+		t.Errorf("%s: RateLimit %q: want a List of %d members, as RateLimit-Policy %q (%v)", step, lim, len(pl), pol, err)
+		return nil
 	}
-	pi, ok1 := pl[0].(httpsfv.Item)
-	li, ok2 := ll[0].(httpsfv.Item)
-	if !ok1 || !ok2 {
-		t.Errorf("%s: RateLimit fields %q %q: want items", step, pol, lim)
-		return r, false
-	}
-	name, _ := pi.Value.(string)
-	if lname, _ := li.Value.(string); lname != name || name == "" {
-		t.Errorf("%s: policy names %q and %q differ or are empty", step, pol, lim)
-	}
-	r.Name = name
-	get := func(p *httpsfv.Params, k string, dst *int64, field string) {
-		v, ok := p.Get(k)
-		n, isInt := v.(int64)
-		if !ok || !isInt {
-			t.Errorf("%s: %s has no integer %s", step, field, k)
+	rates := make([]Rate, len(pl))
+	seen := map[string]bool{}
+	for i := range pl {
+		pi, ok1 := pl[i].(httpsfv.Item)
+		li, ok2 := ll[i].(httpsfv.Item)
+		if !ok1 || !ok2 {
+			t.Errorf("%s: RateLimit fields %q %q: want items", step, pol, lim)
+			return nil
 		}
-		*dst = n
+		name, _ := pi.Value.(string)
+		if lname, _ := li.Value.(string); lname != name || name == "" {
+			t.Errorf("%s: policy names %q and %q differ or are empty", step, pol, lim)
+		}
+		if seen[name] {
+			t.Errorf("%s: policy name %q repeats in %q", step, name, pol)
+		}
+		seen[name] = true
+		r := &rates[i]
+		r.Name = name
+		get := func(p *httpsfv.Params, k string, dst *int64, field string) {
+			v, ok := p.Get(k)
+			n, isInt := v.(int64)
+			if !ok || !isInt {
+				t.Errorf("%s: %s has no integer %s", step, field, k)
+			}
+			*dst = n
+		}
+		get(pi.Params, "q", &r.Q, "RateLimit-Policy")
+		get(pi.Params, "w", &r.W, "RateLimit-Policy")
+		get(li.Params, "r", &r.R, "RateLimit")
+		get(li.Params, "t", &r.T, "RateLimit")
 	}
-	get(pi.Params, "q", &r.Q, "RateLimit-Policy")
-	get(pi.Params, "w", &r.W, "RateLimit-Policy")
-	get(li.Params, "r", &r.R, "RateLimit")
-	get(li.Params, "t", &r.T, "RateLimit")
-	return r, true
+	return rates
 }
 
 // RunEndToEnd serves an app limited to 2 requests per minute on a real

@@ -55,6 +55,22 @@ func header(kv ...string) func(*Want) {
 
 var api = core.Policy{Name: "api", Limit: 2, Window: time.Minute}
 
+// The layers of the layered cases: 2 per second, and 5 per calendar day
+// (a fixed window, so it resets at midnight, 12 hours after Start).
+var (
+	burst = core.Policy{Name: "burst", Limit: 2, Window: time.Second}
+	daily = core.Policy{Name: "daily", Algorithm: core.FixedWindow, Limit: 5, Window: 24 * time.Hour}
+)
+
+// rates expects the IETF fields of a layered limiter: one member per
+// layer, each given as name, q, w, r, t.
+func rates(members ...Rate) func(*Want) {
+	return func(w *Want) { w.Rates = members }
+}
+
+func burstRate(r, t int64) Rate { return Rate{Name: "burst", Q: 2, W: 1, R: r, T: t} }
+func dailyRate(r, t int64) Rate { return Rate{Name: "daily", Q: 5, W: 86400, R: r, T: t} }
+
 // Cases returns the behaviour table.
 func Cases() []Case {
 	login := func(email, status string) Req {
@@ -256,6 +272,68 @@ func Cases() []Case {
 				return use(env.Limiter(t, api), httplimit.WithHeaders(httplimit.NoHeaders))
 			},
 			Steps: steps(with(ok, func(w *Want) { w.NoRate = true }), ok, with(limited, func(w *Want) { w.NoRate = true; w.RetryAfter = "30" })),
+		},
+		{
+			// Every layer in the IETF fields; the denying layer named by
+			// the problem, with r=0 and t its Retry-After; the other
+			// layer shows what it has left, the denied request not
+			// counted.
+			Name: "layered/every layer in the headers",
+			App:  func(t *testing.T, env *Env) *App { return use(env.Layered(t, burst, daily)) },
+			Steps: []Step{
+				{Want: with(ok, rates(burstRate(1, 1), dailyRate(4, 43200)))},
+				{Want: with(ok, rates(burstRate(0, 1), dailyRate(3, 43200)))},
+				{Want: with(limited, func(w *Want) {
+					w.RetryAfter = "1"
+					rates(burstRate(0, 1), dailyRate(3, 43200))(w)
+				})},
+				{Req: Req{Advance: time.Second}, Want: with(ok, rates(burstRate(1, 1), dailyRate(2, 43199)))},
+				{Want: with(ok, rates(burstRate(0, 1), dailyRate(1, 43199)))},
+				{Req: Req{Advance: time.Second}, Want: with(ok, rates(burstRate(1, 1), dailyRate(0, 43198)))},
+				{Want: with(limited, func(w *Want) {
+					w.RetryAfter = "43198"
+					rates(burstRate(1, 1), dailyRate(0, 43198))(w)
+				})},
+			},
+		},
+		{
+			// Two unnamed layers: "default" and "default-2", and the
+			// problem names the second when it denies.
+			Name: "layered/same names made unique",
+			App: func(t *testing.T, env *Env) *App {
+				return use(env.Layered(t,
+					core.Policy{Limit: 3, Window: time.Minute},
+					core.Policy{Algorithm: core.FixedWindow, Limit: 1, Window: time.Hour}))
+			},
+			Steps: steps(
+				with(ok, rates(Rate{"default", 3, 60, 2, 20}, Rate{"default-2", 1, 3600, 0, 3600})),
+				with(limited, func(w *Want) {
+					w.RetryAfter = "3600"
+					rates(Rate{"default", 3, 60, 2, 40}, Rate{"default-2", 1, 3600, 0, 3600})(w)
+				}),
+			),
+		},
+		{
+			// The triples stay single-valued, for the most restrictive
+			// layer, beside the layered IETF fields.
+			Name: "layered/triples describe the most restrictive layer",
+			App: func(t *testing.T, env *Env) *App {
+				return use(env.Layered(t, burst, daily), httplimit.WithHeaders(httplimit.IETFHeaders|httplimit.LegacyHeaders))
+			},
+			Steps: []Step{
+				{Want: with(ok, func(w *Want) {
+					rates(burstRate(1, 1), dailyRate(4, 43200))(w)
+					header("RateLimit-Limit", "2", "RateLimit-Remaining", "1", "RateLimit-Reset", "1")(w)
+				})},
+				{Req: Req{Advance: time.Second}, Want: ok},
+				{Req: Req{Advance: time.Second}, Want: ok},
+				{Req: Req{Advance: time.Second}, Want: with(ok, func(w *Want) {
+					rates(burstRate(1, 1), dailyRate(1, 43197))(w)
+					header("RateLimit-Limit", "2", "RateLimit-Remaining", "1", "RateLimit-Reset", "1")(w)
+				})},
+				{Req: Req{Advance: time.Second}, Want: with(ok, header("RateLimit-Limit", "5", "RateLimit-Remaining", "0", "RateLimit-Reset", "43196"))},
+				{Want: with(limited, header("RateLimit-Limit", "5", "RateLimit-Remaining", "0", "RateLimit-Reset", "43196"))},
+			},
 		},
 		{
 			Name: "key/default is the peer, X-Forwarded-For ignored",
