@@ -42,17 +42,18 @@ import (
 //
 // A Failover is safe for concurrent use. Create one with [NewFailover].
 type Failover struct {
-	remote   Limiter
-	local    Limiter // nil unless Fallback
-	mode     failMode
-	policy   Policy
-	hasPol   bool
-	cost     int64 // the policy's capacity, or MaxInt64 when unknown
-	failures int64
-	coolDown time.Duration
-	timeout  time.Duration
-	clock    Clock
-	hook     func(error)
+	remote    Limiter
+	local     Limiter // nil unless Fallback
+	mode      failMode
+	policy    Policy
+	hasPol    bool
+	cost      int64 // the policy's capacity, or MaxInt64 when unknown
+	failures  int64
+	coolDown  time.Duration
+	timeout   time.Duration
+	clock     Clock
+	hook      func(error)
+	onBreaker func(open bool)
 
 	fails     atomic.Int64 // consecutive outage errors
 	openUntil atomic.Int64 // Unix ns when the next probe may go; 0 when closed
@@ -103,6 +104,14 @@ func BreakAfter(failures int, coolDown time.Duration) FailoverOption {
 // goroutine of the request that met it; it must be safe for concurrent use
 // and should not block (log, count). Default: none.
 func OnStoreError(hook func(error)) FailoverOption { return func(f *Failover) { f.hook = hook } }
+
+// OnBreakerChange sets a hook called with true when the circuit breaker
+// opens and with false when it closes, once per transition, from the
+// goroutine of the request that caused it; it must be safe for concurrent
+// use and should not block (log, count). Default: none.
+func OnBreakerChange(hook func(open bool)) FailoverOption {
+	return func(f *Failover) { f.onBreaker = hook }
+}
 
 // RemoteTimeout bounds each call to the remote limiter: its context gets
 // this timeout, and a call that runs out is an outage. Default (or 0): only
@@ -227,7 +236,7 @@ func (f *Failover) record(ctx context.Context, err error, probe bool) (outage bo
 			f.fails.Store(0)
 		}
 		if probe || f.openUntil.Load() != 0 {
-			f.openUntil.Store(0)
+			f.setOpenUntil(0)
 		}
 		return false
 	}
@@ -235,10 +244,23 @@ func (f *Failover) record(ctx context.Context, err error, probe bool) (outage bo
 		f.hook(err)
 	}
 	if probe || f.fails.Add(1) >= f.failures {
-		f.openUntil.Store(f.clock.Now().Add(f.coolDown).UnixNano())
+		f.setOpenUntil(f.clock.Now().Add(f.coolDown).UnixNano())
 	}
 	return true
 }
+
+// setOpenUntil sets when the next probe may go (0: the breaker is closed)
+// and tells the OnBreakerChange hook if that opened or closed the breaker.
+func (f *Failover) setOpenUntil(until int64) {
+	old := f.openUntil.Swap(until)
+	if f.onBreaker != nil && (old == 0) != (until == 0) {
+		f.onBreaker(until != 0)
+	}
+}
+
+// BreakerOpen reports whether the circuit breaker is open: the store is not
+// being called, except by one probe after each cool-down.
+func (f *Failover) BreakerOpen() bool { return f.openUntil.Load() != 0 }
 
 // callerError reports whether err is the caller's doing rather than the
 // store's: bad input, or the caller's own context ending.

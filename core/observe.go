@@ -1,0 +1,426 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+)
+
+// Op says what an [Event] reports: a call to a [Limiter] method, or
+// something a [Failover] saw.
+type Op uint8
+
+const (
+	// OpAllow reports a call to AllowN.
+	OpAllow Op = iota
+	// OpPeek reports a call to Peek.
+	OpPeek
+	// OpReset reports a call to Reset: the Event has no Decision.
+	OpReset
+	// OpStoreError reports an outage error that a [Failover] met and
+	// decided by its failure mode, so that its caller got no error; Err is
+	// the store's error. See [ObserveFailover].
+	OpStoreError
+	// OpBreakerOpen reports that a [Failover]'s circuit breaker opened.
+	OpBreakerOpen
+	// OpBreakerClose reports that a [Failover]'s circuit breaker closed.
+	OpBreakerClose
+)
+
+var opNames = [...]string{
+	OpAllow:        "allow",
+	OpPeek:         "peek",
+	OpReset:        "reset",
+	OpStoreError:   "store-error",
+	OpBreakerOpen:  "breaker-open",
+	OpBreakerClose: "breaker-close",
+}
+
+// String returns the op's name, such as "allow" or "breaker-open".
+func (o Op) String() string {
+	if int(o) < len(opNames) {
+		return opNames[o]
+	}
+	return "Op(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Outcome is what an [Event] came to: allowed, denied or an error.
+type Outcome uint8
+
+const (
+	// OutcomeAllowed is an allowed Decision (and a Reset that succeeded).
+	OutcomeAllowed Outcome = iota
+	// OutcomeDenied is a denied Decision.
+	OutcomeDenied
+	// OutcomeError is a call that returned an error, whatever its Decision.
+	OutcomeError
+)
+
+// NumOutcomes is the number of outcomes, for arrays indexed by [Outcome].
+const NumOutcomes = 3
+
+var outcomeNames = [...]string{OutcomeAllowed: "allowed", OutcomeDenied: "denied", OutcomeError: "error"}
+
+// String returns "allowed", "denied" or "error".
+func (o Outcome) String() string {
+	if int(o) < len(outcomeNames) {
+		return outcomeNames[o]
+	}
+	return "Outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Event is one thing an [Observer] is told: a decision of an [Observed] or
+// [Shadow] limiter, or a store error or breaker transition of a [Failover]
+// (see [ObserveFailover]).
+type Event struct {
+	// Op says what happened.
+	Op Op
+
+	// Policy is the name of the policy the event is about: the name given
+	// with [ObservePolicy], else that of the limiter's Policy method, else
+	// the Decision's Policy.Name. It may be empty for an unnamed policy.
+	Policy string
+
+	// KeyClass is what the [ObserveKeyClass] function made of the key, such
+	// as "ip" or "api-key": a label from a small, fixed set. Empty without
+	// such a function, and for Failover events.
+	KeyClass string
+
+	// Key is the raw key, only with [ObserveRawKey]; empty otherwise, and
+	// for Failover events. An observer that writes it anywhere should hash
+	// it first (see [KeyHash]).
+	Key string
+
+	// Cost is the n of AllowN or Peek; 0 for the other ops.
+	Cost int64
+
+	// Decision is what AllowN or Peek returned; zero for the other ops.
+	Decision Decision
+
+	// Latency is how long the limiter took to decide, on the observing
+	// limiter's clock ([ObserveClock]); 0 for Failover events.
+	Latency time.Duration
+
+	// Err is the error the call returned, or the store's error for
+	// OpStoreError; nil otherwise.
+	Err error
+
+	// Shadow reports a decision of a [Shadow] limiter's candidate policy:
+	// what it would have decided, had it been enforced. Nothing was
+	// enforced by it.
+	Shadow bool
+}
+
+// Outcome returns OutcomeError when e.Err is set, else OutcomeDenied for a
+// denied AllowN or Peek, else OutcomeAllowed.
+func (e *Event) Outcome() Outcome {
+	switch {
+	case e.Err != nil:
+		return OutcomeError
+	case (e.Op == OpAllow || e.Op == OpPeek) && !e.Decision.Allowed:
+		return OutcomeDenied
+	}
+	return OutcomeAllowed
+}
+
+// CallerError reports whether err is the caller's doing rather than a
+// store's: an empty key, a cost that is not positive or can never fit
+// ([ErrEmptyKey], [ErrInvalidCost], [ErrCostTooHigh]), or a context that
+// was cancelled or ran out. Observers log store errors louder than these.
+func CallerError(err error) bool {
+	return errors.Is(err, ErrEmptyKey) || errors.Is(err, ErrInvalidCost) || errors.Is(err, ErrCostTooHigh) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// An Observer is told about every [Event] of the limiters it observes.
+//
+// Observe is called on the goroutine of the request, after the limiter
+// decided and before its caller sees the Decision, so it must be quick
+// (count, or log at a level that is usually off) and must not block. It
+// must be safe for concurrent use.
+type Observer interface {
+	// Observe is told about one event; ctx is the request's context (a
+	// background context for Failover events).
+	Observe(ctx context.Context, e Event)
+}
+
+// A PolicyObserver is an [Observer] that can prepare, once, for the events
+// of one policy, such as a metrics observer resolving that policy's series
+// ahead of time. [NewObserved], [NewShadow] and [ObserveFailover] call
+// ObserverFor once when they know the policy name of every event they will
+// report, and report to the Observer it returns instead.
+type PolicyObserver interface {
+	Observer
+	// ObserverFor returns an Observer for the events whose Policy is
+	// policy; it may still be given others and must then handle them as
+	// the PolicyObserver would.
+	ObserverFor(policy string) Observer
+}
+
+// observerFor returns obs prepared for policy, when it can be.
+func observerFor(obs Observer, policy string) Observer {
+	if p, ok := obs.(PolicyObserver); ok {
+		if o := p.ObserverFor(policy); o != nil {
+			return o
+		}
+	}
+	return obs
+}
+
+// ObserverFunc is a function that is an [Observer].
+type ObserverFunc func(ctx context.Context, e Event)
+
+// Observe calls f(ctx, e).
+func (f ObserverFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }
+
+// Observers returns an [Observer] that tells each of obs every event, in
+// order, such as a metrics observer and a [SlogObserver]. Nil observers are
+// skipped.
+func Observers(obs ...Observer) Observer {
+	var list multiObserver
+	for _, o := range obs {
+		if o != nil {
+			list = append(list, o)
+		}
+	}
+	if len(list) == 1 {
+		return list[0]
+	}
+	return list
+}
+
+type multiObserver []Observer
+
+func (m multiObserver) Observe(ctx context.Context, e Event) {
+	for _, o := range m {
+		o.Observe(ctx, e)
+	}
+}
+
+// ObserverFor prepares each observer for policy.
+func (m multiObserver) ObserverFor(policy string) Observer {
+	bound := make(multiObserver, len(m))
+	for i, o := range m {
+		bound[i] = observerFor(o, policy)
+	}
+	return bound
+}
+
+// ObserveOption configures an [Observed] or [Shadow] limiter.
+type ObserveOption func(*observeOptions)
+
+type observeOptions struct {
+	policy    string
+	hasPolicy bool
+	keyClass  func(key string) string
+	rawKey    bool
+	clock     Clock
+}
+
+// ObservePolicy sets the policy name events carry, such as "api" or, for a
+// [Shadow] candidate, "api-v2". Default: the name of the limiter's policy
+// when it has a Policy method (both stores do), else the name of each
+// Decision's policy.
+func ObservePolicy(name string) ObserveOption {
+	return func(o *observeOptions) { o.policy, o.hasPolicy = name, true }
+}
+
+// ObserveKeyClass sets a function that maps a key to its class, such as
+// "ip" or "api-key", for [Event.KeyClass]. Its results must come from a
+// small, fixed set: they may become log fields or metric labels. It must be
+// safe for concurrent use and quick. Default: no key class.
+func ObserveKeyClass(f func(key string) string) ObserveOption {
+	return func(o *observeOptions) { o.keyClass = f }
+}
+
+// ObserveRawKey hands the raw key to the observer in [Event.Key], for an
+// observer that hashes it (a [SlogObserver] logs [KeyHash] of it, never the
+// key itself). Default: events carry no key.
+func ObserveRawKey() ObserveOption { return func(o *observeOptions) { o.rawKey = true } }
+
+// ObserveClock sets the clock latency is measured on. On [SystemClock] it
+// is measured monotonically. Default: [SystemClock].
+func ObserveClock(c Clock) ObserveOption { return func(o *observeOptions) { o.clock = c } }
+
+// observer is what Observed and Shadow share: the observer, the options,
+// and a stopwatch.
+type observer struct {
+	obs      Observer
+	policy   string
+	fixed    bool // policy is fixed: from ObservePolicy or a Policy method
+	keyClass func(string) string
+	rawKey   bool
+	clock    Clock
+	base     time.Time
+	system   bool
+	nanos    nanoClock
+}
+
+func newObserver(name string, l Limiter, obs Observer, opts []ObserveOption) (observer, error) {
+	if l == nil {
+		return observer{}, errors.New("core: " + name + ": a limiter is required")
+	}
+	if obs == nil {
+		return observer{}, errors.New("core: " + name + ": an observer is required")
+	}
+	o := observeOptions{clock: SystemClock{}}
+	for _, opt := range opts {
+		if opt == nil {
+			return observer{}, errors.New("core: " + name + ": nil option")
+		}
+		opt(&o)
+	}
+	if o.clock == nil {
+		return observer{}, errors.New("core: " + name + ": ObserveClock(nil): a clock is required")
+	}
+	w := observer{obs: obs, policy: o.policy, fixed: o.hasPolicy, keyClass: o.keyClass, rawKey: o.rawKey, clock: o.clock}
+	if !w.fixed {
+		if name := policyOf(l).Name; name != "" {
+			w.policy, w.fixed = name, true
+		}
+	}
+	if w.fixed {
+		w.obs = observerFor(obs, w.policy)
+	}
+	w.base = o.clock.Now()
+	_, w.system = o.clock.(SystemClock)
+	w.nanos, _ = o.clock.(nanoClock)
+	return w, nil
+}
+
+// now returns the stopwatch's reading in nanoseconds since construction:
+// monotonic on the system clock, which costs one clock read.
+func (w *observer) now() int64 {
+	switch {
+	case w.system:
+		return int64(time.Since(w.base))
+	case w.nanos != nil:
+		return w.nanos.unixNano()
+	}
+	return int64(w.clock.Now().Sub(w.base))
+}
+
+// report tells the observer about one call that started at start.
+func (w *observer) report(ctx context.Context, op Op, key string, n int64, d Decision, err error, start int64, shadow bool) {
+	e := Event{Op: op, Policy: w.policy, Cost: n, Decision: d, Err: err, Shadow: shadow}
+	e.Latency = time.Duration(max(w.now()-start, 0))
+	if !w.fixed {
+		e.Policy = d.Policy.Name
+	}
+	if w.keyClass != nil {
+		e.KeyClass = w.keyClass(key)
+	}
+	if w.rawKey {
+		e.Key = key
+	}
+	w.obs.Observe(ctx, e)
+}
+
+// Observed is a [Limiter] that decides by another and tells an [Observer]
+// about every call: the policy name, the key's class (never the key itself
+// unless [ObserveRawKey] says so), the Decision, the time the limiter took
+// and the error. It changes no decision and returns what the limiter
+// returned.
+//
+// Wrap the outermost limiter a request goes through (a [Layered] limiter,
+// not its layers; a [Failover], not its remote limiter), once: an Observed
+// is not a [Memory] and cannot be a layer. Its cost is two clock reads and
+// the observer's own; a limiter that is not wrapped pays nothing.
+//
+// An Observed is safe for concurrent use. Create one with [NewObserved].
+type Observed struct {
+	l Limiter
+	w observer
+}
+
+var _ Limiter = (*Observed)(nil)
+
+// NewObserved returns a limiter that decides by l and reports every call to
+// obs. It fails if l or obs is nil or an option is invalid.
+func NewObserved(l Limiter, obs Observer, opts ...ObserveOption) (*Observed, error) {
+	w, err := newObserver("NewObserved", l, obs, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Observed{l: l, w: w}, nil
+}
+
+// Policy returns the observed limiter's policy, when it has a Policy
+// method, else the zero Policy (as [DenialCache.Policy] does).
+func (o *Observed) Policy() Policy { return policyOf(o.l) }
+
+// Allow is shorthand for AllowN(ctx, key, 1).
+func (o *Observed) Allow(ctx context.Context, key string) (Decision, error) {
+	return o.AllowN(ctx, key, 1)
+}
+
+// AllowN returns what the observed limiter's AllowN returns, after
+// reporting it as an [OpAllow] event.
+func (o *Observed) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
+	start := o.w.now()
+	d, err := o.l.AllowN(ctx, key, n)
+	o.w.report(ctx, OpAllow, key, n, d, err, start, false)
+	return d, err
+}
+
+// Peek returns what the observed limiter's Peek returns, after reporting it
+// as an [OpPeek] event.
+func (o *Observed) Peek(ctx context.Context, key string, n int64) (Decision, error) {
+	start := o.w.now()
+	d, err := o.l.Peek(ctx, key, n)
+	o.w.report(ctx, OpPeek, key, n, d, err, start, false)
+	return d, err
+}
+
+// Reset returns what the observed limiter's Reset returns, after reporting
+// it as an [OpReset] event.
+func (o *Observed) Reset(ctx context.Context, key string) error {
+	start := o.w.now()
+	err := o.l.Reset(ctx, key)
+	o.w.report(ctx, OpReset, key, 0, Decision{}, err, start, false)
+	return err
+}
+
+// policyOf returns l's policy, when it has a Policy method.
+func policyOf(l Limiter) Policy {
+	if p, ok := l.(interface{ Policy() Policy }); ok {
+		return p.Policy()
+	}
+	return Policy{}
+}
+
+// ObserveFailover returns a [FailoverOption] that reports the Failover's
+// outage errors ([OpStoreError]) and circuit breaker transitions
+// ([OpBreakerOpen], [OpBreakerClose]) to obs as events of the named policy,
+// with a background context. An [Observed] limiter around the Failover does
+// not see those errors: the Failover decides such requests by its failure
+// mode and returns no error.
+//
+// It keeps the hooks set before it by [OnStoreError] and [OnBreakerChange]
+// (and calls them first); one of those set after it replaces its own.
+func ObserveFailover(obs Observer, policy string) FailoverOption {
+	return func(f *Failover) {
+		if obs == nil {
+			return
+		}
+		obs = observerFor(obs, policy)
+		prevErr, prevBreaker := f.hook, f.onBreaker
+		f.hook = func(err error) {
+			if prevErr != nil {
+				prevErr(err)
+			}
+			obs.Observe(context.Background(), Event{Op: OpStoreError, Policy: policy, Err: err})
+		}
+		f.onBreaker = func(open bool) {
+			if prevBreaker != nil {
+				prevBreaker(open)
+			}
+			op := OpBreakerClose
+			if open {
+				op = OpBreakerOpen
+			}
+			obs.Observe(context.Background(), Event{Op: op, Policy: policy})
+		}
+	}
+}

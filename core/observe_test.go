@@ -1,0 +1,350 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/limitertest"
+)
+
+// recorder is an Observer that keeps every event.
+type recorder struct {
+	mu     sync.Mutex
+	events []core.Event
+}
+
+func (r *recorder) Observe(_ context.Context, e core.Event) {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+}
+
+func (r *recorder) take() []core.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ev := r.events
+	r.events = nil
+	return ev
+}
+
+// slowStore decides by a Memory limiter and advances the clock by lag on
+// every call, so that an observer on the same clock measures exactly lag.
+type slowStore struct {
+	*core.Memory
+	clock *core.ManualClock
+	lag   time.Duration
+	err   error // returned instead of deciding when set
+}
+
+func (s *slowStore) AllowN(ctx context.Context, key string, n int64) (core.Decision, error) {
+	s.clock.Advance(s.lag)
+	if s.err != nil {
+		return core.Decision{}, s.err
+	}
+	return s.Memory.AllowN(ctx, key, n)
+}
+
+func (s *slowStore) Peek(ctx context.Context, key string, n int64) (core.Decision, error) {
+	s.clock.Advance(s.lag)
+	if s.err != nil {
+		return core.Decision{}, s.err
+	}
+	return s.Memory.Peek(ctx, key, n)
+}
+
+func (s *slowStore) Reset(ctx context.Context, key string) error {
+	s.clock.Advance(s.lag)
+	if s.err != nil {
+		return s.err
+	}
+	return s.Memory.Reset(ctx, key)
+}
+
+// noPolicy hides a limiter's Policy method.
+type noPolicy struct{ core.Limiter }
+
+func mustObserved(t testing.TB, l core.Limiter, obs core.Observer, opts ...core.ObserveOption) *core.Observed {
+	t.Helper()
+	o, err := core.NewObserved(l, obs, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func mustMemory(t testing.TB, p core.Policy, clock core.Clock) *core.Memory {
+	t.Helper()
+	m, err := core.New(p, core.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// eventSummary is the part of an Event a step table checks.
+type eventSummary struct {
+	Op        core.Op
+	Policy    string
+	KeyClass  string
+	Key       string
+	Cost      int64
+	Outcome   core.Outcome
+	Remaining int64
+	Latency   time.Duration
+	Err       string
+	Shadow    bool
+}
+
+func summarize(ev []core.Event) []eventSummary {
+	out := make([]eventSummary, len(ev))
+	for i, e := range ev {
+		out[i] = eventSummary{e.Op, e.Policy, e.KeyClass, e.Key, e.Cost, e.Outcome(), e.Decision.Remaining, e.Latency, "", e.Shadow}
+		if e.Err != nil {
+			out[i].Err = e.Err.Error()
+		}
+	}
+	return out
+}
+
+func checkEvents(t *testing.T, got []core.Event, want []eventSummary) {
+	t.Helper()
+	g := summarize(got)
+	if !reflect.DeepEqual(g, want) {
+		t.Errorf("events:\n got %+v\nwant %+v", g, want)
+	}
+}
+
+func TestObservedEvents(t *testing.T) {
+	clock := core.NewManualClock(limitertest.Start)
+	store := &slowStore{Memory: mustMemory(t, core.Policy{Name: "api", Limit: 2, Window: time.Minute}, clock), clock: clock, lag: 3 * time.Millisecond}
+	rec := &recorder{}
+	class := func(key string) string {
+		if strings.HasPrefix(key, "sk_") {
+			return "api-key"
+		}
+		return "ip"
+	}
+	l := mustObserved(t, store, rec, core.ObserveClock(clock), core.ObserveKeyClass(class))
+	if got := l.Policy().Name; got != "api" {
+		t.Errorf("Policy().Name = %q, want api", got)
+	}
+	ms := time.Millisecond
+	steps := []struct {
+		do   func() (core.Decision, error)
+		want eventSummary
+	}{
+		{func() (core.Decision, error) { return l.AllowN(ctx, "203.0.113.7", 1) },
+			eventSummary{Op: core.OpAllow, Policy: "api", KeyClass: "ip", Cost: 1, Outcome: core.OutcomeAllowed, Remaining: 1, Latency: 3 * ms}},
+		{func() (core.Decision, error) { return l.Peek(ctx, "203.0.113.7", 2) },
+			eventSummary{Op: core.OpPeek, Policy: "api", KeyClass: "ip", Cost: 2, Outcome: core.OutcomeDenied, Remaining: 1, Latency: 3 * ms}},
+		{func() (core.Decision, error) { return l.Allow(ctx, "sk_live_1") },
+			eventSummary{Op: core.OpAllow, Policy: "api", KeyClass: "api-key", Cost: 1, Outcome: core.OutcomeAllowed, Remaining: 1, Latency: 3 * ms}},
+		{func() (core.Decision, error) { return l.AllowN(ctx, "sk_live_1", 2) },
+			eventSummary{Op: core.OpAllow, Policy: "api", KeyClass: "api-key", Cost: 2, Outcome: core.OutcomeDenied, Remaining: 1, Latency: 3 * ms}},
+		{func() (core.Decision, error) { return l.AllowN(ctx, "sk_live_1", 3) },
+			eventSummary{Op: core.OpAllow, Policy: "api", KeyClass: "api-key", Cost: 3, Outcome: core.OutcomeError, Latency: 3 * ms,
+				Err: "core: cost 3, at most 2: cost exceeds what the policy can ever allow"}},
+		{func() (core.Decision, error) { return core.Decision{}, l.Reset(ctx, "sk_live_1") },
+			eventSummary{Op: core.OpReset, Policy: "api", KeyClass: "api-key", Outcome: core.OutcomeAllowed, Latency: 3 * ms}},
+	}
+	for i, s := range steps {
+		d, err := s.do()
+		ev := rec.take()
+		checkEvents(t, ev, []eventSummary{s.want})
+		if len(ev) == 1 && (ev[0].Decision != d || ev[0].Err != err) {
+			t.Errorf("step %d: event carries %+v, %v; the call returned %+v, %v", i, ev[0].Decision, ev[0].Err, d, err)
+		}
+	}
+}
+
+func TestObservedKeyAndPolicy(t *testing.T) {
+	clock := core.NewManualClock(limitertest.Start)
+	m := mustMemory(t, core.Policy{Name: "login", Limit: 1, Window: time.Minute}, clock)
+	rec := &recorder{}
+
+	// Without a Policy method, each Decision names the policy; the raw key
+	// comes only with ObserveRawKey.
+	l := mustObserved(t, noPolicy{m}, rec, core.ObserveClock(clock), core.ObserveRawKey())
+	l.Allow(ctx, "ana@example.com")
+	// ObservePolicy overrides the limiter's name; no key by default.
+	l2 := mustObserved(t, m, rec, core.ObserveClock(clock), core.ObservePolicy("login-v2"))
+	l2.Allow(ctx, "ana@example.com")
+	checkEvents(t, rec.take(), []eventSummary{
+		{Op: core.OpAllow, Policy: "login", Key: "ana@example.com", Cost: 1, Outcome: core.OutcomeAllowed},
+		{Op: core.OpAllow, Policy: "login-v2", Cost: 1, Outcome: core.OutcomeDenied},
+	})
+}
+
+func TestObservedErrors(t *testing.T) {
+	m := mustMemory(t, core.Policy{Limit: 1, Window: time.Minute}, core.SystemClock{})
+	obs := core.ObserverFunc(func(context.Context, core.Event) {})
+	for _, tt := range []struct {
+		name string
+		l    core.Limiter
+		obs  core.Observer
+		opts []core.ObserveOption
+		want string
+	}{
+		{"nil limiter", nil, obs, nil, "core: NewObserved: a limiter is required"},
+		{"nil observer", m, nil, nil, "core: NewObserved: an observer is required"},
+		{"nil option", m, obs, []core.ObserveOption{nil}, "core: NewObserved: nil option"},
+		{"nil clock", m, obs, []core.ObserveOption{core.ObserveClock(nil)}, "core: NewObserved: ObserveClock(nil): a clock is required"},
+	} {
+		_, err := core.NewObserved(tt.l, tt.obs, tt.opts...)
+		if err == nil || err.Error() != tt.want {
+			t.Errorf("%s: err = %v, want %q", tt.name, err, tt.want)
+		}
+	}
+	if _, err := core.NewShadow(nil, m, obs); err == nil {
+		t.Error("NewShadow(nil, ...) succeeded")
+	}
+	if _, err := core.NewShadow(m, nil, obs); err == nil {
+		t.Error("NewShadow(..., nil, ...) succeeded")
+	}
+}
+
+func TestObservedConformance(t *testing.T) {
+	obs := core.Observers(&recorder{}, core.NewSlogObserver(nil))
+	limitertest.Run(t, func(t *testing.T, p core.Policy, clock *core.ManualClock) core.Limiter {
+		return mustObserved(t, mustMemory(t, p, clock), obs, core.ObserveClock(clock))
+	})
+}
+
+// TestObservedAllocs checks that observing costs no allocation beyond the
+// observer's own: the hot path of a hook that counts stays allocation-free.
+func TestObservedAllocs(t *testing.T) {
+	m := mustMemory(t, core.Policy{Limit: core.MaxLimit, Window: time.Millisecond}, core.SystemClock{})
+	var n int
+	l := mustObserved(t, m, core.ObserverFunc(func(_ context.Context, e core.Event) { n += int(e.Cost) }),
+		core.ObserveKeyClass(func(string) string { return "ip" }))
+	if a := testing.AllocsPerRun(100, func() { l.AllowN(ctx, "203.0.113.7", 1) }); a != 0 {
+		t.Errorf("Observed.AllowN: %v allocs per run, want 0", a)
+	}
+}
+
+func TestObserveFailover(t *testing.T) {
+	clock := core.NewManualClock(limitertest.Start)
+	store := newFlaky(t, core.Policy{Name: "api", Limit: 10, Window: time.Minute}, clock)
+	rec := &recorder{}
+	var hooked []string
+	f := mustFailover(t, store, core.BreakerClock(clock), core.BreakAfter(2, 5*time.Second),
+		core.OnStoreError(func(err error) { hooked = append(hooked, err.Error()) }),
+		core.OnBreakerChange(func(open bool) { hooked = append(hooked, fmt.Sprint("open=", open)) }),
+		core.ObserveFailover(rec, "api"))
+	if f.BreakerOpen() {
+		t.Fatal("breaker open before any request")
+	}
+	store.down.Store(true)
+	for range 3 { // two errors open the breaker; the third is not sent
+		if _, err := f.Allow(ctx, "k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !f.BreakerOpen() {
+		t.Error("breaker closed after 2 errors")
+	}
+	clock.Advance(5 * time.Second)
+	f.Allow(ctx, "k") // the probe fails: open for another cool-down, no transition
+	store.down.Store(false)
+	clock.Advance(5 * time.Second)
+	f.Allow(ctx, "k") // the probe succeeds: closed
+	f.Allow(ctx, "k")
+	if f.BreakerOpen() {
+		t.Error("breaker open after a successful probe")
+	}
+	errText := "flaky: " + errDown.Error()
+	checkEvents(t, rec.take(), []eventSummary{
+		{Op: core.OpStoreError, Policy: "api", Outcome: core.OutcomeError, Err: errText},
+		{Op: core.OpStoreError, Policy: "api", Outcome: core.OutcomeError, Err: errText},
+		{Op: core.OpBreakerOpen, Policy: "api"},
+		{Op: core.OpStoreError, Policy: "api", Outcome: core.OutcomeError, Err: errText},
+		{Op: core.OpBreakerClose, Policy: "api"},
+	})
+	want := []string{errText, errText, "open=true", errText, "open=false"}
+	if !reflect.DeepEqual(hooked, want) {
+		t.Errorf("earlier hooks saw %q, want %q", hooked, want)
+	}
+}
+
+// TestBreakerChangeRace checks that racing failures report one opening.
+func TestBreakerChangeRace(t *testing.T) {
+	clock := core.NewManualClock(limitertest.Start)
+	store := newFlaky(t, core.Policy{Limit: 10, Window: time.Minute}, clock)
+	store.down.Store(true)
+	var mu sync.Mutex
+	opens := 0
+	f := mustFailover(t, store, core.BreakerClock(clock), core.BreakAfter(1, time.Minute),
+		core.OnBreakerChange(func(open bool) {
+			mu.Lock()
+			if open {
+				opens++
+			}
+			mu.Unlock()
+		}))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			<-start
+			f.Allow(ctx, "k")
+		})
+	}
+	close(start)
+	wg.Wait()
+	if opens != 1 {
+		t.Errorf("breaker reported open %d times, want 1", opens)
+	}
+}
+
+func TestOutcomeAndOpNames(t *testing.T) {
+	var got []string
+	for o := range core.Outcome(core.NumOutcomes + 1) {
+		got = append(got, o.String())
+	}
+	for op := range core.OpBreakerClose + 2 {
+		got = append(got, op.String())
+	}
+	want := []string{"allowed", "denied", "error", "Outcome(3)",
+		"allow", "peek", "reset", "store-error", "breaker-open", "breaker-close", "Op(6)"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("names = %q, want %q", got, want)
+	}
+}
+
+func TestCallerError(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("x: %w", core.ErrCostTooHigh), true},
+		{core.ErrEmptyKey, true},
+		{core.ErrInvalidCost, true},
+		{fmt.Errorf("redisstore: %w", context.DeadlineExceeded), true},
+		{context.Canceled, true},
+		{errDown, false},
+		{errors.New("x"), false},
+	} {
+		if got := core.CallerError(tt.err); got != tt.want {
+			t.Errorf("CallerError(%v) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
+}
+
+func TestObserversFanOut(t *testing.T) {
+	a, b := &recorder{}, &recorder{}
+	obs := core.Observers(a, nil, b)
+	obs.Observe(ctx, core.Event{Op: core.OpReset, Policy: "p"})
+	if len(a.take()) != 1 || len(b.take()) != 1 {
+		t.Error("each observer should see the event once")
+	}
+	if one := core.Observers(nil, a); one != core.Observer(a) {
+		t.Errorf("Observers of one = %T, want the observer itself", one)
+	}
+}

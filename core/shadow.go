@@ -1,0 +1,87 @@
+package core
+
+import (
+	"context"
+	"errors"
+)
+
+// Shadow is a [Limiter] that enforces one limiter and, next to it, asks a
+// candidate what it would have decided, so that a new limit can be watched
+// on live traffic before it is enforced: the adapters' dry run, for any
+// Limiter, side by side with the real policy.
+//
+// Every call goes to the enforced limiter, whose Decision and error are
+// returned as they are. The same call then goes to the candidate, and its
+// answer is reported to the [Observer] as an [Event] with Shadow set; it is
+// never returned. The candidate counts as if it alone were enforcing: it
+// sees every request, whatever the enforced limiter decided, and counts
+// the ones it allows, so its denials are exactly those it would have made
+// in production. Its errors are reported, never returned.
+//
+// The enforced decisions are not reported: make the enforced limiter an
+// [Observed] one (with the same observer) to see both, as the example of
+// [NewShadow] does. Observe it there rather than around the Shadow, whose
+// calls take the candidate's time too.
+//
+// A Shadow is safe for concurrent use. Create one with [NewShadow].
+type Shadow struct {
+	enforced  Limiter
+	candidate Limiter
+	w         observer
+}
+
+var _ Limiter = (*Shadow)(nil)
+
+// NewShadow returns a limiter that enforces enforced and reports to obs
+// what candidate would have decided. The options describe the candidate's
+// events: [ObservePolicy] names it (default: the candidate's policy name).
+// It fails if a limiter or obs is nil or an option is invalid.
+func NewShadow(enforced, candidate Limiter, obs Observer, opts ...ObserveOption) (*Shadow, error) {
+	if enforced == nil {
+		return nil, errors.New("core: NewShadow: an enforced limiter is required")
+	}
+	w, err := newObserver("NewShadow", candidate, obs, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Shadow{enforced: enforced, candidate: candidate, w: w}, nil
+}
+
+// Policy returns the enforced limiter's policy, when it has a Policy
+// method, else the zero Policy.
+func (s *Shadow) Policy() Policy { return policyOf(s.enforced) }
+
+// Allow is shorthand for AllowN(ctx, key, 1).
+func (s *Shadow) Allow(ctx context.Context, key string) (Decision, error) {
+	return s.AllowN(ctx, key, 1)
+}
+
+// AllowN returns what the enforced limiter's AllowN returns, after asking
+// the candidate's AllowN and reporting its answer.
+func (s *Shadow) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
+	d, err := s.enforced.AllowN(ctx, key, n)
+	start := s.w.now()
+	cd, cerr := s.candidate.AllowN(ctx, key, n)
+	s.w.report(ctx, OpAllow, key, n, cd, cerr, start, true)
+	return d, err
+}
+
+// Peek returns what the enforced limiter's Peek returns, after asking the
+// candidate's Peek and reporting its answer.
+func (s *Shadow) Peek(ctx context.Context, key string, n int64) (Decision, error) {
+	d, err := s.enforced.Peek(ctx, key, n)
+	start := s.w.now()
+	cd, cerr := s.candidate.Peek(ctx, key, n)
+	s.w.report(ctx, OpPeek, key, n, cd, cerr, start, true)
+	return d, err
+}
+
+// Reset resets key in both limiters and returns the enforced limiter's
+// error; the candidate's is reported.
+func (s *Shadow) Reset(ctx context.Context, key string) error {
+	err := s.enforced.Reset(ctx, key)
+	start := s.w.now()
+	cerr := s.candidate.Reset(ctx, key)
+	s.w.report(ctx, OpReset, key, 0, Decision{}, cerr, start, true)
+	return err
+}

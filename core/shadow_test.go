@@ -1,0 +1,110 @@
+package core_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/limitertest"
+)
+
+func mustShadow(t testing.TB, enforced, candidate core.Limiter, obs core.Observer, opts ...core.ObserveOption) *core.Shadow {
+	t.Helper()
+	s, err := core.NewShadow(enforced, candidate, obs, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestShadowSteps runs a stricter candidate (2 per minute) next to the
+// enforced policy (3 per minute): every request gets the enforced decision,
+// and the candidate decides each one as if it alone were enforcing.
+func TestShadowSteps(t *testing.T) {
+	clock := core.NewManualClock(limitertest.Start)
+	enforced := mustMemory(t, core.Policy{Name: "api", Limit: 3, Window: time.Minute, Algorithm: core.FixedWindow}, clock)
+	candidate := mustMemory(t, core.Policy{Name: "api-v2", Limit: 2, Window: time.Minute, Algorithm: core.FixedWindow}, clock)
+	rec := &recorder{}
+	s := mustShadow(t, enforced, candidate, rec, core.ObserveClock(clock))
+	if got := s.Policy().Name; got != "api" {
+		t.Errorf("Policy().Name = %q, want the enforced policy's, api", got)
+	}
+	steps := []struct {
+		op                  string
+		n                   int64
+		wantAllowed         bool  // the enforced decision, returned
+		wantRemaining       int64 // the enforced Remaining
+		wantShadow          core.Outcome
+		wantShadowRemaining int64
+	}{
+		{"allow", 1, true, 2, core.OutcomeAllowed, 1},
+		{"peek", 2, true, 0, core.OutcomeDenied, 1},
+		{"allow", 1, true, 1, core.OutcomeAllowed, 0},
+		{"allow", 1, true, 0, core.OutcomeDenied, 0},
+		{"allow", 1, false, 0, core.OutcomeDenied, 0},
+		{"allow", 3, false, 0, core.OutcomeError, 0}, // above the candidate's capacity
+	}
+	for i, st := range steps {
+		var d core.Decision
+		var err error
+		op := core.OpAllow
+		if st.op == "peek" {
+			op = core.OpPeek
+			d, err = s.Peek(ctx, "k", st.n)
+		} else {
+			d, err = s.AllowN(ctx, "k", st.n)
+		}
+		if err != nil || d.Allowed != st.wantAllowed || d.Remaining != st.wantRemaining || d.Policy.Name != "api" {
+			t.Errorf("step %d: %s(%d) = %+v, %v; want the enforced Allowed %v, Remaining %d",
+				i, st.op, st.n, d, err, st.wantAllowed, st.wantRemaining)
+		}
+		ev := rec.take()
+		if len(ev) != 1 {
+			t.Fatalf("step %d: %d events, want 1", i, len(ev))
+		}
+		e := ev[0]
+		if e.Op != op || !e.Shadow || e.Policy != "api-v2" || e.Cost != st.n || e.Outcome() != st.wantShadow || e.Decision.Remaining != st.wantShadowRemaining {
+			t.Errorf("step %d: shadow event %+v, want op %v, policy api-v2, outcome %v, Remaining %d",
+				i, e, op, st.wantShadow, st.wantShadowRemaining)
+		}
+	}
+	if err := s.Reset(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	checkEvents(t, rec.take(), []eventSummary{{Op: core.OpReset, Policy: "api-v2", Outcome: core.OutcomeAllowed, Shadow: true}})
+	for _, l := range []*core.Memory{enforced, candidate} {
+		if d, _ := l.Peek(ctx, "k", 1); d.Remaining != l.Policy().Limit-1 {
+			t.Errorf("after Reset, %s has %d left after a peek of 1, want %d", l.Policy().Name, d.Remaining, l.Policy().Limit-1)
+		}
+	}
+}
+
+// TestShadowCandidateError checks that a broken candidate changes nothing
+// for the caller: its error is reported, never returned.
+func TestShadowCandidateError(t *testing.T) {
+	clock := core.NewManualClock(limitertest.Start)
+	enforced := mustMemory(t, core.Policy{Name: "api", Limit: 3, Window: time.Minute}, clock)
+	broken := &slowStore{Memory: mustMemory(t, core.Policy{Name: "api-redis", Limit: 3, Window: time.Minute}, clock), clock: clock, err: errDown}
+	rec := &recorder{}
+	s := mustShadow(t, enforced, broken, rec, core.ObserveClock(clock))
+	d, err := s.Allow(ctx, "k")
+	if err != nil || !d.Allowed {
+		t.Errorf("Allow = %+v, %v; want allowed, no error", d, err)
+	}
+	if err := s.Reset(ctx, "k"); err != nil {
+		t.Errorf("Reset = %v, want nil", err)
+	}
+	checkEvents(t, rec.take(), []eventSummary{
+		{Op: core.OpAllow, Policy: "api-redis", Cost: 1, Outcome: core.OutcomeError, Err: errDown.Error(), Shadow: true},
+		{Op: core.OpReset, Policy: "api-redis", Outcome: core.OutcomeError, Err: errDown.Error(), Shadow: true},
+	})
+}
+
+func TestShadowConformance(t *testing.T) {
+	limitertest.Run(t, func(t *testing.T, p core.Policy, clock *core.ManualClock) core.Limiter {
+		half := p
+		half.Limit = max(p.Limit/2, 1)
+		half.Burst = 0
+		return mustShadow(t, mustMemory(t, p, clock), mustMemory(t, half, clock), &recorder{}, core.ObserveClock(clock))
+	})
+}
