@@ -1,0 +1,291 @@
+package ratekitprom_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/ratekitprom"
+)
+
+var (
+	ctx     = context.Background()
+	start   = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	errDown = errors.New("store: connection refused")
+)
+
+// slowStore decides by a Memory limiter, advancing the clock by lag on
+// every call so the observed latency is exact, or fails while down.
+type slowStore struct {
+	*core.Memory
+	clock *core.ManualClock
+	lag   time.Duration
+	down  bool
+}
+
+func (s *slowStore) AllowN(ctx context.Context, key string, n int64) (core.Decision, error) {
+	s.clock.Advance(s.lag)
+	if s.down {
+		return core.Decision{}, errDown
+	}
+	return s.Memory.AllowN(ctx, key, n)
+}
+
+func (s *slowStore) Peek(ctx context.Context, key string, n int64) (core.Decision, error) {
+	s.clock.Advance(s.lag)
+	if s.down {
+		return core.Decision{}, errDown
+	}
+	return s.Memory.Peek(ctx, key, n)
+}
+
+func must[T any](t testing.TB) func(T, error) T {
+	return func(v T, err error) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
+
+func newMemory(t testing.TB, p core.Policy, clock core.Clock, opts ...core.Option) *core.Memory {
+	t.Helper()
+	return must[*core.Memory](t)(core.New(p, append([]core.Option{core.WithClock(clock)}, opts...)...))
+}
+
+// TestScrape runs a known workload through every source of metrics and
+// checks the scrape, series by series.
+func TestScrape(t *testing.T) {
+	clock := core.NewManualClock(start)
+	reg := prometheus.NewPedanticRegistry()
+	m := must[*ratekitprom.Metrics](t)(ratekitprom.New(reg, ratekitprom.WithLatencyBuckets([]float64{0.3, 1})))
+
+	// "api" enforces 3 a minute on a store that decides in 250ms (500ms
+	// twice: times whose sum is exact in binary floating point); "api-v2",
+	// 2 a minute, is its shadow candidate.
+	api := newMemory(t, core.Policy{Name: "api", Limit: 3, Window: time.Minute}, clock)
+	store := &slowStore{Memory: api, clock: clock, lag: 250 * time.Millisecond}
+	candidate := newMemory(t, core.Policy{Name: "api-v2", Limit: 2, Window: time.Minute}, clock)
+	observed := must[*core.Observed](t)(core.NewObserved(store, m, core.ObserveClock(clock)))
+	l := must[*core.Shadow](t)(core.NewShadow(observed, candidate, m, core.ObserveClock(clock)))
+	if err := m.WatchMemory("api", api); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 { // 3 allowed, 2 denied; the shadow: 2 allowed, 3 denied
+		if i >= 3 {
+			store.lag = 500 * time.Millisecond
+		}
+		l.Allow(ctx, "203.0.113.7")
+	}
+	store.lag = 250 * time.Millisecond
+	l.AllowN(ctx, "203.0.113.7", 10) // an error for both
+	l.Peek(ctx, "203.0.113.7", 1)    // denied for both
+	l.Peek(ctx, "198.51.100.1", 1)   // allowed for both
+
+	// "redis" fails twice and its breaker opens.
+	remote := &slowStore{Memory: newMemory(t, core.Policy{Name: "redis", Limit: 10, Window: time.Minute}, clock), clock: clock, down: true}
+	f := must[*core.Failover](t)(core.NewFailover(remote, core.BreakAfter(2, time.Second), core.BreakerClock(clock),
+		core.ObserveFailover(m, "redis")))
+	if err := m.WatchFailover("redis", f); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		f.Allow(ctx, "k")
+	}
+
+	// "small" holds one key: one eviction loses usage, one drops a fresh key.
+	small := newMemory(t, core.Policy{Name: "small", Limit: 1, Window: time.Second}, clock, core.WithMaxKeys(1))
+	if err := m.WatchMemory("small", small); err != nil {
+		t.Fatal(err)
+	}
+	small.Allow(ctx, "x")
+	small.Allow(ctx, "y") // x still holds usage: lossy
+	clock.Advance(time.Second)
+	small.Allow(ctx, "z") // y is fresh now
+
+	// "lease" takes from a remote limiter in batches that double: 1, then
+	// 2 units, for 3 requests.
+	leased := must[*core.Leased](t)(core.NewLeased(newMemory(t, core.Policy{Name: "lease", Limit: 100, Window: time.Minute}, clock), 10,
+		core.LeaseClock(clock)))
+	if err := m.WatchLeased("lease", leased); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		leased.Allow(ctx, "hot")
+	}
+
+	want := `
+# HELP ratekit_breaker_open 1 while a Failover's circuit breaker is open, else 0.
+# TYPE ratekit_breaker_open gauge
+ratekit_breaker_open{policy="redis"} 1
+# HELP ratekit_breaker_opens_total Times a Failover's circuit breaker opened.
+# TYPE ratekit_breaker_opens_total counter
+ratekit_breaker_opens_total{policy="redis"} 1
+# HELP ratekit_decisions_total AllowN calls by policy and outcome (allowed, denied, error).
+# TYPE ratekit_decisions_total counter
+ratekit_decisions_total{outcome="allowed",policy="api"} 3
+ratekit_decisions_total{outcome="denied",policy="api"} 2
+ratekit_decisions_total{outcome="error",policy="api"} 1
+# HELP ratekit_lease_dropped_units_total Leased units that expired (or were evicted or reset) before they were spent.
+# TYPE ratekit_lease_dropped_units_total counter
+ratekit_lease_dropped_units_total{policy="lease"} 0
+# HELP ratekit_lease_keys Keys a Leased limiter holds a lease for.
+# TYPE ratekit_lease_keys gauge
+ratekit_lease_keys{policy="lease"} 1
+# HELP ratekit_lease_refills_total Remote calls a Leased limiter made to top up a lease.
+# TYPE ratekit_lease_refills_total counter
+ratekit_lease_refills_total{policy="lease"} 2
+# HELP ratekit_memory_fresh_drops_total Keys a Memory limiter dropped because they had become fresh: no information lost.
+# TYPE ratekit_memory_fresh_drops_total counter
+ratekit_memory_fresh_drops_total{policy="api"} 0
+ratekit_memory_fresh_drops_total{policy="small"} 1
+# HELP ratekit_memory_keys Keys a Memory limiter holds, fresh ones not yet dropped included.
+# TYPE ratekit_memory_keys gauge
+ratekit_memory_keys{policy="api"} 1
+ratekit_memory_keys{policy="small"} 1
+# HELP ratekit_memory_lossy_evictions_total Keys a Memory limiter evicted while they still held usage, because it was full.
+# TYPE ratekit_memory_lossy_evictions_total counter
+ratekit_memory_lossy_evictions_total{policy="api"} 0
+ratekit_memory_lossy_evictions_total{policy="small"} 1
+# HELP ratekit_peeks_total Peek calls by policy and outcome (allowed, denied, error).
+# TYPE ratekit_peeks_total counter
+ratekit_peeks_total{outcome="allowed",policy="api"} 1
+ratekit_peeks_total{outcome="denied",policy="api"} 1
+ratekit_peeks_total{outcome="error",policy="api"} 0
+# HELP ratekit_shadow_decisions_total What a shadow candidate policy would have decided on AllowN, by outcome; nothing was enforced by it.
+# TYPE ratekit_shadow_decisions_total counter
+ratekit_shadow_decisions_total{outcome="allowed",policy="api-v2"} 2
+ratekit_shadow_decisions_total{outcome="denied",policy="api-v2"} 3
+ratekit_shadow_decisions_total{outcome="error",policy="api-v2"} 1
+# HELP ratekit_shadow_peeks_total What a shadow candidate policy would have answered to Peek, by outcome.
+# TYPE ratekit_shadow_peeks_total counter
+ratekit_shadow_peeks_total{outcome="allowed",policy="api-v2"} 1
+ratekit_shadow_peeks_total{outcome="denied",policy="api-v2"} 1
+ratekit_shadow_peeks_total{outcome="error",policy="api-v2"} 0
+# HELP ratekit_store_errors_total Outage errors of a remote store that a Failover decided by its failure mode.
+# TYPE ratekit_store_errors_total counter
+ratekit_store_errors_total{policy="redis"} 2
+# HELP ratekit_store_latency_seconds Time the limiter took to decide an AllowN or Peek.
+# TYPE ratekit_store_latency_seconds histogram
+ratekit_store_latency_seconds_bucket{policy="api",le="0.3"} 6
+ratekit_store_latency_seconds_bucket{policy="api",le="1"} 8
+ratekit_store_latency_seconds_bucket{policy="api",le="+Inf"} 8
+ratekit_store_latency_seconds_sum{policy="api"} 2.5
+ratekit_store_latency_seconds_count{policy="api"} 8
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+	if n, err := testutil.GatherAndLint(reg); err != nil || len(n) != 0 {
+		t.Errorf("lint: %v %v", n, err)
+	}
+}
+
+// TestPolicyLabels checks the labels of an unnamed policy and that the
+// number of policies with series of their own is bounded.
+func TestPolicyLabels(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m := must[*ratekitprom.Metrics](t)(ratekitprom.New(reg, ratekitprom.WithMaxPolicies(2)))
+	for _, p := range []string{"", "a", "b", "c", "a", ""} {
+		m.Observe(ctx, core.Event{Op: core.OpStoreError, Policy: p, Err: errDown})
+	}
+	want := `
+# HELP ratekit_store_errors_total Outage errors of a remote store that a Failover decided by its failure mode.
+# TYPE ratekit_store_errors_total counter
+ratekit_store_errors_total{policy="_other"} 2
+ratekit_store_errors_total{policy="a"} 2
+ratekit_store_errors_total{policy="default"} 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "ratekit_store_errors_total"); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := must[*ratekitprom.Metrics](t)(ratekitprom.New(reg))
+	for _, tt := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"second Metrics", func() error { _, err := ratekitprom.New(reg); return err }(), "ratekitprom: register: duplicate metrics collector registration attempted"},
+		{"nil option", func() error { _, err := ratekitprom.New(nil, nil); return err }(), "ratekitprom: nil option"},
+		{"max policies", func() error { _, err := ratekitprom.New(nil, ratekitprom.WithMaxPolicies(0)); return err }(), "ratekitprom: WithMaxPolicies(0): must be at least 1"},
+		{"buckets", func() error {
+			_, err := ratekitprom.New(nil, ratekitprom.WithLatencyBuckets([]float64{1, 1}))
+			return err
+		}(), "ratekitprom: WithLatencyBuckets: bounds must increase, 1 then 1"},
+		{"nil memory", m.WatchMemory("x", nil), "ratekitprom: WatchMemory: nil limiter"},
+		{"nil lease", m.WatchLeased("x", nil), "ratekitprom: WatchLeased: nil limiter"},
+		{"nil failover", m.WatchFailover("x", nil), "ratekitprom: WatchFailover: nil limiter"},
+		{"twice", func() error {
+			mem := newMemory(t, core.Policy{Limit: 1, Window: time.Second}, core.SystemClock{})
+			m.WatchMemory("", mem)
+			return m.WatchMemory("default", mem)
+		}(), `ratekitprom: WatchMemory: policy "default" is watched already`},
+	} {
+		if tt.err == nil || tt.err.Error() != tt.want {
+			t.Errorf("%s: err = %v, want %q", tt.name, tt.err, tt.want)
+		}
+	}
+}
+
+// TestObserveAllocs checks that counting a known policy allocates nothing.
+func TestObserveAllocs(t *testing.T) {
+	m := must[*ratekitprom.Metrics](t)(ratekitprom.New(nil))
+	events := []core.Event{
+		{Op: core.OpAllow, Policy: "api", Decision: core.Decision{Allowed: true}, Latency: time.Microsecond},
+		{Op: core.OpAllow, Policy: "api", Shadow: true},
+		{Op: core.OpPeek, Policy: "api"},
+		{Op: core.OpStoreError, Policy: "api", Err: errDown},
+		{Op: core.OpBreakerOpen, Policy: "api"},
+	}
+	for _, e := range events {
+		m.Observe(ctx, e)
+		if a := testing.AllocsPerRun(100, func() { m.Observe(ctx, e) }); a != 0 {
+			t.Errorf("Observe(%v): %v allocs, want 0", e.Op, a)
+		}
+	}
+}
+
+// TestObserverFor checks that an observer prepared for one policy counts
+// as Observe does, its own policy's events without allocating and any
+// other's through Observe.
+func TestObserverFor(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m := must[*ratekitprom.Metrics](t)(ratekitprom.New(reg))
+	bound := core.Observers(m, nil).(core.PolicyObserver).ObserverFor("api")
+	allowed := core.Event{Op: core.OpAllow, Policy: "api", Decision: core.Decision{Allowed: true}}
+	bound.Observe(ctx, allowed)
+	if a := testing.AllocsPerRun(100, func() { bound.Observe(ctx, allowed) }); a != 0 {
+		t.Errorf("bound Observe: %v allocs, want 0", a)
+	}
+	bound.Observe(ctx, core.Event{Op: core.OpAllow, Policy: "other"})
+	bound.Observe(ctx, core.Event{Op: core.OpAllow, Policy: "api", Shadow: true, Err: errDown})
+	want := `
+# HELP ratekit_decisions_total AllowN calls by policy and outcome (allowed, denied, error).
+# TYPE ratekit_decisions_total counter
+ratekit_decisions_total{outcome="allowed",policy="api"} 102
+ratekit_decisions_total{outcome="denied",policy="api"} 0
+ratekit_decisions_total{outcome="error",policy="api"} 0
+ratekit_decisions_total{outcome="allowed",policy="other"} 0
+ratekit_decisions_total{outcome="denied",policy="other"} 1
+ratekit_decisions_total{outcome="error",policy="other"} 0
+# HELP ratekit_shadow_decisions_total What a shadow candidate policy would have decided on AllowN, by outcome; nothing was enforced by it.
+# TYPE ratekit_shadow_decisions_total counter
+ratekit_shadow_decisions_total{outcome="allowed",policy="api"} 0
+ratekit_shadow_decisions_total{outcome="denied",policy="api"} 0
+ratekit_shadow_decisions_total{outcome="error",policy="api"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "ratekit_decisions_total", "ratekit_shadow_decisions_total"); err != nil {
+		t.Error(err)
+	}
+}
