@@ -83,19 +83,19 @@ func TestExportCost(t *testing.T) {
 // pass, whatever the plan.
 func TestSMSLayered(t *testing.T) {
 	h, clock, _ := newTestServer(t)
-	expect(t, h, "demo-enterprise", "POST", "/v1/sms", 202, `"sms-second";r=0;t=1`, "")
-	expect(t, h, "demo-enterprise", "POST", "/v1/sms", 429, `"sms-second";r=0;t=1`, "1")
+	expect(t, h, "demo-enterprise", "POST", "/v1/sms", 202, `"sms-second";r=0;t=1, "sms-day";r=9;t=43200`, "")
+	expect(t, h, "demo-enterprise", "POST", "/v1/sms", 429, `"sms-second";r=0;t=1, "sms-day";r=9;t=43200`, "1")
 	for i := 2; i <= 10; i++ {
 		clock.Advance(time.Second)
 		expect(t, h, "demo-enterprise", "POST", "/v1/sms", 202, "", "")
 	}
 	clock.Advance(time.Second)
 	// Noon plus 10 s: the day ends in 11h59m50s = 43190 s.
-	expect(t, h, "demo-enterprise", "POST", "/v1/sms", 429, `"sms-day";r=0;t=43190`, "43190")
+	expect(t, h, "demo-enterprise", "POST", "/v1/sms", 429, `"sms-second";r=1;t=1, "sms-day";r=0;t=43190`, "43190")
 	// Another account has its own count.
 	expect(t, h, "demo-free", "POST", "/v1/sms", 202, "", "")
 	clock.Set(demoStart.Add(12 * time.Hour))
-	expect(t, h, "demo-enterprise", "POST", "/v1/sms", 202, `"sms-second";r=0;t=1`, "")
+	expect(t, h, "demo-enterprise", "POST", "/v1/sms", 202, `"sms-second";r=0;t=1, "sms-day";r=9;t=86400`, "")
 }
 
 func TestUnknownKey(t *testing.T) {
