@@ -21,7 +21,9 @@ const DefaultMaxKeys = 1 << 20
 // exactly once, by the first request that is allowed. Entries that have
 // become fresh (a full bucket, an empty window) are dropped first when room is
 // needed: they decide exactly as a new key would, so dropping them changes no
-// decision. The number of keys never exceeds the maximum ([WithMaxKeys],
+// decision. New keys also sweep keys that have been fresh for a window (a
+// bucket: for the time it takes to fill) off the LRU tail, so memory follows
+// the keys in use when clients come and go. The number of keys never exceeds the maximum ([WithMaxKeys],
 // default [DefaultMaxKeys]): under a flood of new keys the least recently
 // used key is evicted, and [Memory.Stats] counts those evictions, the only
 // way this limiter forgets usage. No background goroutine runs.
@@ -114,13 +116,16 @@ func New(p Policy, opts ...Option) (*Memory, error) {
 	limit, window := p.Limit, int64(p.Window/time.Microsecond)
 	switch p.Algorithm {
 	case TokenBucket, LeakyBucket:
-		m.eng = newStore[uint64](newGCRA(p), false, o.maxKeys)
+		// A bucket is swept once it has been full for the time it takes
+		// to fill (B·W/L, at most W): its state tells no more than that.
+		idle := int64(min(uint64(window), mulDivFloor(uint64(window), uint64(p.Capacity()), uint64(limit))))
+		m.eng = newStore[uint64](newGCRA(p), false, o.maxKeys, idle)
 	case FixedWindow:
-		m.eng = newStore[fwState](&fixedWindow{limit: limit, window: window}, false, o.maxKeys)
+		m.eng = newStore[fwState](&fixedWindow{limit: limit, window: window}, false, o.maxKeys, window)
 	case SlidingWindow:
-		m.eng = newStore[swState](&slidingWindow{limit: limit, window: window}, false, o.maxKeys)
+		m.eng = newStore[swState](&slidingWindow{limit: limit, window: window}, false, o.maxKeys, window)
 	case SlidingLog:
-		m.eng = newStore[*logState](&slidingLog{limit: limit, window: window}, true, o.maxKeys)
+		m.eng = newStore[*logState](&slidingLog{limit: limit, window: window}, true, o.maxKeys, window)
 	}
 	return m, nil
 }

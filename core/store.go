@@ -163,12 +163,15 @@ func (t *table[V]) len() int {
 // collision, is counted as lossy.
 type store[S any, A algorithm[S]] struct {
 	alg     A
-	inPlace bool // the state is a pointer updated in place
+	inPlace bool  // the state is a pointer updated in place
+	idle    int64 // µs an entry must have been fresh before a new key sweeps it away
 	table[S]
 }
 
-func newStore[S any, A algorithm[S]](alg A, inPlace bool, maxKeys int) *store[S, A] {
-	return &store[S, A]{alg: alg, inPlace: inPlace, table: newTable[S](maxKeys, nil)}
+// newStore returns a store of at most maxKeys keys. idle is how long, in
+// microseconds, a fresh entry is kept while its shard has room (see insert).
+func newStore[S any, A algorithm[S]](alg A, inPlace bool, maxKeys int, idle int64) *store[S, A] {
+	return &store[S, A]{alg: alg, inPlace: inPlace, idle: idle, table: newTable[S](maxKeys, nil)}
 }
 
 // decide runs the algorithm for key under its shard's lock and, when commit
@@ -246,10 +249,16 @@ func (s *store[S, A]) decideLocked(r keyRef, now, n int64, commit bool) verdict 
 
 // insert adds a new key. If another key held its LRU index (a 64-bit hash
 // collision), that key is replaced. Otherwise it first drops up to two least
-// recently used entries that have become fresh (they decide as new keys
-// would, so nothing is lost), and if the shard is still full it evicts the
-// least recently used entry. Replacing or evicting a key that was not fresh
-// is counted as lossy.
+// recently used entries that have been fresh for at least s.idle (they
+// decide as new keys would, so nothing is lost), and if the shard is still
+// full it evicts the least recently used entry, fresh or not. Replacing or
+// evicting a key that was not fresh is counted as lossy.
+//
+// The sweep keeps memory near the keys in use when the population of keys
+// turns over (client IPs do), without a background goroutine. Waiting s.idle
+// (one window) before sweeping keeps it from dropping keys that are only
+// briefly fresh, such as a token bucket 600 ms after one request at 100/1m,
+// only to allocate them again on their next request.
 func (s *store[S, A]) insert(sh *shard[S], h uint64, sl slot[S], collided bool, now int64) {
 	if collided {
 		old, _ := sh.lru.Peek(h)
@@ -259,7 +268,7 @@ func (s *store[S, A]) insert(sh *shard[S], h uint64, sl slot[S], collided bool, 
 	}
 	for range 2 {
 		_, old, ok := sh.lru.GetOldest()
-		if !ok || !s.alg.fresh(old.state, now) {
+		if !ok || !s.alg.fresh(old.state, now) || !s.alg.fresh(old.state, now-s.idle) {
 			break
 		}
 		sh.lru.RemoveOldest()

@@ -105,6 +105,43 @@ func TestIdleKeysAreSwept(t *testing.T) {
 	}
 }
 
+// A key that has only just become fresh is kept while its shard has room:
+// a token bucket at 100/1m is full again 600 ms after one request, and
+// sweeping it then would only allocate it again on its next request. Keys
+// fresh for a window or more are swept by new keys.
+func TestBrieflyFreshKeysAreKept(t *testing.T) {
+	for _, a := range Algorithms {
+		t.Run(a.String(), func(t *testing.T) {
+			clock := NewManualClock(time.Unix(1_800_000_000, 0)) // a minute boundary
+			// At most 127 keys: one shard, so the LRU order is global.
+			m, err := New(Policy{Algorithm: a, Limit: 100, Window: time.Minute}, WithClock(clock), WithMaxKeys(127))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			for i := range 40 {
+				m.Allow(ctx, "a-"+strconv.Itoa(i))
+			}
+			clock.Advance(30 * time.Second) // buckets full, windows not yet ended
+			for i := range 40 {
+				m.Allow(ctx, "b-"+strconv.Itoa(i))
+			}
+			if st := m.Stats(); st.Keys != 80 || st.FreshDrops != 0 {
+				t.Fatalf("Stats %+v: want all 80 keys kept", st)
+			}
+			// 3 minutes on, every key has been fresh for at least a window
+			// (the sliding window's since the end of the next window).
+			clock.Advance(3 * time.Minute)
+			for i := range 40 {
+				m.Allow(ctx, "c-"+strconv.Itoa(i))
+			}
+			if st := m.Stats(); st.Keys != 40 || st.FreshDrops != 80 || st.LossyEvictions != 0 {
+				t.Fatalf("Stats %+v: want the 80 idle keys swept, 40 left", st)
+			}
+		})
+	}
+}
+
 // Denied requests and Peeks never create a key.
 func TestNoStateWithoutAllowedRequest(t *testing.T) {
 	m, _ := New(Policy{Algorithm: SlidingLog, Limit: 5, Window: time.Second})
