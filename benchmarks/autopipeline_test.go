@@ -10,7 +10,7 @@ import (
 
 var _ redis.UniversalClient = (*redis.AutoPipeliner)(nil)
 
-// The token bucket through go-redis's (experimental) AutoPipeliner, which
+// BenchmarkRedisRatekitAutoPipeline is the token bucket through go-redis's (experimental) AutoPipeliner, which
 // is a redis.UniversalClient: concurrent decisions share one write and one
 // read. Measured for information only; the package documentation does not
 // recommend it until its replay-after-error behaviour is shown never to run

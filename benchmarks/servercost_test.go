@@ -20,6 +20,10 @@ import (
 // scripts interleaved, so that noise and warm-up hit them alike; the least
 // and the median of each are logged.
 func TestServerCost(t *testing.T) {
+	needRedis(t)
+	if testing.Short() {
+		t.Skip("60,000 script calls per round")
+	}
 	ctx := context.Background()
 	admin := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer admin.Close()

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# run.sh runs ratekit's comparison with the libraries users would pick
+# instead and writes benchmarks/RESULTS.md: the machine, medians, ratios
+# against ratekit, the correctness probes, the HTTP load test and the full
+# benchstat output.
+#
+# Usage, from anywhere, on a quiet machine:
+#
+#	benchmarks/run.sh                 # COUNT=10 runs of each benchmark
+#	COUNT=3 CPUS=2 benchmarks/run.sh  # shorter
+#
+# Environment: COUNT (runs per benchmark, default 10), CPUS (-cpu list for
+# the in-memory cases, default 1,2), BENCHTIME (default 1s), LOAD_RATE and
+# LOAD_DURATION (the load test; defaults 2000/s and 5s), OUT (raw output
+# directory, default benchmarks/results). Needs redis-server on PATH for
+# the Redis cases (Debian: apt-get install redis-server); without it they
+# are skipped and their rows are empty.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+COUNT=${COUNT:-10}
+CPUS=${CPUS:-1,2}
+BENCHTIME=${BENCHTIME:-1s}
+OUT=${OUT:-results}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+rm -f "$OUT"/*.bench.txt "$OUT"/probes.md "$OUT"/loadtest.md
+export BENCH_REPORT_DIR="$OUT"
+
+BENCHSTAT=$(command -v benchstat || true)
+if [ -z "$BENCHSTAT" ] && [ -x "$HOME/go/bin/benchstat" ]; then BENCHSTAT=$HOME/go/bin/benchstat; fi
+if [ -z "$BENCHSTAT" ]; then
+	go install golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
+	BENCHSTAT=$(go env GOPATH)/bin/benchstat
+fi
+
+started=$(date +%s)
+step() { printf '\n== %s (%ds elapsed)\n' "$1" $(($(date +%s) - started)); }
+
+step "machine"
+{
+	echo "- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//') × $(nproc) (GOMAXPROCS values run: $CPUS)"
+	echo "- Memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
+	echo "- Kernel: $(uname -sr); virtualization: $(systemd-detect-virt 2>/dev/null || echo unknown)"
+	echo "- $(go version)"
+	echo "- Redis: $(redis-server --version 2>/dev/null | cut -d' ' -f1-3 || echo 'not installed')"
+	echo "- Load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+	echo "- Runs: -count=$COUNT, -benchtime=$BENCHTIME, $(date -u +%Y-%m-%d)"
+} > "$OUT/machine.md"
+cat "$OUT/machine.md"
+
+step "correctness: probes, fixture, round trips"
+go test -run 'TestProbes|TestManyKeysFixture|TestRoundTrips' -count=1 -v . > "$OUT/tests.txt" 2>&1 || { cat "$OUT/tests.txt"; echo "correctness tests failed"; exit 1; }
+grep -E '^\s+probes_test.go:[0-9]+: probe ' "$OUT/tests.txt" || true
+
+step "in memory: hot key (-cpu=$CPUS)"
+go test -run='^$' -bench='^BenchmarkHotKey$' -benchmem -count="$COUNT" -cpu="$CPUS" -benchtime="$BENCHTIME" . | tee "$OUT/memory.bench.txt"
+
+step "in memory: 1e6 keys (-cpu=$CPUS)"
+go test -run='^$' -bench='^BenchmarkManyKeys$' -benchmem -count="$COUNT" -cpu="$CPUS" -benchtime="$BENCHTIME" -timeout=2h . | tee "$OUT/manykeys.bench.txt"
+
+step "in memory: bytes per key"
+go test -run='^$' -bench='^BenchmarkBytesPerKey$' -benchtime=1x -count=2 -timeout=2h -cpu=1 . | tee "$OUT/bytes.bench.txt"
+
+step "Redis"
+go test -run='^$' -bench='Redis(Ping|Rate|Ulule|Ratekit|RatekitBatched)$/(token-bucket|serial|parallel32)' -benchmem -count="$COUNT" -benchtime="$BENCHTIME" -timeout=2h . | tee "$OUT/redis.bench.txt"
+
+step "middleware (-cpu=1)"
+go test -run='^$' -bench='^BenchmarkMiddleware' -benchmem -count="$COUNT" -cpu=1 -benchtime="$BENCHTIME" . | tee "$OUT/middleware.bench.txt"
+
+step "HTTP load test"
+go test -run='^TestLoad$' -count=1 -v . > "$OUT/loadtest.txt" 2>&1 || { cat "$OUT/loadtest.txt"; echo "load test failed"; exit 1; }
+grep -E 'loadtest_test.go' "$OUT/loadtest.txt" || true
+
+step "benchstat and RESULTS.md"
+# One input file: benchstat compares files as columns, and these are one run.
+cat "$OUT"/memory.bench.txt "$OUT"/manykeys.bench.txt "$OUT"/bytes.bench.txt "$OUT"/redis.bench.txt "$OUT"/middleware.bench.txt > "$OUT/all.txt"
+"$BENCHSTAT" "$OUT/all.txt" > "$OUT/benchstat.txt" 2>&1 || true
+go run ./internal/benchreport -dir "$OUT" -machine "$OUT/machine.md" > RESULTS.md
+step "done: benchmarks/RESULTS.md"
