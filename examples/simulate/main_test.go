@@ -151,3 +151,22 @@ func TestRetryStormStory(t *testing.T) {
 		}
 	}
 }
+
+// The README opens with `go run ./examples/simulate` and shows what it
+// prints: that must be the default run's output, word for word.
+func TestREADMEShowsTheDefaultRun(t *testing.T) {
+	golden, err := os.ReadFile("testdata/default.golden")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(readme, []byte("```sh\ngo run ./examples/simulate ")) {
+		t.Error("README.md does not open with go run ./examples/simulate")
+	}
+	if !bytes.Contains(readme, []byte("```\n"+string(golden)+"```\n")) {
+		t.Errorf("README.md does not show the default run's output (testdata/default.golden):\n%s", golden)
+	}
+}
