@@ -19,6 +19,24 @@
 // every number an integer below 2^53, where float64 sums, products and
 // floored quotients are exact, so nothing is lost to float64.
 //
+// # Layered limits
+//
+// [NewLayered] enforces several policies on one request, such as 10 per
+// second and 1,000 per day on the same key: a request passes only if every
+// layer passes, and one denied by any layer counts nothing in any layer.
+// All the layers are checked and written by one script, in one round trip,
+// and decide exactly as a [core.Layered] of [core.Memory] layers would.
+// The [Layered] limiter is a [core.LayeredLimiter]: HTTP middleware writes
+// one RateLimit member per layer, and so it does through a
+// [core.Failover], whose fallback may be a [core.Layered] of local limits:
+//
+//	burst := core.Policy{Name: "burst", Limit: 10, Window: time.Second}
+//	daily := core.Policy{Name: "daily", Limit: 1000, Window: 24 * time.Hour}
+//	remote, err := redisstore.NewLayered(client, []core.Policy{burst, daily})
+//
+// Each layer keeps its state where a [Limiter] of its policy would, so a
+// Limiter and a Layered with the same prefix share counts.
+//
 // # Batching
 //
 // [WithBatching] lets concurrent decisions of one limiter share round

@@ -1,6 +1,8 @@
 package redisstore_test
 
 import (
+	"context"
+	"fmt"
 	"log"
 	"net/http"
 	"time"
@@ -41,4 +43,37 @@ func Example() {
 		}
 		w.Write([]byte("hello"))
 	})
+}
+
+// Two limits on every request, 10 a second and 1,000 a day per API key,
+// checked in one script: a request denied by either counts in neither.
+// While Redis is down, a layered local fallback keeps both limits, each a
+// quarter of the shared one. (No Output: it needs a Redis server.)
+func ExampleNewLayered() {
+	client := redis.NewClient(&redis.Options{
+		Addr:                  "redis.internal:6379",
+		MaxRetries:            -1,
+		ContextTimeoutEnabled: true,
+	})
+	burst := core.Policy{Name: "burst", Limit: 10, Window: time.Second}
+	daily := core.Policy{Name: "daily", Algorithm: core.FixedWindow, Limit: 1000, Window: 24 * time.Hour}
+	remote, err := redisstore.NewLayered(client, []core.Policy{burst, daily}, redisstore.WithTimeout(100*time.Millisecond))
+	if err != nil {
+		log.Fatal(err)
+	}
+	localBurst, _ := core.New(core.Policy{Name: "burst", Limit: burst.Limit / 4, Window: burst.Window})
+	localDaily, _ := core.New(core.Policy{Name: "daily", Algorithm: core.FixedWindow, Limit: daily.Limit / 4, Window: daily.Window})
+	local, _ := core.NewLayered(localBurst, localDaily)
+	limiter, err := core.NewFailover(remote, core.Fallback(local))
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	d, err := limiter.AllowLayers(context.Background(), "api-key-1", 1)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, layer := range d.Layers {
+		fmt.Printf("%s: allowed %v, %d left\n", layer.Policy.Name, layer.Allowed, layer.Remaining)
+	}
 }

@@ -83,7 +83,7 @@ func NewLayered(client redis.UniversalClient, policies []core.Policy, opts ...Op
 	if len(policies) == 0 {
 		return nil, errors.New("redisstore: NewLayered: at least one policy is required")
 	}
-	o, err := layeredOptions(opts)
+	o, err := applyOptions("NewLayered", opts)
 	if err != nil {
 		return nil, err
 	}
@@ -109,10 +109,7 @@ func NewLayered(client redis.UniversalClient, policies []core.Policy, opts ...Op
 			l.nkeys++
 		}
 	}
-	src, err := layeredSource(policies, int64((o.margin+time.Millisecond-1)/time.Millisecond))
-	if err != nil {
-		return nil, err
-	}
+	src := layeredSource(policies, int64((o.margin+time.Millisecond-1)/time.Millisecond))
 	script := scriptFor(src)
 	l.run = &Limiter{
 		client:  client,
@@ -144,51 +141,20 @@ func NewLayered(client redis.UniversalClient, policies []core.Policy, opts ...Op
 	return l, nil
 }
 
-// layeredOptions applies opts and checks them as [New] does.
-func layeredOptions(opts []Option) (options, error) {
-	o := options{prefix: DefaultPrefix, margin: DefaultExpiryMargin}
-	for _, opt := range opts {
-		if opt == nil {
-			return o, errors.New("redisstore: NewLayered: nil option")
-		}
-		opt(&o)
-	}
-	switch {
-	case o.prefix == "":
-		o.prefix = DefaultPrefix
-	case strings.ContainsAny(o.prefix, "{}"):
-		return o, fmt.Errorf("redisstore: WithPrefix(%q): must not contain '{' or '}'", o.prefix)
-	}
-	if o.timeout < 0 {
-		return o, fmt.Errorf("redisstore: WithTimeout(%v): must not be negative", o.timeout)
-	}
-	if o.margin < 0 {
-		return o, fmt.Errorf("redisstore: WithExpiryMargin(%v): must not be negative", o.margin)
-	}
-	if o.maxBatch < 0 {
-		return o, fmt.Errorf("redisstore: WithBatching(%d): must not be negative", o.maxBatch)
-	}
-	return o, nil
-}
-
 // layeredSource returns the script of a layered limiter: the prelude once,
-// then each layer's own script (see scriptSource) wrapped as a Lua function
-// of (KEYS, n, commit), then layered.lua, which calls them. The layers'
-// scripts are taken whole from scriptSource, their constants and all, so
-// a layer decides exactly as a Limiter of its policy.
-func layeredSource(policies []core.Policy, marginMs int64) (string, error) {
+// then each layer's own script wrapped as a Lua function of (KEYS, n,
+// commit), then layered.lua, which calls them. A layer's function holds
+// the parts of its policy's script that are its own (see policyParts): its
+// constants and its algorithm, exactly as a Limiter of that policy runs
+// them, so a layer decides exactly as such a Limiter.
+func layeredSource(policies []core.Policy, marginMs int64) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "-- ratekit layered, %d layers\n", len(policies))
 	b.WriteString(preludeLua)
 	var list, keys strings.Builder
 	k := 0
 	for i, p := range policies {
-		// A single script is its header and constants, the prelude, then
-		// the algorithm; the function holds all but the prelude.
-		head, body, ok := strings.Cut(scriptSource(p, marginMs), preludeLua)
-		if !ok {
-			return "", fmt.Errorf("redisstore: NewLayered: layer %d: the script of %v has no prelude", i, p)
-		}
+		head, body := policyParts(p, marginMs)
 		fmt.Fprintf(&b, "local function layer%d(KEYS, n, commit)\n%s%s\nend\n", i+1, head, body)
 		fmt.Fprintf(&list, "layer%d, ", i+1)
 		if p.Algorithm == core.SlidingLog {
@@ -201,7 +167,7 @@ func layeredSource(policies []core.Policy, marginMs int64) (string, error) {
 	}
 	fmt.Fprintf(&b, "local layers = {%s}\nlocal keys = {%s}\n", list.String(), keys.String())
 	b.WriteString(layeredLua)
-	return b.String(), nil
+	return b.String()
 }
 
 // Policies returns the layers' policies, in layer order.

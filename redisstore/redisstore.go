@@ -101,24 +101,9 @@ func New(client redis.UniversalClient, p core.Policy, opts ...Option) (*Limiter,
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("redisstore: %w", err)
 	}
-	o := options{prefix: DefaultPrefix, margin: DefaultExpiryMargin}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	if o.prefix == "" {
-		o.prefix = DefaultPrefix
-	}
-	if strings.ContainsAny(o.prefix, "{}") {
-		return nil, fmt.Errorf("redisstore: WithPrefix(%q): must not contain '{' or '}'", o.prefix)
-	}
-	if o.timeout < 0 {
-		return nil, fmt.Errorf("redisstore: WithTimeout(%v): must not be negative", o.timeout)
-	}
-	if o.margin < 0 {
-		return nil, fmt.Errorf("redisstore: WithExpiryMargin(%v): must not be negative", o.margin)
-	}
-	if o.maxBatch < 0 {
-		return nil, fmt.Errorf("redisstore: WithBatching(%d): must not be negative", o.maxBatch)
+	o, err := applyOptions("New", opts)
+	if err != nil {
+		return nil, err
 	}
 	src := scriptSource(p, int64((o.margin+time.Millisecond-1)/time.Millisecond))
 	script := scriptFor(src)
@@ -148,6 +133,35 @@ func New(client redis.UniversalClient, p core.Policy, opts ...Option) (*Limiter,
 	defer cancel()
 	_ = l.script.Load(ctx, client).Err() // best effort: a call falls back to EVAL
 	return l, nil
+}
+
+// applyOptions applies opts, for the constructor named fn, over the
+// defaults and checks the result. Every constructor of the package calls
+// it, so that they accept and reject the same options.
+func applyOptions(fn string, opts []Option) (options, error) {
+	o := options{prefix: DefaultPrefix, margin: DefaultExpiryMargin}
+	for i, opt := range opts {
+		if opt == nil {
+			return o, fmt.Errorf("redisstore: %s: option %d is nil", fn, i)
+		}
+		opt(&o)
+	}
+	switch {
+	case o.prefix == "":
+		o.prefix = DefaultPrefix
+	case strings.ContainsAny(o.prefix, "{}"):
+		return o, fmt.Errorf("redisstore: WithPrefix(%q): must not contain '{' or '}'", o.prefix)
+	}
+	if o.timeout < 0 {
+		return o, fmt.Errorf("redisstore: WithTimeout(%v): must not be negative", o.timeout)
+	}
+	if o.margin < 0 {
+		return o, fmt.Errorf("redisstore: WithExpiryMargin(%v): must not be negative", o.margin)
+	}
+	if o.maxBatch < 0 {
+		return o, fmt.Errorf("redisstore: WithBatching(%d): must not be negative", o.maxBatch)
+	}
+	return o, nil
 }
 
 // policySegment names p in its keys: the name, if any, then everything that

@@ -40,9 +40,20 @@ func scriptFor(src string) *redis.Script {
 // scriptSource returns the script of p: its constants are written into the
 // source as Lua locals, so that a call passes only the time and the cost,
 // and Redis parses nothing else per call. One script is loaded per policy
-// (and margin); the token and leaky buckets share their code.
+// (and margin); the token and leaky buckets share their code. The script is
+// p's head, the prelude, then p's body (see policyParts).
 func scriptSource(p core.Policy, marginMs int64) string {
-	var consts, body string
+	head, body := policyParts(p, marginMs)
+	return head + preludeLua + body
+}
+
+// policyParts returns the two parts of p's script that are p's own: head,
+// a comment naming the policy and its constants as Lua locals (margin,
+// then the algorithm's), and body, the algorithm's code. A script puts the
+// prelude between them; a layered script puts it once ahead of every
+// layer's parts (see layeredSource).
+func policyParts(p core.Policy, marginMs int64) (head, body string) {
+	var consts string
 	switch p.Algorithm {
 	case core.FixedWindow, core.SlidingWindow, core.SlidingLog:
 		consts = fmt.Sprintf("local L, W = %d, %d\n", p.Limit, int64(p.Window.Microseconds()))
@@ -57,6 +68,7 @@ func scriptSource(p core.Policy, marginMs int64) string {
 			e.Scale, e.Interval, e.Capacity, 2*e.Capacity/e.Scale+1, p.Algorithm == core.LeakyBucket)
 		body = gcraLua
 	}
-	return fmt.Sprintf("-- ratekit %v %d/%v burst %d\nlocal margin = %d\n",
-		p.Algorithm, p.Limit, p.Window, p.Capacity(), marginMs) + consts + preludeLua + body
+	head = fmt.Sprintf("-- ratekit %v %d/%v burst %d\nlocal margin = %d\n",
+		p.Algorithm, p.Limit, p.Window, p.Capacity(), marginMs) + consts
+	return head, body
 }
