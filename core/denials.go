@@ -101,12 +101,11 @@ func NewDenialCache(remote Limiter, opts ...DenialOption) (*DenialCache, error) 
 }
 
 // Policy returns the remote limiter's policy, if it has a Policy method
-// (both stores do), or else the zero Policy.
+// (both stores do) that returns a valid Policy, or else the zero Policy:
+// the policy is unknown.
 func (c *DenialCache) Policy() Policy {
-	if p, ok := c.remote.(interface{ Policy() Policy }); ok {
-		return p.Policy()
-	}
-	return Policy{}
+	p, _ := policyOf(c.remote)
+	return p
 }
 
 // Hits returns the number of requests answered from memory so far.

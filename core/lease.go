@@ -137,7 +137,9 @@ func LeaseMaxKeys(n int) LeaseOption { return func(o *leaseOptions) { o.maxKeys 
 // to batch (at least 1) and spends them locally. It fails if remote is nil
 // or an option is invalid; a remote whose Policy is a [LeakyBucket] is
 // rejected, and batch is capped at the remote policy's capacity, when the
-// remote limiter has a Policy method (both stores do).
+// remote limiter has a Policy method (both stores do) that returns a valid
+// Policy; a zero Policy, as a wrapper such as [DenialCache] returns when
+// it does not know the policy, is taken as unknown.
 func NewLeased(remote Limiter, batch int64, opts ...LeaseOption) (*Leased, error) {
 	if remote == nil {
 		return nil, errors.New("core: NewLeased: a remote limiter is required")
@@ -158,8 +160,7 @@ func NewLeased(remote Limiter, batch int64, opts ...LeaseOption) (*Leased, error
 		return nil, fmt.Errorf("core: NewLeased: LeaseMaxKeys(%d): must be at least 1", o.maxKeys)
 	}
 	l := &Leased{remote: remote, batch: batch, leaseTime: int64(o.leaseTime), clock: o.clock}
-	if p, ok := remote.(interface{ Policy() Policy }); ok {
-		pol := p.Policy()
+	if pol, ok := policyOf(remote); ok {
 		if pol.Algorithm == LeakyBucket {
 			return nil, errors.New("core: NewLeased: a leaky bucket's Delay cannot be leased")
 		}

@@ -317,3 +317,26 @@ func TestLeasedOverAdmission(t *testing.T) {
 		}
 	}
 }
+
+// A remote whose Policy method returns the zero Policy (a DenialCache over
+// a store that reports none) has an unknown policy, not a capacity of 0:
+// units are still taken in batches, learning the policy from the remote's
+// Decisions.
+func TestLeasedUnknownPolicy(t *testing.T) {
+	clock := core.NewManualClock(limitertest.Start)
+	p := core.Policy{Name: "api", Limit: 100, Window: time.Minute}
+	store := newCounting(t, p, clock)
+	l := mustLeased(t, mustDenialCache(t, policyless{store}, core.DenialClock(clock)), 8, core.LeaseClock(clock))
+	for i := range 15 {
+		if d, err := l.Allow(ctx, "k"); err != nil || !d.Allowed {
+			t.Fatalf("request %d: %+v, %v; want allowed", i, d, err)
+		}
+	}
+	// Takes of 1, 2, 4, 8: four remote calls for 15 requests.
+	if got := store.allows.Load(); got != 4 {
+		t.Errorf("%d remote AllowN calls for 15 requests, want 4 (batches of 1, 2, 4, 8)", got)
+	}
+	if got := l.Policy(); got != p {
+		t.Errorf("Policy() = %v, want %v, learned from the remote's Decisions", got, p)
+	}
+}
