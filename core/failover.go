@@ -31,7 +31,32 @@ import (
 //     at the policy's limit divided by the number of servers.
 //
 // The Decision's Limit and Policy are the remote limiter's, when it has a
-// Policy method (both stores do).
+// Policy method (both stores do) that returns a valid Policy. A wrapper
+// whose Policy method returns the zero Policy, as [DenialCache], [Leased]
+// and [Observed] do when theirs is unknown, has no policy here either:
+// FailOpen and FailClosed then accept any cost, and their Decisions have a
+// zero Limit and Policy.
+//
+// # Layers
+//
+// A Failover is a [LayeredLimiter], so that wrapping a layered limiter
+// (a [Layered], or the Redis store's) does not hide its layers from HTTP
+// middleware that writes one RateLimit member per layer.
+// [Failover.AllowLayers] and [Failover.PeekLayers] return the remote
+// limiter's layers when it is a LayeredLimiter and, in an outage, the
+// fallback limiter's when it is one. Any other limiter, and the Decisions
+// of FailOpen and FailClosed, count as a single layer: [MostRestrictive] of
+// that one Decision, which middleware writes exactly as the Decision alone
+// (the same headers as the limiter unwrapped).
+//
+// A Failover has these methods whatever its remote limiter, rather than
+// only over a layered one: the methods of a Go type cannot depend on the
+// arguments of its constructor, and a second type for layered remotes
+// would leave NewFailover of a layered limiter hiding its layers. The cost
+// falls on AllowLayers and PeekLayers over a limiter that is not layered:
+// one allocation, the one-element Layers (and HTTP middleware that writes
+// each layer's fields may allocate for them). AllowN and Peek are
+// unchanged.
 //
 // The breaker opens after a number of consecutive outage errors ([BreakAfter],
 // default 3). While it is open, the store is not called: every request is
@@ -43,10 +68,12 @@ import (
 // A Failover is safe for concurrent use. Create one with [NewFailover].
 type Failover struct {
 	remote    Limiter
-	local     Limiter // nil unless Fallback
+	local     Limiter        // nil unless Fallback
+	remoteLay LayeredLimiter // remote, when it is layered
+	localLay  LayeredLimiter // local, when it is layered
 	mode      failMode
 	policy    Policy
-	hasPol    bool
+	hasPol    bool  // policy is the remote's; unknown otherwise
 	cost      int64 // the policy's capacity, or MaxInt64 when unknown
 	failures  int64
 	coolDown  time.Duration
@@ -60,7 +87,10 @@ type Failover struct {
 	probing   atomic.Bool  // a probe is in flight
 }
 
-var _ Limiter = (*Failover)(nil)
+var (
+	_ Limiter        = (*Failover)(nil)
+	_ LayeredLimiter = (*Failover)(nil)
+)
 
 type failMode uint8
 
@@ -145,9 +175,11 @@ func NewFailover(remote Limiter, opts ...FailoverOption) (*Failover, error) {
 	case f.clock == nil:
 		return nil, errors.New("core: NewFailover: BreakerClock(nil): a clock is required")
 	}
-	if p, ok := remote.(interface{ Policy() Policy }); ok {
-		f.policy, f.hasPol, f.cost = p.Policy(), true, p.Policy().Capacity()
+	if p, ok := policyOf(remote); ok {
+		f.policy, f.hasPol, f.cost = p, true, p.Capacity()
 	}
+	f.remoteLay, _ = AsLayered(remote)
+	f.localLay, _ = AsLayered(f.local)
 	return f, nil
 }
 
@@ -168,6 +200,20 @@ func (f *Failover) AllowN(ctx context.Context, key string, n int64) (Decision, e
 // locally either.
 func (f *Failover) Peek(ctx context.Context, key string, n int64) (Decision, error) {
 	return f.decide(ctx, key, n, Limiter.Peek)
+}
+
+// AllowLayers is AllowN that also returns every layer's Decision: the
+// remote limiter's layers or, in an outage, the fallback limiter's; a
+// limiter that is not layered, and the failure mode's Decision, count as
+// one layer. See [Failover] and [LayeredLimiter].
+func (f *Failover) AllowLayers(ctx context.Context, key string, n int64) (LayeredDecision, error) {
+	return f.decideLayers(ctx, key, n, Limiter.AllowN, LayeredLimiter.AllowLayers)
+}
+
+// PeekLayers reports what AllowLayers would decide now, counting nothing,
+// locally either.
+func (f *Failover) PeekLayers(ctx context.Context, key string, n int64) (LayeredDecision, error) {
+	return f.decideLayers(ctx, key, n, Limiter.Peek, LayeredLimiter.PeekLayers)
 }
 
 // Reset forgets key in the local fallback limiter, if any, and in the
@@ -207,6 +253,45 @@ func (f *Failover) decide(ctx context.Context, key string, n int64, op decideFun
 		return d, err
 	}
 	return f.degrade(ctx, key, n, op)
+}
+
+type layersFunc func(l LayeredLimiter, ctx context.Context, key string, n int64) (LayeredDecision, error)
+
+// decideLayers is decide reporting every layer's Decision.
+func (f *Failover) decideLayers(ctx context.Context, key string, n int64, op decideFunc, lop layersFunc) (LayeredDecision, error) {
+	if call, probe := f.admit(); call {
+		rctx, cancel := f.remoteContext(ctx)
+		ld, err := layersOf(rctx, f.remote, f.remoteLay, key, n, op, lop)
+		cancel()
+		if !f.record(ctx, err, probe) {
+			return ld, err
+		}
+	}
+	if f.mode == failFallback {
+		return layersOf(ctx, f.local, f.localLay, key, n, op, lop)
+	}
+	d, err := f.degrade(ctx, key, n, op)
+	return oneLayer(d, err), err
+}
+
+// layersOf asks l for every layer's Decision: by lop when l is layered
+// (lay, not nil, is then l), else by op, as one layer.
+func layersOf(ctx context.Context, l Limiter, lay LayeredLimiter, key string, n int64, op decideFunc, lop layersFunc) (LayeredDecision, error) {
+	if lay != nil {
+		return lop(lay, ctx, key, n)
+	}
+	d, err := op(l, ctx, key, n)
+	return oneLayer(d, err), err
+}
+
+// oneLayer returns the [LayeredDecision] of a limiter of one layer that
+// returned d and err: [MostRestrictive] of d alone or, with an error, d
+// with no Layers, as a layered limiter's errors have.
+func oneLayer(d Decision, err error) LayeredDecision {
+	if err != nil {
+		return LayeredDecision{Decision: d}
+	}
+	return MostRestrictive([]Decision{d})
 }
 
 // admit reports whether the remote store may be called now, and whether
@@ -298,3 +383,5 @@ func (f *Failover) degrade(ctx context.Context, key string, n int64, op decideFu
 	}
 	return d, nil
 }
+
+func (f *Failover) wrapsLayers() bool { return f.remoteLay != nil || f.localLay != nil }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/limitertest"
+	"github.com/ratekit/ratekit/httplimit"
 )
 
 var errDown = errors.New("store: connection refused")
@@ -325,4 +329,244 @@ func ExampleNewFailover() {
 	// store error: dial tcp 10.0.0.7:6379: connection refused
 	// true 25 23 <nil>
 	// true 25 22 <nil>
+}
+
+// flakyLayered is a layered remote limiter that fails with errDown while
+// down is set and otherwise decides by a Layered limiter.
+type flakyLayered struct {
+	*core.Layered
+	down atomic.Bool
+}
+
+func (s *flakyLayered) AllowN(ctx context.Context, key string, n int64) (core.Decision, error) {
+	d, err := s.AllowLayers(ctx, key, n)
+	return d.Decision, err
+}
+
+func (s *flakyLayered) Peek(ctx context.Context, key string, n int64) (core.Decision, error) {
+	d, err := s.PeekLayers(ctx, key, n)
+	return d.Decision, err
+}
+
+func (s *flakyLayered) AllowLayers(ctx context.Context, key string, n int64) (core.LayeredDecision, error) {
+	if s.down.Load() {
+		return core.LayeredDecision{}, fmt.Errorf("flaky: %w", errDown)
+	}
+	return s.Layered.AllowLayers(ctx, key, n)
+}
+
+func (s *flakyLayered) PeekLayers(ctx context.Context, key string, n int64) (core.LayeredDecision, error) {
+	if s.down.Load() {
+		return core.LayeredDecision{}, fmt.Errorf("flaky: %w", errDown)
+	}
+	return s.Layered.PeekLayers(ctx, key, n)
+}
+
+func (s *flakyLayered) Reset(ctx context.Context, key string) error {
+	if s.down.Load() {
+		return fmt.Errorf("flaky: %w", errDown)
+	}
+	return s.Layered.Reset(ctx, key)
+}
+
+// layeredOf returns a Layered limiter of the policies on clock.
+func layeredOf(t testing.TB, clock core.Clock, ps ...core.Policy) *core.Layered {
+	t.Helper()
+	ms := make([]*core.Memory, len(ps))
+	for i, p := range ps {
+		ms[i] = mustMemory(t, p, clock)
+	}
+	return mustLayered(t, ms...)
+}
+
+// httpStep is one request through the HTTP middleware and the rate headers
+// it is answered with.
+type httpStep struct {
+	served    bool
+	policy    string // RateLimit-Policy
+	rateLimit string // RateLimit
+}
+
+// checkHTTP sends one request to e and compares its answer with want.
+func checkHTTP(t *testing.T, e *httplimit.Engine, i int, want httpStep) {
+	t.Helper()
+	w := httptest.NewRecorder()
+	res := e.Check(httplimit.HTTPRequest(httptest.NewRequest("GET", "/", nil), "/"))
+	served := res.WriteHTTP(w)
+	got := httpStep{served, w.Header().Get("RateLimit-Policy"), w.Header().Get("RateLimit")}
+	if got != want {
+		t.Errorf("request %d:\n got %+v\nwant %+v", i, got, want)
+	}
+}
+
+// A Failover over a layered limiter keeps its layers: the HTTP middleware
+// writes one RateLimit member per layer, from the remote limiter while it
+// works and from a layered fallback during an outage.
+func TestFailoverLayersInHeaders(t *testing.T) {
+	clock := core.NewManualClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	burst := core.Policy{Name: "burst", Limit: 2, Window: time.Second}
+	daily := core.Policy{Name: "daily", Algorithm: core.FixedWindow, Limit: 1000, Window: 24 * time.Hour}
+	remote := &flakyLayered{Layered: layeredOf(t, clock, burst, daily)}
+	local := layeredOf(t, clock,
+		core.Policy{Name: "local-burst", Limit: 1, Window: time.Second},
+		core.Policy{Name: "local-daily", Algorithm: core.FixedWindow, Limit: 250, Window: 24 * time.Hour})
+	f := mustFailover(t, remote, core.Fallback(local), core.BreakerClock(clock))
+	e := httplimit.MustNew(f)
+
+	const remotePolicy = `"burst";q=2;w=1, "daily";q=1000;w=86400`
+	for i, want := range []httpStep{
+		{true, remotePolicy, `"burst";r=1;t=1, "daily";r=999;t=43200`},
+		{true, remotePolicy, `"burst";r=0;t=1, "daily";r=998;t=43200`},
+		{false, remotePolicy, `"burst";r=0;t=1, "daily";r=998;t=43200`},
+	} {
+		checkHTTP(t, e, i, want)
+	}
+
+	remote.down.Store(true)
+	const localPolicy = `"local-burst";q=1;w=1, "local-daily";q=250;w=86400`
+	for i, want := range []httpStep{
+		{true, localPolicy, `"local-burst";r=0;t=1, "local-daily";r=249;t=43200`},
+		{false, localPolicy, `"local-burst";r=0;t=1, "local-daily";r=249;t=43200`},
+	} {
+		checkHTTP(t, e, 3+i, want)
+	}
+
+	// Failing open or closed, there is one decision: one member.
+	for _, opt := range []core.FailoverOption{core.FailOpen(), core.FailClosed()} {
+		e := httplimit.MustNew(mustFailover(t, remote, opt, core.BreakerClock(clock)))
+		w := httptest.NewRecorder()
+		res := e.Check(httplimit.HTTPRequest(httptest.NewRequest("GET", "/", nil), "/"))
+		res.WriteHTTP(w)
+		if got := w.Header().Get("RateLimit"); strings.Count(got, ";r=") != 1 {
+			t.Errorf("failing open or closed: RateLimit %q, want one member", got)
+		}
+	}
+}
+
+// Over a limiter that is not layered, a Failover is still a
+// core.LayeredLimiter, of one layer; the HTTP middleware answers every
+// request exactly as for a Failover that hides the layered methods (as
+// every Failover did before it had them): the same status, headers of
+// every style, and body.
+func TestFailoverOneLayerHeaders(t *testing.T) {
+	clock := core.NewManualClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	p := core.Policy{Name: "api", Limit: 3, Window: time.Minute}
+	type hidden struct{ core.Limiter } // no AllowLayers: a plain Limiter
+	for _, tc := range []struct {
+		name string
+		opt  func() core.FailoverOption // a new one per Failover: a fallback has state
+		down bool
+	}{
+		{"healthy", core.FailClosed, false},
+		{"down, open", core.FailOpen, true},
+		{"down, closed", core.FailClosed, true},
+		{"down, fallback", func() core.FailoverOption {
+			return core.Fallback(mustMemory(t, core.Policy{Name: "local", Limit: 1, Window: time.Minute}, clock))
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock.Set(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+			var engines [2]*httplimit.Engine
+			for i := range engines {
+				remote := newFlaky(t, p, clock)
+				remote.down.Store(tc.down)
+				var l core.Limiter = mustFailover(t, remote, tc.opt(), core.BreakerClock(clock))
+				if i == 1 {
+					if _, ok := l.(core.LayeredLimiter); !ok {
+						t.Fatal("a Failover is not a core.LayeredLimiter")
+					}
+					l = hidden{l}
+				}
+				engines[i] = httplimit.MustNew(l, httplimit.WithClock(clock),
+					httplimit.WithHeaders(httplimit.IETFHeaders, httplimit.LegacyHeaders, httplimit.XRateLimitHeaders))
+			}
+			codes := map[int]int{}
+			for i := range 5 {
+				var got [2]*httptest.ResponseRecorder
+				for j, e := range engines {
+					got[j] = httptest.NewRecorder()
+					res := e.Check(httplimit.HTTPRequest(httptest.NewRequest("GET", "/", nil), "/"))
+					res.WriteHTTP(got[j])
+				}
+				if got[0].Code != got[1].Code || got[0].Body.String() != got[1].Body.String() ||
+					fmt.Sprint(got[0].Header()) != fmt.Sprint(got[1].Header()) {
+					t.Errorf("request %d: as a LayeredLimiter %d %v %s\nas a plain Limiter %d %v %s", i,
+						got[0].Code, got[0].Header(), got[0].Body, got[1].Code, got[1].Header(), got[1].Body)
+				}
+				codes[got[0].Code]++
+				clock.Advance(7 * time.Second)
+			}
+			if want := tc.name != "down, open"; (codes[http.StatusTooManyRequests] > 0) != want {
+				t.Errorf("statuses %v: want a 429 among them: %v", codes, want)
+			}
+		})
+	}
+}
+
+// AllowLayers and PeekLayers decide as AllowN and Peek: the remote's
+// layers when it is healthy, errors of the caller returned as they are.
+func TestFailoverLayersErrors(t *testing.T) {
+	clock := core.NewManualClock(limitertest.Start)
+	remote := &flakyLayered{Layered: layeredOf(t, clock, core.Policy{Name: "a", Limit: 2, Window: time.Second})}
+	f := mustFailover(t, remote, core.FailClosed(), core.BreakerClock(clock))
+	if _, err := f.AllowLayers(ctx, "k", 3); !errors.Is(err, core.ErrCostTooHigh) {
+		t.Errorf("AllowLayers of 3 over a capacity of 2: %v, want ErrCostTooHigh", err)
+	}
+	if _, err := f.PeekLayers(ctx, "", 1); !errors.Is(err, core.ErrEmptyKey) {
+		t.Errorf("PeekLayers of an empty key: %v, want ErrEmptyKey", err)
+	}
+	ld, err := f.PeekLayers(ctx, "k", 2)
+	if err != nil || !ld.Allowed || len(ld.Layers) != 1 || ld.Layers[0].Policy.Name != "a" {
+		t.Errorf("PeekLayers: %+v, %v; want allowed, layer a", ld, err)
+	}
+	if d, _ := f.Peek(ctx, "k", 1); d.Remaining != 1 {
+		t.Errorf("PeekLayers counted: Remaining %d after it, want 1", d.Remaining)
+	}
+	remote.down.Store(true)
+	ld, err = f.AllowLayers(ctx, "k", 1)
+	if err != nil || ld.Allowed || ld.Layer != 0 || len(ld.Layers) != 1 || ld.Layers[0] != ld.Decision {
+		t.Errorf("AllowLayers, failing closed: %+v, %v; want one denied layer", ld, err)
+	}
+}
+
+// policyless hides the Policy method of the limiter it holds, as a store
+// that does not report its policy.
+type policyless struct{ core.Limiter }
+
+// A wrapper whose Policy method returns the zero Policy, because the
+// limiter it wraps reports none, gives a Failover no policy: failing open
+// or closed then decides every cost, where a capacity of 0 refused them
+// all with ErrCostTooHigh.
+func TestFailoverUnknownPolicy(t *testing.T) {
+	clock := core.NewManualClock(limitertest.Start)
+	store := newFlaky(t, core.Policy{Limit: 10, Window: time.Minute}, clock)
+	store.down.Store(true)
+	remote := policyless{store}
+	wrappers := []struct {
+		name string
+		l    core.Limiter
+	}{
+		{"DenialCache", mustDenialCache(t, remote, core.DenialClock(clock))},
+		{"Leased", mustLeased(t, remote, 5, core.LeaseClock(clock))},
+		{"Observed", mustObserved(t, remote, &recorder{}, core.ObserveClock(clock))},
+	}
+	for _, w := range wrappers {
+		if p := w.l.(interface{ Policy() core.Policy }).Policy(); p != (core.Policy{}) {
+			t.Fatalf("%s.Policy() = %v, want the zero Policy", w.name, p)
+		}
+		for _, mode := range []struct {
+			name    string
+			opt     core.FailoverOption
+			allowed bool
+		}{{"open", core.FailOpen(), true}, {"closed", core.FailClosed(), false}} {
+			f := mustFailover(t, w.l, mode.opt, core.BreakerClock(clock))
+			for _, n := range []int64{1, 3} {
+				d, err := f.AllowN(ctx, "k", n)
+				if err != nil || d.Allowed != mode.allowed || d.Limit != 0 || d.Policy != (core.Policy{}) {
+					t.Errorf("%s, failing %s, cost %d: %+v, %v; want allowed=%v, no policy, no error",
+						w.name, mode.name, n, d, err, mode.allowed)
+				}
+			}
+		}
+	}
 }

@@ -77,6 +77,29 @@ type LayeredLimiter interface {
 	PeekLayers(ctx context.Context, key string, n int64) (LayeredDecision, error)
 }
 
+// AsLayered returns l as a [LayeredLimiter] when its decisions have layers
+// worth reporting one by one: l is layered itself, or is one of this
+// package's wrappers ([Failover], [Observed], [Shadow]) around a layered
+// limiter. Those wrappers always have AllowLayers and PeekLayers, so that
+// wrapping never hides layers, but around a plain limiter they report a
+// single layer, and a caller that writes headers does better to treat them
+// as the plain limiter they are: AsLayered reports false for them.
+func AsLayered(l Limiter) (LayeredLimiter, bool) {
+	ll, ok := l.(LayeredLimiter)
+	if !ok {
+		return nil, false
+	}
+	if w, ok := l.(layerWrapper); ok && !w.wrapsLayers() {
+		return nil, false
+	}
+	return ll, true
+}
+
+// layerWrapper is implemented by the wrappers in this package, which are
+// LayeredLimiters whatever they wrap: wrapsLayers reports whether what they
+// wrap is layered.
+type layerWrapper interface{ wrapsLayers() bool }
+
 // LayeredDecision is what a [Layered] limiter decided for one request: the
 // Decision of the most restrictive layer (see [Layered]), embedded, and
 // every layer's own.

@@ -1,6 +1,7 @@
 package core_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -481,5 +482,40 @@ func TestLayeredLimiterInterface(t *testing.T) {
 	}
 	if ld := core.MostRestrictive(nil); ld.Layer != -1 || ld.Allowed || ld.Layers != nil {
 		t.Errorf("MostRestrictive(nil) = %+v, want Layer -1", ld)
+	}
+}
+
+func TestAsLayered(t *testing.T) {
+	plain, _ := core.New(core.Policy{Limit: 10, Window: time.Second})
+	a, _ := core.New(core.Policy{Name: "a", Limit: 10, Window: time.Second})
+	b, _ := core.New(core.Policy{Name: "b", Limit: 100, Window: time.Minute})
+	layered, err := core.NewLayered(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nop := core.ObserverFunc(func(context.Context, core.Event) {})
+	overPlain, _ := core.NewFailover(plain)
+	overLayered, _ := core.NewFailover(plain, core.Fallback(layered))
+	observedPlain, _ := core.NewObserved(overPlain, nop)
+	observedLayered, _ := core.NewObserved(overLayered, nop)
+	shadowPlain, _ := core.NewShadow(observedPlain, layered, nop)
+	shadowLayered, _ := core.NewShadow(layered, plain, nop)
+	for _, c := range []struct {
+		name string
+		l    core.Limiter
+		want bool
+	}{
+		{"memory", plain, false},
+		{"layered", layered, true},
+		{"failover over memory", overPlain, false},
+		{"failover with a layered fallback", overLayered, true},
+		{"observed failover over memory", observedPlain, false},
+		{"observed failover with a layered fallback", observedLayered, true},
+		{"shadow enforcing memory, layered candidate", shadowPlain, false},
+		{"shadow enforcing layered", shadowLayered, true},
+	} {
+		if _, got := core.AsLayered(c.l); got != c.want {
+			t.Errorf("core.AsLayered(%s) = %v, want %v", c.name, got, c.want)
+		}
 	}
 }

@@ -276,8 +276,8 @@ func newObserver(name string, l Limiter, obs Observer, opts []ObserveOption) (ob
 	}
 	w := observer{obs: obs, policy: o.policy, fixed: o.hasPolicy, keyClass: o.keyClass, rawKey: o.rawKey, clock: o.clock}
 	if !w.fixed {
-		if name := policyOf(l).Name; name != "" {
-			w.policy, w.fixed = name, true
+		if p, ok := policyOf(l); ok && p.Name != "" {
+			w.policy, w.fixed = p.Name, true
 		}
 	}
 	if w.fixed {
@@ -330,11 +330,15 @@ func (w *observer) report(ctx context.Context, op Op, key string, n int64, d Dec
 //
 // An Observed is safe for concurrent use. Create one with [NewObserved].
 type Observed struct {
-	l Limiter
-	w observer
+	l   Limiter
+	lay LayeredLimiter // l, when it is layered
+	w   observer
 }
 
-var _ Limiter = (*Observed)(nil)
+var (
+	_ Limiter        = (*Observed)(nil)
+	_ LayeredLimiter = (*Observed)(nil)
+)
 
 // NewObserved returns a limiter that decides by l and reports every call to
 // obs. It fails if l or obs is nil or an option is invalid.
@@ -343,12 +347,18 @@ func NewObserved(l Limiter, obs Observer, opts ...ObserveOption) (*Observed, err
 	if err != nil {
 		return nil, err
 	}
-	return &Observed{l: l, w: w}, nil
+	o := &Observed{l: l, w: w}
+	o.lay, _ = AsLayered(l)
+	return o, nil
 }
 
 // Policy returns the observed limiter's policy, when it has a Policy
-// method, else the zero Policy (as [DenialCache.Policy] does).
-func (o *Observed) Policy() Policy { return policyOf(o.l) }
+// method that returns a valid Policy, else the zero Policy (as
+// [DenialCache.Policy] does).
+func (o *Observed) Policy() Policy {
+	p, _ := policyOf(o.l)
+	return p
+}
 
 // Allow is shorthand for AllowN(ctx, key, 1).
 func (o *Observed) Allow(ctx context.Context, key string) (Decision, error) {
@@ -373,6 +383,30 @@ func (o *Observed) Peek(ctx context.Context, key string, n int64) (Decision, err
 	return d, err
 }
 
+// AllowLayers returns what the observed limiter's AllowLayers returns,
+// when it is a [LayeredLimiter], after reporting its Decision as an
+// [OpAllow] event, as AllowN does. A limiter that is not layered counts as
+// one layer: AllowLayers returns [MostRestrictive] of its AllowN Decision,
+// which HTTP middleware writes exactly as the Decision alone. (An Observed
+// has these methods whatever it observes, so that observing a layered
+// limiter does not hide its layers; see [Failover] for why. Over a limiter
+// that is not layered they cost one allocation more than AllowN.)
+func (o *Observed) AllowLayers(ctx context.Context, key string, n int64) (LayeredDecision, error) {
+	start := o.w.now()
+	ld, err := layersOf(ctx, o.l, o.lay, key, n, Limiter.AllowN, LayeredLimiter.AllowLayers)
+	o.w.report(ctx, OpAllow, key, n, ld.Decision, err, start, false)
+	return ld, err
+}
+
+// PeekLayers reports what AllowLayers would decide now, counting nothing,
+// after reporting its Decision as an [OpPeek] event.
+func (o *Observed) PeekLayers(ctx context.Context, key string, n int64) (LayeredDecision, error) {
+	start := o.w.now()
+	ld, err := layersOf(ctx, o.l, o.lay, key, n, Limiter.Peek, LayeredLimiter.PeekLayers)
+	o.w.report(ctx, OpPeek, key, n, ld.Decision, err, start, false)
+	return ld, err
+}
+
 // Reset returns what the observed limiter's Reset returns, after reporting
 // it as an [OpReset] event.
 func (o *Observed) Reset(ctx context.Context, key string) error {
@@ -382,12 +416,19 @@ func (o *Observed) Reset(ctx context.Context, key string) error {
 	return err
 }
 
-// policyOf returns l's policy, when it has a Policy method.
-func policyOf(l Limiter) Policy {
+// policyOf returns l's policy and whether it is known: l has a Policy
+// method and it returns a valid Policy. The wrappers' Policy methods
+// ([DenialCache.Policy], [Leased.Policy], [Observed.Policy],
+// [Shadow.Policy]) return the zero Policy when they do not know theirs,
+// which must not be taken for a policy with a capacity of 0. It returns
+// the zero Policy when the policy is unknown.
+func policyOf(l Limiter) (Policy, bool) {
 	if p, ok := l.(interface{ Policy() Policy }); ok {
-		return p.Policy()
+		if pol := p.Policy(); pol.Validate() == nil {
+			return pol, true
+		}
 	}
-	return Policy{}
+	return Policy{}, false
 }
 
 // ObserveFailover returns a [FailoverOption] that reports the Failover's
@@ -424,3 +465,5 @@ func ObserveFailover(obs Observer, policy string) FailoverOption {
 		}
 	}
 }
+
+func (o *Observed) wrapsLayers() bool { return o.lay != nil }

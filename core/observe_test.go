@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/limitertest"
+	"github.com/ratekit/ratekit/httplimit"
 )
 
 // recorder is an Observer that keeps every event.
@@ -346,5 +347,54 @@ func TestObserversFanOut(t *testing.T) {
 	}
 	if one := core.Observers(nil, a); one != core.Observer(a) {
 		t.Errorf("Observers of one = %T, want the observer itself", one)
+	}
+}
+
+// An Observed layered limiter keeps its layers: the HTTP middleware writes
+// one RateLimit member per layer, and the events are those of AllowN.
+func TestObservedLayersInHeaders(t *testing.T) {
+	clock := core.NewManualClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	l := layeredOf(t, clock,
+		core.Policy{Name: "burst", Limit: 2, Window: time.Second},
+		core.Policy{Name: "daily", Algorithm: core.FixedWindow, Limit: 1000, Window: 24 * time.Hour})
+	rec := &recorder{}
+	e := httplimit.MustNew(mustObserved(t, l, rec, core.ObserveClock(clock)))
+	const policy = `"burst";q=2;w=1, "daily";q=1000;w=86400`
+	for i, want := range []httpStep{
+		{true, policy, `"burst";r=1;t=1, "daily";r=999;t=43200`},
+		{true, policy, `"burst";r=0;t=1, "daily";r=998;t=43200`},
+		{false, policy, `"burst";r=0;t=1, "daily";r=998;t=43200`},
+	} {
+		checkHTTP(t, e, i, want)
+	}
+	checkOps(t, rec.take(), []string{"allow burst allowed", "allow burst allowed", "allow burst denied"})
+}
+
+// Over a limiter that is not layered, AllowLayers and PeekLayers return
+// one layer: the Decision of AllowN and Peek.
+func TestObservedOneLayer(t *testing.T) {
+	clock := core.NewManualClock(limitertest.Start)
+	rec := &recorder{}
+	o := mustObserved(t, mustMemory(t, core.Policy{Name: "api", Limit: 2, Window: time.Minute}, clock), rec, core.ObserveClock(clock))
+	ld, err := o.PeekLayers(ctx, "k", 1)
+	if err != nil || !ld.Allowed || ld.Remaining != 1 || ld.Layer != 0 || len(ld.Layers) != 1 || ld.Layers[0] != ld.Decision {
+		t.Errorf("PeekLayers: %+v, %v; want one allowed layer, Remaining 1", ld, err)
+	}
+	ld, err = o.AllowLayers(ctx, "k", 3)
+	if !errors.Is(err, core.ErrCostTooHigh) || ld.Layers != nil {
+		t.Errorf("AllowLayers of 3 over a limit of 2: %+v, %v; want ErrCostTooHigh, no layers", ld, err)
+	}
+	checkOps(t, rec.take(), []string{"peek api allowed", "allow api error"})
+}
+
+// checkOps compares the op, policy and outcome of each event with want.
+func checkOps(t *testing.T, got []core.Event, want []string) {
+	t.Helper()
+	g := make([]string, len(got))
+	for i, e := range got {
+		g[i] = fmt.Sprintf("%v %s %v", e.Op, e.Policy, e.Outcome())
+	}
+	if !reflect.DeepEqual(g, want) {
+		t.Errorf("events:\n got %q\nwant %q", g, want)
 	}
 }

@@ -26,11 +26,15 @@ import (
 // A Shadow is safe for concurrent use. Create one with [NewShadow].
 type Shadow struct {
 	enforced  Limiter
+	lay       LayeredLimiter // enforced, when it is layered
 	candidate Limiter
 	w         observer
 }
 
-var _ Limiter = (*Shadow)(nil)
+var (
+	_ Limiter        = (*Shadow)(nil)
+	_ LayeredLimiter = (*Shadow)(nil)
+)
 
 // NewShadow returns a limiter that enforces enforced and reports to obs
 // what candidate would have decided. The options describe the candidate's
@@ -44,12 +48,17 @@ func NewShadow(enforced, candidate Limiter, obs Observer, opts ...ObserveOption)
 	if err != nil {
 		return nil, err
 	}
-	return &Shadow{enforced: enforced, candidate: candidate, w: w}, nil
+	s := &Shadow{enforced: enforced, candidate: candidate, w: w}
+	s.lay, _ = AsLayered(enforced)
+	return s, nil
 }
 
 // Policy returns the enforced limiter's policy, when it has a Policy
-// method, else the zero Policy.
-func (s *Shadow) Policy() Policy { return policyOf(s.enforced) }
+// method that returns a valid Policy, else the zero Policy.
+func (s *Shadow) Policy() Policy {
+	p, _ := policyOf(s.enforced)
+	return p
+}
 
 // Allow is shorthand for AllowN(ctx, key, 1).
 func (s *Shadow) Allow(ctx context.Context, key string) (Decision, error) {
@@ -76,6 +85,33 @@ func (s *Shadow) Peek(ctx context.Context, key string, n int64) (Decision, error
 	return d, err
 }
 
+// AllowLayers returns what the enforced limiter's AllowLayers returns,
+// when it is a [LayeredLimiter], after asking the candidate's AllowN and
+// reporting its answer, as AllowN does. An enforced limiter that is not
+// layered counts as one layer: AllowLayers returns [MostRestrictive] of
+// its AllowN Decision, which HTTP middleware writes exactly as the
+// Decision alone. (A Shadow has these methods whatever it enforces, so
+// that enforcing a layered limiter does not hide its layers; see
+// [Failover] for why.)
+func (s *Shadow) AllowLayers(ctx context.Context, key string, n int64) (LayeredDecision, error) {
+	ld, err := layersOf(ctx, s.enforced, s.lay, key, n, Limiter.AllowN, LayeredLimiter.AllowLayers)
+	start := s.w.now()
+	cd, cerr := s.candidate.AllowN(ctx, key, n)
+	s.w.report(ctx, OpAllow, key, n, cd, cerr, start, true)
+	return ld, err
+}
+
+// PeekLayers returns what the enforced limiter's PeekLayers returns (see
+// [Shadow.AllowLayers]), after asking the candidate's Peek and reporting
+// its answer.
+func (s *Shadow) PeekLayers(ctx context.Context, key string, n int64) (LayeredDecision, error) {
+	ld, err := layersOf(ctx, s.enforced, s.lay, key, n, Limiter.Peek, LayeredLimiter.PeekLayers)
+	start := s.w.now()
+	cd, cerr := s.candidate.Peek(ctx, key, n)
+	s.w.report(ctx, OpPeek, key, n, cd, cerr, start, true)
+	return ld, err
+}
+
 // Reset resets key in both limiters and returns the enforced limiter's
 // error; the candidate's is reported.
 func (s *Shadow) Reset(ctx context.Context, key string) error {
@@ -85,3 +121,5 @@ func (s *Shadow) Reset(ctx context.Context, key string) error {
 	s.w.report(ctx, OpReset, key, 0, Decision{}, cerr, start, true)
 	return err
 }
+
+func (s *Shadow) wrapsLayers() bool { return s.lay != nil }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/limitertest"
+	"github.com/ratekit/ratekit/httplimit"
 )
 
 func mustShadow(t testing.TB, enforced, candidate core.Limiter, obs core.Observer, opts ...core.ObserveOption) *core.Shadow {
@@ -107,4 +108,33 @@ func TestShadowConformance(t *testing.T) {
 		half.Burst = 0
 		return mustShadow(t, mustMemory(t, p, clock), mustMemory(t, half, clock), &recorder{}, core.ObserveClock(clock))
 	})
+}
+
+// A Shadow enforcing a layered limiter keeps its layers: the HTTP
+// middleware writes one RateLimit member per enforced layer, and the
+// candidate is still asked and reported.
+func TestShadowLayersInHeaders(t *testing.T) {
+	clock := core.NewManualClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	enforced := layeredOf(t, clock,
+		core.Policy{Name: "burst", Limit: 2, Window: time.Second},
+		core.Policy{Name: "daily", Algorithm: core.FixedWindow, Limit: 1000, Window: 24 * time.Hour})
+	candidate := mustMemory(t, core.Policy{Name: "v2", Limit: 1, Window: time.Second}, clock)
+	rec := &recorder{}
+	e := httplimit.MustNew(mustShadow(t, enforced, candidate, rec, core.ObserveClock(clock)))
+	const policy = `"burst";q=2;w=1, "daily";q=1000;w=86400`
+	for i, want := range []httpStep{
+		{true, policy, `"burst";r=1;t=1, "daily";r=999;t=43200`},
+		{true, policy, `"burst";r=0;t=1, "daily";r=998;t=43200`},
+	} {
+		checkHTTP(t, e, i, want)
+	}
+	checkOps(t, rec.take(), []string{"allow v2 allowed", "allow v2 denied"})
+
+	// PeekLayers asks the candidate's Peek.
+	s := mustShadow(t, enforced, candidate, rec, core.ObserveClock(clock))
+	ld, err := s.PeekLayers(ctx, "k", 1)
+	if err != nil || !ld.Allowed || len(ld.Layers) != 2 {
+		t.Errorf("PeekLayers: %+v, %v; want allowed, 2 layers", ld, err)
+	}
+	checkOps(t, rec.take(), []string{"peek v2 allowed"})
 }

@@ -111,8 +111,8 @@ func New(l core.Limiter, opts ...Option) (*Engine, error) {
 	if c.clock == nil {
 		c.clock = core.SystemClock{}
 	}
-	e.lay, _ = l.(core.LayeredLimiter)
-	e.fbLay, _ = c.onError.fallback.(core.LayeredLimiter)
+	e.lay, _ = core.AsLayered(l)
+	e.fbLay, _ = core.AsLayered(c.onError.fallback)
 	return e, nil
 }
 

@@ -1,6 +1,7 @@
 package httplimit_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -65,14 +66,26 @@ func TestPlainLimiterAllocations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := httplimit.MustNew(l)
-	req := httptest.NewRequest("GET", "/hello", nil)
-	h := make(http.Header)
-	allocs := testing.AllocsPerRun(200, func() {
-		res := e.Check(httplimit.HTTPRequest(req, "/hello"))
-		res.SetHeaders(h)
-	})
-	if allocs > 1 {
-		t.Errorf("%v allocations per allowed request, want at most 1 (the request view)", allocs)
+	// The core wrappers have AllowLayers whatever they wrap; around a plain
+	// limiter they must take the plain path too.
+	failover, err := core.NewFailover(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	observed, err := core.NewObserved(failover, core.ObserverFunc(func(context.Context, core.Event) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, l := range map[string]core.Limiter{"memory": l, "failover": failover, "observed failover": observed} {
+		e := httplimit.MustNew(l)
+		req := httptest.NewRequest("GET", "/hello", nil)
+		h := make(http.Header)
+		allocs := testing.AllocsPerRun(200, func() {
+			res := e.Check(httplimit.HTTPRequest(req, "/hello"))
+			res.SetHeaders(h)
+		})
+		if allocs > 1 {
+			t.Errorf("%s: %v allocations per allowed request, want at most 1 (the request view)", name, allocs)
+		}
 	}
 }
