@@ -87,7 +87,7 @@ var DefaultLatencyBuckets = []float64{
 // A Metrics is safe for concurrent use. Create one with [New].
 type Metrics struct {
 	decisions, peeks, shadow, shadowPeeks *prometheus.CounterVec
-	latency                               *prometheus.HistogramVec
+	latency                               *latencyVec
 	storeErrors, breakerOpens             *prometheus.CounterVec
 
 	decisionC, peekC          cache[timedOutcomes]
@@ -150,15 +150,11 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{"policy"})
 	}
 	m := &Metrics{
-		decisions:   outcomeVec("ratekit_decisions_total", "AllowN calls by policy and outcome (allowed, denied, error)."),
-		peeks:       outcomeVec("ratekit_peeks_total", "Peek calls by policy and outcome (allowed, denied, error)."),
-		shadow:      outcomeVec("ratekit_shadow_decisions_total", "What a shadow candidate policy would have decided on AllowN, by outcome; nothing was enforced by it."),
-		shadowPeeks: outcomeVec("ratekit_shadow_peeks_total", "What a shadow candidate policy would have answered to Peek, by outcome."),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "ratekit_store_latency_seconds",
-			Help:    "Time the limiter took to decide an AllowN or Peek.",
-			Buckets: c.buckets,
-		}, []string{"policy"}),
+		decisions:    outcomeVec("ratekit_decisions_total", "AllowN calls by policy and outcome (allowed, denied, error)."),
+		peeks:        outcomeVec("ratekit_peeks_total", "Peek calls by policy and outcome (allowed, denied, error)."),
+		shadow:       outcomeVec("ratekit_shadow_decisions_total", "What a shadow candidate policy would have decided on AllowN, by outcome; nothing was enforced by it."),
+		shadowPeeks:  outcomeVec("ratekit_shadow_peeks_total", "What a shadow candidate policy would have answered to Peek, by outcome."),
+		latency:      newLatencyVec("ratekit_store_latency_seconds", "Time the limiter took to decide an AllowN or Peek.", c.buckets),
 		storeErrors:  policyVec("ratekit_store_errors_total", "Outage errors of a remote store that a Failover decided by its failure mode."),
 		breakerOpens: policyVec("ratekit_breaker_opens_total", "Times a Failover's circuit breaker opened."),
 	}
@@ -189,7 +185,7 @@ func (m *Metrics) Observe(_ context.Context, e core.Event) {
 		}
 		s := m.decisionC.get(e.Policy)
 		s.outcomes[e.Outcome()].Inc()
-		s.latency.Observe(e.Latency.Seconds())
+		s.latency.observe(e.Latency)
 	case core.OpPeek:
 		if e.Shadow {
 			m.shadowPeekC.get(e.Policy)[e.Outcome()].Inc()
@@ -197,7 +193,7 @@ func (m *Metrics) Observe(_ context.Context, e core.Event) {
 		}
 		s := m.peekC.get(e.Policy)
 		s.outcomes[e.Outcome()].Inc()
-		s.latency.Observe(e.Latency.Seconds())
+		s.latency.observe(e.Latency)
 	case core.OpStoreError:
 		m.storeErrorC.get(e.Policy).Inc()
 	case core.OpBreakerOpen:
@@ -242,13 +238,13 @@ func (p *policyMetrics) Observe(ctx context.Context, e core.Event) {
 	case e.Op == core.OpAllow && !e.Shadow:
 		s := resolve(&p.decision, &p.m.decisionC, p.policy)
 		s.outcomes[e.Outcome()].Inc()
-		s.latency.Observe(e.Latency.Seconds())
+		s.latency.observe(e.Latency)
 	case e.Op == core.OpAllow:
 		resolve(&p.shadow, &p.m.shadowC, p.policy)[e.Outcome()].Inc()
 	case e.Op == core.OpPeek && !e.Shadow:
 		s := resolve(&p.peek, &p.m.peekC, p.policy)
 		s.outcomes[e.Outcome()].Inc()
-		s.latency.Observe(e.Latency.Seconds())
+		s.latency.observe(e.Latency)
 	case e.Op == core.OpPeek:
 		resolve(&p.shadowPeek, &p.m.shadowPeekC, p.policy)[e.Outcome()].Inc()
 	default:
@@ -295,13 +291,13 @@ func outcomesOf(v *prometheus.CounterVec) func(string) outcomes {
 // found with one lookup.
 type timedOutcomes struct {
 	outcomes outcomes
-	latency  prometheus.Observer
+	latency  *latencyHist
 }
 
 func (m *Metrics) timedOutcomesOf(v *prometheus.CounterVec) func(string) timedOutcomes {
 	count := outcomesOf(v)
 	return func(p string) timedOutcomes {
-		return timedOutcomes{outcomes: count(p), latency: m.latency.WithLabelValues(p)}
+		return timedOutcomes{outcomes: count(p), latency: m.latency.child(p)}
 	}
 }
 
