@@ -131,24 +131,29 @@ func New(p Policy, opts ...Option) (*Memory, error) {
 }
 
 // now reads the clock once and returns Unix microseconds, rounded down.
-// Elapsed time is measured from the reading taken at construction,
-// monotonically when the clock provides a monotonic reading (the system
-// clock does).
-func (m *Memory) now() int64 {
-	var ns int64
+func (m *Memory) now() int64 { return micros(m.nowNs()) }
+
+// nowNs reads the clock once and returns Unix nanoseconds. Elapsed time is
+// measured from the reading taken at construction, monotonically when the
+// clock provides a monotonic reading (the system clock does).
+func (m *Memory) nowNs() int64 {
 	switch {
 	case m.system:
 		// time.Since reads only the monotonic clock: half the cost of
 		// time.Now, which reads the wall clock too.
-		ns = m.baseNs + int64(time.Since(m.base))
+		return m.baseNs + int64(time.Since(m.base))
 	case m.nanos != nil:
-		ns = m.nanos.unixNano()
-	default:
-		ns = m.baseNs + int64(m.clock.Now().Sub(m.base))
+		return m.nanos.unixNano()
 	}
+	return m.baseNs + int64(m.clock.Now().Sub(m.base))
+}
+
+// micros converts Unix nanoseconds to microseconds, rounding down (before
+// 1970 on a manual clock too, not towards zero).
+func micros(ns int64) int64 {
 	us := ns / 1000
 	if ns%1000 < 0 {
-		us-- // before 1970 on a manual clock: round down, not towards zero
+		us--
 	}
 	return us
 }
@@ -177,6 +182,16 @@ func (m *Memory) decide(key string, n int64, commit bool) (Decision, error) {
 		return Decision{Limit: m.policy.Limit, Policy: m.policy}, checkRequest(key, n, m.cost)
 	}
 	return m.decision(m.eng.decide(key, m.now(), n, commit)), nil
+}
+
+// decideAt is decide at the clock reading ns (Unix nanoseconds, from
+// nowNs), for a caller that has read the clock already: an [Observed]
+// limiter times the call with the same reading.
+func (m *Memory) decideAt(key string, n int64, commit bool, ns int64) (Decision, error) {
+	if key == "" || n <= 0 || n > m.cost {
+		return Decision{Limit: m.policy.Limit, Policy: m.policy}, checkRequest(key, n, m.cost)
+	}
+	return m.decision(m.eng.decide(key, micros(ns), n, commit)), nil
 }
 
 // decision returns the Decision of verdict v under the limiter's policy.

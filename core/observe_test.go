@@ -216,6 +216,31 @@ func TestObservedConformance(t *testing.T) {
 	limitertest.Run(t, func(t *testing.T, p core.Policy, clock *core.ManualClock) core.Limiter {
 		return mustObserved(t, mustMemory(t, p, clock), obs, core.ObserveClock(clock))
 	})
+	// On a clock of its own, the observer times the call itself, and the
+	// Memory decides by its clock: the other path.
+	t.Run("own clock", func(t *testing.T) {
+		limitertest.Run(t, func(t *testing.T, p core.Policy, clock *core.ManualClock) core.Limiter {
+			return mustObserved(t, mustMemory(t, p, clock), obs, core.ObserveClock(core.NewManualClock(time.Unix(0, 0))))
+		})
+	})
+}
+
+// Over a Memory on the same clock, the stopwatch starts at the reading the
+// Memory decides by, and the latency is exact.
+func TestObservedLatencyOnTheMemorysClock(t *testing.T) {
+	clock := core.NewManualClock(time.Unix(1_800_000_000, 0))
+	m := mustMemory(t, core.Policy{Limit: 1, Window: time.Minute}, clock)
+	var got []time.Duration
+	l := mustObserved(t, m, core.ObserverFunc(func(_ context.Context, e core.Event) { got = append(got, e.Latency) }), core.ObserveClock(clock))
+	if d, err := l.AllowN(ctx, "k", 1); err != nil || !d.Allowed {
+		t.Fatalf("AllowN: %+v, %v", d, err)
+	}
+	if d, _ := l.Peek(ctx, "k", 1); d.Allowed || d.RetryAfter != time.Minute {
+		t.Fatalf("Peek: %+v, want denied for a minute", d)
+	}
+	if len(got) != 2 || got[0] != 0 || got[1] != 0 {
+		t.Fatalf("latencies %v, want two of 0 on a stopped clock", got)
+	}
 }
 
 // TestObservedAllocs checks that observing costs no allocation beyond the
