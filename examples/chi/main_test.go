@@ -2,81 +2,31 @@ package main
 
 import (
 	"encoding/json"
-	"io"
-	"net"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/httplimit"
+	"github.com/ratekit/ratekit/internal/exampletest"
 )
 
 // serve starts the API on a 127.0.0.1 listener with a manual clock and
 // returns its base URL.
 func serve(t *testing.T) (string, *core.ManualClock) {
 	t.Helper()
-	clock := core.NewManualClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	clock := exampletest.NewClock()
 	h, err := newServer(clock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: h}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return "http://" + ln.Addr().String(), clock
+	return exampletest.Serve(t, h), clock
 }
 
-// send makes one request and returns the response with its body read.
-func send(t *testing.T, method, url, body string) (*http.Response, string) {
-	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res, string(b)
-}
-
-// expect checks a response's status and headers; an empty want means the
-// header must be absent.
-func expect(t *testing.T, what string, res *http.Response, body string, status int, headers map[string]string) {
-	t.Helper()
-	if res.StatusCode != status {
-		t.Fatalf("%s: status %d (%s), want %d", what, res.StatusCode, body, status)
-	}
-	for name, want := range headers {
-		if got := res.Header.Get(name); got != want {
-			t.Errorf("%s: %s %q, want %q", what, name, got, want)
-		}
-	}
-}
-
-// expectProblem checks a 429's problem+json body.
-func expectProblem(t *testing.T, body, policy, detail string) {
-	t.Helper()
-	var p httplimit.Problem
-	if err := json.Unmarshal([]byte(body), &p); err != nil {
-		t.Fatalf("429 body %q: %v", body, err)
-	}
-	if p.Type != httplimit.ProblemRateLimited || p.Status != 429 || p.Title == "" || p.Policy != policy ||
-		p.Detail != detail {
-		t.Errorf("429 body %+v, want a ProblemRateLimited of policy %q: %q", p, policy, detail)
-	}
-}
+var (
+	send          = exampletest.Send
+	expect        = exampletest.Expect
+	expectProblem = exampletest.ExpectProblem
+)
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 

@@ -1,58 +1,33 @@
 package main
 
 import (
-	"encoding/json"
-	"io"
-	"net"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/httplimit"
+	"github.com/ratekit/ratekit/internal/exampletest"
 )
 
 // serve starts the API on a 127.0.0.1 listener with a manual clock and
 // returns its base URL.
 func serve(t *testing.T) (string, *core.ManualClock) {
 	t.Helper()
-	clock := core.NewManualClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	clock := exampletest.NewClock()
 	e, err := newServer(clock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: e}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return "http://" + ln.Addr().String(), clock
+	return exampletest.Serve(t, e), clock
 }
 
 // expect sends GET path and checks the status and headers; an empty
 // want means the header must be absent. It returns the body.
 func expect(t *testing.T, url, path string, status int, headers map[string]string) string {
 	t.Helper()
-	res, err := http.Get(url + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.StatusCode != status {
-		t.Fatalf("GET %s: status %d (%s), want %d", path, res.StatusCode, body, status)
-	}
-	for name, want := range headers {
-		if got := res.Header.Get(name); got != want {
-			t.Errorf("GET %s: %s %q, want %q", path, name, got, want)
-		}
-	}
-	return string(body)
+	res, body := exampletest.Send(t, "GET", url+path, "")
+	exampletest.Expect(t, "GET "+path, res, body, status, headers)
+	return body
 }
 
 func TestCost(t *testing.T) {
@@ -68,13 +43,7 @@ func TestCost(t *testing.T) {
 		"Content-Type":  "application/problem+json",
 		"Cache-Control": "no-store",
 	})
-	var p httplimit.Problem
-	if err := json.Unmarshal([]byte(body), &p); err != nil {
-		t.Fatalf("429 body %q: %v", body, err)
-	}
-	if p.Type != httplimit.ProblemRateLimited || p.Status != 429 || p.Policy != "api" || p.Detail != "Try again in 1 second." {
-		t.Errorf("429 body %+v", p)
-	}
+	exampletest.ExpectProblem(t, body, "api", "Try again in 1 second.")
 	expect(t, url, "/v1/items", http.StatusOK, map[string]string{"RateLimit": `"api";r=29;t=31`, "Retry-After": ""})
 	expect(t, url, "/v1/report", http.StatusOK, map[string]string{"RateLimit": `"api";r=22;t=38`}) // 7 days by default
 	// A malformed request costs 1, however many days it asks for.

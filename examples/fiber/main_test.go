@@ -1,32 +1,25 @@
 package main
 
 import (
-	"encoding/json"
-	"io"
-	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/httplimit"
+	"github.com/ratekit/ratekit/internal/exampletest"
 )
 
 // serve starts the app on its own 127.0.0.1 listener, as main does, with a
 // manual clock, and returns its base URL.
 func serve(t *testing.T) (string, *core.ManualClock) {
 	t.Helper()
-	clock := core.NewManualClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	clock := exampletest.NewClock()
 	app, err := newApp(clock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := exampletest.Listen(t)
 	done := make(chan error, 1)
 	go func() { done <- app.Listener(ln) }()
 	t.Cleanup(func() {
@@ -40,23 +33,7 @@ func serve(t *testing.T) (string, *core.ManualClock) {
 	return "http://" + ln.Addr().String(), clock
 }
 
-func send(t *testing.T, method, url, body string) (*http.Response, string) {
-	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res, string(b)
-}
+var send = exampletest.Send
 
 func TestLimit(t *testing.T) {
 	url, clock := serve(t)
@@ -78,26 +55,13 @@ func TestLimit(t *testing.T) {
 		}
 	}
 	res, body := send(t, "GET", url+"/api/hello", "")
-	if res.StatusCode != http.StatusTooManyRequests {
-		t.Fatalf("request 101: status %d (%s), want 429", res.StatusCode, body)
-	}
-	for name, want := range map[string]string{
+	exampletest.Expect(t, "request 101", res, body, http.StatusTooManyRequests, map[string]string{
 		"RateLimit":     `"api";r=0;t=1`, // one request refills in 600ms
 		"Retry-After":   "1",
 		"Content-Type":  "application/problem+json",
 		"Cache-Control": "no-store",
-	} {
-		if got := res.Header.Get(name); got != want {
-			t.Errorf("429: %s %q, want %q", name, got, want)
-		}
-	}
-	var p httplimit.Problem
-	if err := json.Unmarshal([]byte(body), &p); err != nil {
-		t.Fatalf("429 body %q: %v", body, err)
-	}
-	if p.Type != httplimit.ProblemRateLimited || p.Status != 429 || p.Policy != "api" || p.Detail != "Try again in 1 second." {
-		t.Errorf("429 body %+v", p)
-	}
+	})
+	exampletest.ExpectProblem(t, body, "api", "Try again in 1 second.")
 
 	res, body = send(t, "GET", url+"/healthz", "")
 	if res.StatusCode != http.StatusOK || res.Header.Get("RateLimit") != "" {
