@@ -2,7 +2,6 @@ package benchmarks
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -24,6 +23,7 @@ import (
 	"github.com/ratekit/ratekit/echolimit"
 	"github.com/ratekit/ratekit/fiberlimit"
 	"github.com/ratekit/ratekit/ginlimit"
+	"github.com/ratekit/ratekit/internal/adaptertest"
 )
 
 // Middleware cost: a hello-world route in each framework, bare, behind
@@ -69,7 +69,7 @@ func BenchmarkMiddlewareGin(b *testing.B) {
 				r.Use(mw())
 			}
 			r.GET("/hello", hello)
-			serveHTTP(b, r)
+			adaptertest.BenchHTTP(b, r)
 		})
 	}
 }
@@ -90,7 +90,7 @@ func BenchmarkMiddlewareChi(b *testing.B) {
 				r.Use(mw())
 			}
 			r.Get("/hello", hello)
-			serveHTTP(b, r)
+			adaptertest.BenchHTTP(b, r)
 		})
 	}
 }
@@ -115,7 +115,7 @@ func BenchmarkMiddlewareEcho(b *testing.B) {
 				e.Use(mw())
 			}
 			e.GET("/hello", hello)
-			serveHTTP(b, e)
+			adaptertest.BenchHTTP(b, e)
 		})
 	}
 }
@@ -152,44 +152,4 @@ func BenchmarkMiddlewareFiber(b *testing.B) {
 			}
 		})
 	}
-}
-
-// serveHTTP serves GET /hello with h b.N times, reusing the request and a
-// writer that discards the body. It fails the benchmark on a status other
-// than 200.
-func serveHTTP(b *testing.B, h http.Handler) {
-	req := httptest.NewRequest("GET", "/hello", nil)
-	w := &statusWriter{h: make(http.Header)}
-	h.ServeHTTP(w, req)
-	if w.status != http.StatusOK {
-		b.Fatalf("status %d, want 200", w.status)
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		w.status = 0
-		h.ServeHTTP(w, req)
-	}
-	if w.status != http.StatusOK {
-		b.Fatalf("status %d, want 200", w.status)
-	}
-}
-
-// statusWriter is a ResponseWriter that keeps the headers and the status
-// and discards the body.
-type statusWriter struct {
-	h      http.Header
-	status int
-}
-
-func (w *statusWriter) Header() http.Header { return w.h }
-
-func (w *statusWriter) WriteHeader(s int) {
-	if w.status == 0 {
-		w.status = s
-	}
-}
-
-func (w *statusWriter) Write(p []byte) (int, error) {
-	w.WriteHeader(http.StatusOK)
-	return len(p), nil
 }
