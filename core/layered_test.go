@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -106,15 +107,7 @@ func withDelay(d core.Decision, delay time.Duration) core.Decision {
 }
 
 func sameLayered(a, b core.LayeredDecision) bool {
-	if a.Decision != b.Decision || a.Layer != b.Layer || len(a.Layers) != len(b.Layers) {
-		return false
-	}
-	for i := range a.Layers {
-		if a.Layers[i] != b.Layers[i] {
-			return false
-		}
-	}
-	return true
+	return a.Decision == b.Decision && a.Layer == b.Layer && slices.Equal(a.Layers, b.Layers)
 }
 
 // Per IP and per account: each layer counts by its own key.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,15 +28,7 @@ func mustLayered(t testing.TB, c redis.UniversalClient, ps []core.Policy, opts .
 }
 
 func sameLayered(a, b core.LayeredDecision) bool {
-	if a.Decision != b.Decision || a.Layer != b.Layer || len(a.Layers) != len(b.Layers) {
-		return false
-	}
-	for i := range a.Layers {
-		if a.Layers[i] != b.Layers[i] {
-			return false
-		}
-	}
-	return true
+	return a.Decision == b.Decision && a.Layer == b.Layer && slices.Equal(a.Layers, b.Layers)
 }
 
 // One layer decides exactly as a Limiter of its policy: the whole suite
