@@ -88,7 +88,10 @@ func NewDenialCache(remote Limiter, opts ...DenialOption) (*DenialCache, error) 
 		return nil, errors.New("core: NewDenialCache: a remote limiter is required")
 	}
 	o := denialOptions{clock: SystemClock{}, maxKeys: DefaultLeaseMaxKeys}
-	for _, opt := range opts {
+	for i, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("core: NewDenialCache: option %d is nil", i+1)
+		}
 		opt(&o)
 	}
 	switch {

@@ -160,7 +160,10 @@ func NewFailover(remote Limiter, opts ...FailoverOption) (*Failover, error) {
 		return nil, errors.New("core: NewFailover: a remote limiter is required")
 	}
 	f := &Failover{remote: remote, failures: 3, coolDown: 5 * time.Second, clock: SystemClock{}, cost: math.MaxInt64}
-	for _, opt := range opts {
+	for i, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("core: NewFailover: option %d is nil", i+1)
+		}
 		opt(f)
 	}
 	switch {

@@ -187,7 +187,10 @@ func NewGuard(newLimiter func(Policy) (Limiter, error), opts ...GuardOption) (*G
 		return nil, errors.New("core: guard: NewGuard: a limiter constructor is required")
 	}
 	var c guardConfig
-	for _, opt := range opts {
+	for i, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("core: NewGuard: option %d is nil", i+1)
+		}
 		opt(&c)
 	}
 	build := func(what string, p, def Policy, name string) (Limiter, error) {

@@ -148,7 +148,10 @@ func NewLeased(remote Limiter, batch int64, opts ...LeaseOption) (*Leased, error
 		return nil, fmt.Errorf("core: NewLeased: batch %d: must be at least 1", batch)
 	}
 	o := leaseOptions{leaseTime: DefaultLeaseTime, clock: SystemClock{}, maxKeys: DefaultLeaseMaxKeys}
-	for _, opt := range opts {
+	for i, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("core: NewLeased: option %d is nil", i+1)
+		}
 		opt(&o)
 	}
 	switch {

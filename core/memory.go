@@ -99,7 +99,10 @@ func New(p Policy, opts ...Option) (*Memory, error) {
 		return nil, err
 	}
 	o := options{clock: SystemClock{}, maxKeys: DefaultMaxKeys}
-	for _, opt := range opts {
+	for i, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("core: New: option %d is nil", i+1)
+		}
 		opt(&o)
 	}
 	if o.clock == nil {

@@ -169,7 +169,10 @@ func PrivateNetworks() []netip.Prefix {
 // an error wrapping [ErrNoKey].
 func ClientIP(opts ...IPOption) (Func, error) {
 	c := &ipConfig{v4bits: 32, v6bits: 64}
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("keyfunc: ClientIP: option %d is nil", i+1)
+		}
 		if err := o(c); err != nil {
 			return nil, err
 		}

@@ -310,3 +310,9 @@ func TestPeerKeyInPlaceIsCanonical(t *testing.T) {
 		}
 	}
 }
+
+func TestClientIPNilOption(t *testing.T) {
+	if _, err := ClientIP(nil); err == nil || !strings.Contains(err.Error(), "option 1 is nil") {
+		t.Errorf("ClientIP(nil): %v, want an error naming the nil option", err)
+	}
+}

@@ -46,7 +46,9 @@ func FoldGmail() EmailOption {
 func Email(field string, opts ...EmailOption) Func {
 	var c emailConfig
 	for _, o := range opts {
-		o(&c)
+		if o != nil {
+			o(&c)
+		}
 	}
 	return func(r Request) (string, error) {
 		v, err := r.Field(field)
@@ -81,7 +83,9 @@ func Email(field string, opts ...EmailOption) Func {
 func NormalizeEmail(s string, opts ...EmailOption) (string, error) {
 	var c emailConfig
 	for _, o := range opts {
-		o(&c)
+		if o != nil {
+			o(&c)
+		}
 	}
 	return c.normalize(s)
 }

@@ -50,7 +50,9 @@ func MaxBodyBytes(n int64) HTTPOption {
 func FromHTTP(r *http.Request, opts ...HTTPOption) Request {
 	h := &httpRequest{r: r}
 	for _, o := range opts {
-		o(&h.httpConfig)
+		if o != nil {
+			o(&h.httpConfig)
+		}
 	}
 	if h.maxBody <= 0 {
 		h.maxBody = DefaultMaxBodyBytes

@@ -1,0 +1,40 @@
+package core_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratekit/ratekit/core"
+)
+
+// A nil option is an error that names it, from every constructor that
+// takes options, never a panic.
+func TestNilOption(t *testing.T) {
+	p := core.Policy{Limit: 10, Window: time.Second}
+	remote, err := core.New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, build := range map[string]func() error{
+		"New": func() error { _, err := core.New(p, core.WithMaxKeys(10), nil); return err },
+		"NewFailover": func() error {
+			_, err := core.NewFailover(remote, core.FailClosed(), nil)
+			return err
+		},
+		"NewLeased": func() error { _, err := core.NewLeased(remote, 10, nil); return err },
+		"NewDenialCache": func() error {
+			_, err := core.NewDenialCache(remote, nil)
+			return err
+		},
+		"NewGuard": func() error {
+			_, err := core.NewGuard(func(p core.Policy) (core.Limiter, error) { return core.New(p) }, nil)
+			return err
+		},
+	} {
+		err := build()
+		if err == nil || !strings.Contains(err.Error(), name+": option") || !strings.Contains(err.Error(), "is nil") {
+			t.Errorf("%s with a nil option: %v, want an error naming it", name, err)
+		}
+	}
+}
