@@ -236,13 +236,16 @@ func TestExpiry(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if pttl == -2*time.Nanosecond {
-			continue // expired between SCAN and PTTL
+		if pttl == -2*time.Nanosecond || pttl == 0 {
+			// Expired, or expiring within the millisecond, between SCAN
+			// and PTTL: a loaded machine can take that long between the
+			// Peek above and this read.
+			continue
 		}
 		// The expiry was ResetAfter rounded up to the millisecond plus the
 		// margin when written; PTTL counts whole milliseconds of the
 		// server's clock: one more of slack for each rounding.
-		if limit := reset.Truncate(time.Millisecond) + 2*time.Millisecond + margin; pttl <= 0 || pttl > limit {
+		if limit := reset.Truncate(time.Millisecond) + 2*time.Millisecond + margin; pttl < 0 || pttl > limit {
 			t.Errorf("key %q: PTTL %v, want in (0, %v] (ResetAfter %v + margin %v)", k, pttl, limit, reset, margin)
 		}
 		longest = max(longest, pttl)
