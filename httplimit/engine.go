@@ -282,7 +282,13 @@ func (e *Engine) Check(req keyfunc.Request) Result {
 		}
 		return e.failed(res, err)
 	}
-	res.d, res.rate = d, true
+	// A Decision without a policy, such as a Failover's in an outage over
+	// a limiter whose policy it cannot know, has no limit to describe:
+	// no rate headers then, as when the limiter fails.
+	res.d, res.rate = d, d.Limit > 0
+	for _, l := range res.layers {
+		res.rate = res.rate && l.Limit > 0
+	}
 	if d.Allowed {
 		if d.Delay > 0 && c.countIf == nil && c.dryRun == nil && !wait(ctx, d.Delay) {
 			return res.refuse(canceledResponse(d))

@@ -3,6 +3,7 @@ package httplimit_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -86,6 +87,55 @@ func TestPlainLimiterAllocations(t *testing.T) {
 		})
 		if allocs > 1 {
 			t.Errorf("%s: %v allocations per allowed request, want at most 1 (the request view)", name, allocs)
+		}
+	}
+}
+
+// down is a limiter whose store is down, with no Policy method: a Failover
+// over it cannot know its policy.
+type down struct{}
+
+var errDown = errors.New("store down")
+
+func (down) AllowN(context.Context, string, int64) (core.Decision, error) {
+	return core.Decision{}, errDown
+}
+func (down) Peek(context.Context, string, int64) (core.Decision, error) {
+	return core.Decision{}, errDown
+}
+func (down) Reset(context.Context, string) error { return errDown }
+
+type downLayers struct{ down }
+
+func (downLayers) AllowLayers(context.Context, string, int64) (core.LayeredDecision, error) {
+	return core.LayeredDecision{}, errDown
+}
+func (downLayers) PeekLayers(context.Context, string, int64) (core.LayeredDecision, error) {
+	return core.LayeredDecision{}, errDown
+}
+
+// In an outage, a Failover over a limiter of unknown policy decides alone:
+// no RateLimit fields then (a limit of 0 would be a lie), and a fail-closed
+// 429 still says when to retry.
+func TestOutageWithoutPolicyWritesNoRateHeaders(t *testing.T) {
+	for _, remote := range []core.Limiter{down{}, downLayers{}} {
+		for name, mode := range map[string]core.FailoverOption{"open": core.FailOpen(), "closed": core.FailClosed()} {
+			f, err := core.NewFailover(remote, mode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := httptest.NewRecorder()
+			res := httplimit.MustNew(f).Check(httplimit.HTTPRequest(httptest.NewRequest("GET", "/", nil), "/"))
+			res.WriteHTTP(w)
+			if got := w.Header().Values("RateLimit"); len(got) != 0 || len(w.Header().Values("RateLimit-Policy")) != 0 {
+				t.Errorf("%T, fail %s: RateLimit %q, RateLimit-Policy %q, want none", remote, name, got, w.Header().Values("RateLimit-Policy"))
+			}
+			if name == "closed" && (w.Code != 429 || w.Header().Get("Retry-After") == "") {
+				t.Errorf("%T, fail closed: status %d, Retry-After %q, want 429 with Retry-After", remote, w.Code, w.Header().Get("Retry-After"))
+			}
+			if name == "open" && !res.Serve() {
+				t.Errorf("%T, fail open: not served", remote)
+			}
 		}
 	}
 }
