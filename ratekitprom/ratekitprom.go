@@ -183,17 +183,13 @@ func (m *Metrics) Observe(_ context.Context, e core.Event) {
 			m.shadowC.get(e.Policy)[e.Outcome()].Inc()
 			return
 		}
-		s := m.decisionC.get(e.Policy)
-		s.outcomes[e.Outcome()].Inc()
-		s.latency.observe(e.Latency)
+		m.decisionC.get(e.Policy).count(e)
 	case core.OpPeek:
 		if e.Shadow {
 			m.shadowPeekC.get(e.Policy)[e.Outcome()].Inc()
 			return
 		}
-		s := m.peekC.get(e.Policy)
-		s.outcomes[e.Outcome()].Inc()
-		s.latency.observe(e.Latency)
+		m.peekC.get(e.Policy).count(e)
 	case core.OpStoreError:
 		m.storeErrorC.get(e.Policy).Inc()
 	case core.OpBreakerOpen:
@@ -236,15 +232,11 @@ func (p *policyMetrics) Observe(ctx context.Context, e core.Event) {
 	}
 	switch {
 	case e.Op == core.OpAllow && !e.Shadow:
-		s := resolve(&p.decision, &p.m.decisionC, p.policy)
-		s.outcomes[e.Outcome()].Inc()
-		s.latency.observe(e.Latency)
+		resolve(&p.decision, &p.m.decisionC, p.policy).count(e)
 	case e.Op == core.OpAllow:
 		resolve(&p.shadow, &p.m.shadowC, p.policy)[e.Outcome()].Inc()
 	case e.Op == core.OpPeek && !e.Shadow:
-		s := resolve(&p.peek, &p.m.peekC, p.policy)
-		s.outcomes[e.Outcome()].Inc()
-		s.latency.observe(e.Latency)
+		resolve(&p.peek, &p.m.peekC, p.policy).count(e)
 	case e.Op == core.OpPeek:
 		resolve(&p.shadowPeek, &p.m.shadowPeekC, p.policy)[e.Outcome()].Inc()
 	default:
@@ -292,6 +284,12 @@ func outcomesOf(v *prometheus.CounterVec) func(string) outcomes {
 type timedOutcomes struct {
 	outcomes outcomes
 	latency  *latencyHist
+}
+
+// count counts e's outcome and its latency.
+func (t timedOutcomes) count(e core.Event) {
+	t.outcomes[e.Outcome()].Inc()
+	t.latency.observe(e.Latency)
 }
 
 func (m *Metrics) timedOutcomesOf(v *prometheus.CounterVec) func(string) timedOutcomes {
