@@ -81,10 +81,5 @@ func (r request) Header(name string) []string {
 
 func (r request) Field(name string) (string, error) {
 	req := r.c.Request()
-	v, err := keyfunc.BodyField(string(req.Header.ContentType()), r.c.Body(), name)
-	if v != "" || err != nil {
-		return v, err
-	}
-	// The query has the syntax of a URL-encoded form.
-	return keyfunc.BodyField("application/x-www-form-urlencoded", req.URI().QueryString(), name)
+	return keyfunc.RequestField(string(req.Header.ContentType()), r.c.Body(), string(req.URI().QueryString()), name)
 }

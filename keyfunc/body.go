@@ -55,6 +55,26 @@ func BodyField(contentType string, body []byte, name string) (string, error) {
 
 // singleValue returns the one value of a field given zero or more times, and
 // an error if it was given with different values.
+// RequestField returns a request's field name as every [Request] view
+// reads it: from the body when it has the field (see [BodyField]), else
+// from the URL query string rawQuery (its value, given once or always the
+// same). An empty body has no fields, whatever its content type. Adapters
+// for frameworks other than net/http implement [Request.Field] with it, so
+// that a field reads the same in every framework.
+func RequestField(contentType string, body []byte, rawQuery, name string) (string, error) {
+	if len(body) > 0 {
+		v, err := BodyField(contentType, body, name)
+		if v != "" || err != nil {
+			return v, err
+		}
+	}
+	if rawQuery == "" {
+		return "", nil
+	}
+	vs, _ := url.ParseQuery(rawQuery) // the well-formed pairs, as URL.Query keeps them
+	return singleValue(vs[name], name)
+}
+
 func singleValue(vs []string, name string) (string, error) {
 	v := ""
 	for i, s := range vs {

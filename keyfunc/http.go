@@ -88,16 +88,11 @@ func (h *httpRequest) Field(name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if len(body) > 0 {
-		v, err := BodyField(h.r.Header.Get("Content-Type"), body, name)
-		if v != "" || err != nil {
-			return v, err
-		}
+	var query string
+	if h.r.URL != nil {
+		query = h.r.URL.RawQuery
 	}
-	if h.r.URL == nil {
-		return "", nil
-	}
-	return singleValue(h.r.URL.Query()[name], name)
+	return RequestField(h.r.Header.Get("Content-Type"), body, query, name)
 }
 
 // replayBody is the body FromHTTP leaves in place of the one it read: a
