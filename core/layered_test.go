@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -186,7 +185,7 @@ func TestLayeredNewKeyRace(t *testing.T) {
 	for r := range rounds {
 		key := fmt.Sprintf("new-%d", r)
 		var allowed atomic.Int64
-		race(racers, func() {
+		limitertest.Race(racers, func(int) {
 			if d, err := l.AllowN(ctx, key, 1); err != nil {
 				t.Error(err)
 			} else if d.Allowed {
@@ -197,25 +196,6 @@ func TestLayeredNewKeyRace(t *testing.T) {
 			t.Fatalf("round %d: %d of %d allowed, want exactly 1", r, got, racers)
 		}
 	}
-}
-
-// race runs f on n goroutines released together and waits for them.
-func race(n int, f func()) {
-	var ready, done sync.WaitGroup
-	start := make(chan struct{})
-	ready.Add(n)
-	done.Add(n)
-	for range n {
-		go func() {
-			defer done.Done()
-			ready.Done()
-			<-start
-			f()
-		}()
-	}
-	ready.Wait()
-	close(start)
-	done.Wait()
 }
 
 // Many goroutines on two accounts that share one IP layer: neither limit
@@ -230,7 +210,7 @@ func TestLayeredSharedLayerRace(t *testing.T) {
 	backward := mustLayered(t, ip, account)
 	var perAccount [2]atomic.Int64
 	var next atomic.Int64
-	race(16, func() {
+	limitertest.Race(16, func(int) {
 		g := next.Add(1)
 		a := int(g % 2)
 		for range 20 {

@@ -3,8 +3,6 @@ package core_test
 import (
 	"context"
 	"errors"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -136,29 +134,8 @@ func TestLeasedRace(t *testing.T) {
 	clock := core.NewManualClock(limitertest.Start)
 	remote := newCounting(t, p, clock)
 	l := mustLeased(t, remote, 10, core.LeaseClock(clock))
-	var allowed atomic.Int64
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			for range 50 {
-				d, err := l.Allow(ctx, "shared")
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if d.Allowed {
-					allowed.Add(1)
-				}
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
-	if got := allowed.Load(); got != 100 {
+	got := limitertest.CountAllowed(t, 8, 50, func(int) (core.Decision, error) { return l.Allow(ctx, "shared") })
+	if got != 100 {
 		t.Errorf("%d of 400 allowed, want exactly 100", got)
 	}
 }

@@ -314,16 +314,7 @@ func TestBreakerChangeRace(t *testing.T) {
 			}
 			mu.Unlock()
 		}))
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			<-start
-			f.Allow(ctx, "k")
-		})
-	}
-	close(start)
-	wg.Wait()
+	limitertest.Race(8, func(int) { f.Allow(ctx, "k") })
 	if opens != 1 {
 		t.Errorf("breaker reported open %d times, want 1", opens)
 	}

@@ -178,7 +178,7 @@ func TestTieredRace(t *testing.T) {
 	pl.set("p", "pro")
 	var free, pro atomic.Int64
 	var next atomic.Int64
-	race(16, func() {
+	limitertest.Race(16, func(int) {
 		key := []string{"f", "p"}[next.Add(1)%2]
 		for range 10 {
 			d, err := tl.Allow(ctx, key)

@@ -135,31 +135,26 @@ func TestBatchingExact(t *testing.T) {
 	race := func(t *testing.T, newLimiter func() *Limiter, instances, goroutines, each int, keys []string) map[string]int64 {
 		var mu sync.Mutex
 		allowed := map[string]int64{}
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for range instances {
-			l := newLimiter()
-			for g := range goroutines {
-				wg.Go(func() {
-					<-start
-					for i := range each {
-						key := keys[(g+i)%len(keys)]
-						d, err := l.Allow(ctx, key)
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						if d.Allowed {
-							mu.Lock()
-							allowed[key]++
-							mu.Unlock()
-						}
-					}
-				})
-			}
+		ls := make([]*Limiter, instances)
+		for i := range ls {
+			ls[i] = newLimiter()
 		}
-		close(start)
-		wg.Wait()
+		limitertest.Race(instances*goroutines, func(g int) {
+			l := ls[g/goroutines]
+			for i := range each {
+				key := keys[(g%goroutines+i)%len(keys)]
+				d, err := l.Allow(ctx, key)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if d.Allowed {
+					mu.Lock()
+					allowed[key]++
+					mu.Unlock()
+				}
+			}
+		})
 		return allowed
 	}
 	t.Run("single", func(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -311,27 +310,8 @@ func TestLayeredNewKeyRace(t *testing.T) {
 	}, WithPrefix(uniquePrefix(t.Name())))
 	for r := range 30 {
 		key := fmt.Sprint("new-", r)
-		var allowed atomic.Int64
-		var ready, done sync.WaitGroup
-		start := make(chan struct{})
-		for range 8 {
-			ready.Add(1)
-			done.Add(1)
-			go func() {
-				defer done.Done()
-				ready.Done()
-				<-start
-				if d, err := l.Allow(ctx, key); err != nil {
-					t.Error(err)
-				} else if d.Allowed {
-					allowed.Add(1)
-				}
-			}()
-		}
-		ready.Wait()
-		close(start)
-		done.Wait()
-		if got := allowed.Load(); got != 1 {
+		got := limitertest.CountAllowed(t, 8, 1, func(int) (core.Decision, error) { return l.Allow(ctx, key) })
+		if got != 1 {
 			t.Fatalf("round %d: %d of 8 allowed, want exactly 1", r, got)
 		}
 	}

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/limitertest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -144,32 +144,13 @@ func TestExactAcrossServers(t *testing.T) {
 	addr := singleNode(t)
 	race := func(t *testing.T, p core.Policy, instances, goroutines, each int) int64 {
 		prefix := uniquePrefix(t.Name())
-		var allowed atomic.Int64
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for range instances {
-			l := mustNew(t, newClient(t, addr), p, WithPrefix(prefix))
-			for range goroutines {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					<-start
-					for range each {
-						d, err := l.Allow(ctx, "shared")
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						if d.Allowed {
-							allowed.Add(1)
-						}
-					}
-				}()
-			}
+		ls := make([]*Limiter, instances)
+		for i := range ls {
+			ls[i] = mustNew(t, newClient(t, addr), p, WithPrefix(prefix))
 		}
-		close(start)
-		wg.Wait()
-		return allowed.Load()
+		return limitertest.CountAllowed(t, instances*goroutines, each, func(g int) (core.Decision, error) {
+			return ls[g/goroutines].Allow(ctx, "shared")
+		})
 	}
 	forEachAlgorithm(t, core.Policy{Limit: 100, Window: time.Hour}, func(t *testing.T, p core.Policy) {
 		if got := race(t, p, 4, 50, 3); got != 100 {

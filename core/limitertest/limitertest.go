@@ -16,8 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -600,30 +598,8 @@ func (s suite) testNewKeyRace(t *testing.T) {
 		const rounds, racers = 1000, 8
 		for r := range rounds {
 			key := fmt.Sprintf("new-%d", r)
-			var allowed atomic.Int64
-			var ready, done sync.WaitGroup
-			start := make(chan struct{})
-			ready.Add(racers)
-			done.Add(racers)
-			for range racers {
-				go func() {
-					defer done.Done()
-					ready.Done()
-					<-start
-					d, err := lim.AllowN(ctx, key, 1)
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					if d.Allowed {
-						allowed.Add(1)
-					}
-				}()
-			}
-			ready.Wait()
-			close(start)
-			done.Wait()
-			if got := allowed.Load(); got != 1 {
+			got := CountAllowed(t, racers, 1, func(int) (core.Decision, error) { return lim.AllowN(ctx, key, 1) })
+			if got != 1 {
 				t.Fatalf("round %d: %d of %d allowed, want exactly 1", r, got, racers)
 			}
 		}
@@ -634,29 +610,8 @@ func (s suite) testNewKeyRace(t *testing.T) {
 func (s suite) testExactlyLimit(t *testing.T) {
 	forEach(t, core.Policy{Limit: 100, Window: time.Hour}, func(t *testing.T, p core.Policy) {
 		lim, _ := s.build(t, p)
-		var allowed atomic.Int64
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for range 100 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				for range 10 {
-					d, err := lim.AllowN(ctx, "shared", 1)
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					if d.Allowed {
-						allowed.Add(1)
-					}
-				}
-			}()
-		}
-		close(start)
-		wg.Wait()
-		if got := allowed.Load(); got != 100 {
+		got := CountAllowed(t, 100, 10, func(int) (core.Decision, error) { return lim.AllowN(ctx, "shared", 1) })
+		if got != 100 {
 			t.Fatalf("%d of 1000 allowed, want exactly 100", got)
 		}
 	})
