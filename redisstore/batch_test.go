@@ -77,7 +77,7 @@ func TestBatchingSameDecisionsAsMemory(t *testing.T) {
 		{Limit: 97, Window: time.Minute},
 		{Limit: core.MaxLimit, Window: 30 * 24 * time.Hour},
 	} {
-		forEachAlgorithm(t, base, func(t *testing.T, p core.Policy) {
+		limitertest.ForEachAlgorithm(t, base, func(t *testing.T, p core.Policy) {
 			client := newClient(t, addr)
 			hook := &pipeHook{}
 			client.AddHook(hook)
@@ -159,7 +159,7 @@ func TestBatchingExact(t *testing.T) {
 	}
 	t.Run("single", func(t *testing.T) {
 		addr := singleNode(t)
-		forEachAlgorithm(t, core.Policy{Limit: 100, Window: time.Hour}, func(t *testing.T, p core.Policy) {
+		limitertest.ForEachAlgorithm(t, core.Policy{Limit: 100, Window: time.Hour}, func(t *testing.T, p core.Policy) {
 			prefix := uniquePrefix(t.Name())
 			got := race(t, func() *Limiter {
 				return mustNew(t, newClient(t, addr), p, WithPrefix(prefix), WithBatching(16))
@@ -172,7 +172,7 @@ func TestBatchingExact(t *testing.T) {
 	t.Run("cluster", func(t *testing.T) {
 		client := newClusterClient(t, cluster(t))
 		users := []string{"alice", "{bob}", "carol", "dave", "erin"}
-		forEachAlgorithm(t, core.Policy{Limit: 10, Window: time.Hour}, func(t *testing.T, p core.Policy) {
+		limitertest.ForEachAlgorithm(t, core.Policy{Limit: 10, Window: time.Hour}, func(t *testing.T, p core.Policy) {
 			prefix := uniquePrefix(t.Name())
 			got := race(t, func() *Limiter {
 				return mustNew(t, client, p, WithPrefix(prefix), WithBatching(0))
@@ -191,7 +191,7 @@ func TestBatchingExact(t *testing.T) {
 func TestBatchingOneCommandPerDecision(t *testing.T) {
 	addr := singleNode(t)
 	admin := newClient(t, addr)
-	forEachAlgorithm(t, core.Policy{Limit: 1_000_000, Window: time.Minute}, func(t *testing.T, p core.Policy) {
+	limitertest.ForEachAlgorithm(t, core.Policy{Limit: 1_000_000, Window: time.Minute}, func(t *testing.T, p core.Policy) {
 		client := newClient(t, addr)
 		hook := &pipeHook{}
 		client.AddHook(hook)
@@ -244,7 +244,7 @@ func TestBatchingOneCommandPerDecision(t *testing.T) {
 func TestBatchingNoScript(t *testing.T) {
 	addr := singleNode(t)
 	admin := newClient(t, addr)
-	forEachAlgorithm(t, core.Policy{Limit: 100, Window: time.Hour}, func(t *testing.T, p core.Policy) {
+	limitertest.ForEachAlgorithm(t, core.Policy{Limit: 100, Window: time.Hour}, func(t *testing.T, p core.Policy) {
 		client := newClient(t, addr)
 		var flushed atomic.Bool
 		hook := &pipeHook{before: func() {

@@ -17,18 +17,6 @@ import (
 
 var ctx = context.Background()
 
-// forEachAlgorithm runs f for each algorithm with p's Algorithm set.
-func forEachAlgorithm(t *testing.T, p core.Policy, f func(t *testing.T, p core.Policy)) {
-	for _, a := range core.Algorithms {
-		p := p
-		p.Algorithm = a
-		if !a.Burstable() {
-			p.Burst = 0
-		}
-		t.Run(a.String(), func(t *testing.T) { f(t, p) })
-	}
-}
-
 func mustNew(t testing.TB, c redis.UniversalClient, p core.Policy, opts ...Option) *Limiter {
 	t.Helper()
 	l, err := New(c, p, opts...)
@@ -71,7 +59,7 @@ func TestCluster(t *testing.T) {
 	prefix := uniquePrefix("cluster")
 	users := []string{"alice", "{bob}", "c}a{rol", "}", "dave%7B"}
 	var limiters []*Limiter
-	forEachAlgorithm(t, core.Policy{Limit: 3, Window: time.Hour, Burst: 3}, func(t *testing.T, p core.Policy) {
+	limitertest.ForEachAlgorithm(t, core.Policy{Limit: 3, Window: time.Hour, Burst: 3}, func(t *testing.T, p core.Policy) {
 		clock := core.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 		l := mustNew(t, client, p, WithPrefix(prefix), WithClock(clock))
 		limiters = append(limiters, l)
@@ -152,7 +140,7 @@ func TestExactAcrossServers(t *testing.T) {
 			return ls[g/goroutines].Allow(ctx, "shared")
 		})
 	}
-	forEachAlgorithm(t, core.Policy{Limit: 100, Window: time.Hour}, func(t *testing.T, p core.Policy) {
+	limitertest.ForEachAlgorithm(t, core.Policy{Limit: 100, Window: time.Hour}, func(t *testing.T, p core.Policy) {
 		if got := race(t, p, 4, 50, 3); got != 100 {
 			t.Fatalf("%d of 600 allowed, want exactly 100", got)
 		}
@@ -264,7 +252,7 @@ func scanKeys(t *testing.T, c *redis.Client, match string) []string {
 func TestScriptFlush(t *testing.T) {
 	client := newClient(t, singleNode(t))
 	prefix := uniquePrefix("flush")
-	forEachAlgorithm(t, core.Policy{Limit: 10, Window: time.Hour}, func(t *testing.T, p core.Policy) {
+	limitertest.ForEachAlgorithm(t, core.Policy{Limit: 10, Window: time.Hour}, func(t *testing.T, p core.Policy) {
 		l := mustNew(t, client, p, WithPrefix(prefix))
 		if d, err := l.AllowN(ctx, "k", 2); err != nil || d.Remaining != 8 {
 			t.Fatalf("first request: %+v, %v", d, err)
@@ -365,7 +353,7 @@ func commandStats(t *testing.T, c *redis.Client) map[string]int64 {
 func TestOneRoundTrip(t *testing.T) {
 	addr := singleNode(t)
 	admin := newClient(t, addr)
-	forEachAlgorithm(t, core.Policy{Limit: 50, Window: time.Minute}, func(t *testing.T, p core.Policy) {
+	limitertest.ForEachAlgorithm(t, core.Policy{Limit: 50, Window: time.Minute}, func(t *testing.T, p core.Policy) {
 		client := newClient(t, addr)
 		var sent atomic.Int64
 		client.AddHook(countHook{&sent})

@@ -66,8 +66,10 @@ func (s suite) build(t *testing.T, p core.Policy) (core.Limiter, *core.ManualClo
 	return s.newLimiter(t, p, clock), clock
 }
 
-// forEach runs f as a subtest for each algorithm, with p's Algorithm set.
-func forEach(t *testing.T, p core.Policy, f func(t *testing.T, p core.Policy)) {
+// ForEachAlgorithm runs f as a subtest for each algorithm, named after it,
+// with p's Algorithm set (and Burst cleared for the algorithms without
+// one).
+func ForEachAlgorithm(t *testing.T, p core.Policy, f func(t *testing.T, p core.Policy)) {
 	for _, a := range core.Algorithms {
 		p := p
 		p.Algorithm = a
@@ -348,7 +350,7 @@ var randomPolicies = []core.Policy{
 // now+r and still denied at now+r-1µs. Before every AllowN, Peek predicts it.
 func (s suite) testRetryAfterExact(t *testing.T) {
 	for _, base := range randomPolicies {
-		forEach(t, base, func(t *testing.T, p core.Policy) {
+		ForEachAlgorithm(t, base, func(t *testing.T, p core.Policy) {
 			lim, clock := s.build(t, p)
 			rng := rand.New(rand.NewPCG(uint64(p.Limit), uint64(p.Window)))
 			step := int64(p.Window/us) / p.Limit
@@ -409,7 +411,7 @@ func checkSane(t *testing.T, p core.Policy, d core.Decision) {
 // counts nothing, so it gets in at the first retry at or after the moment
 // the algorithm frees room.
 func (s suite) testRetryingClient(t *testing.T) {
-	forEach(t, core.Policy{Limit: 10, Window: time.Minute, Burst: 10}, func(t *testing.T, p core.Policy) {
+	ForEachAlgorithm(t, core.Policy{Limit: 10, Window: time.Minute, Burst: 10}, func(t *testing.T, p core.Policy) {
 		lim, clock := s.build(t, p)
 		clock.Set(Start.Add(15 * time.Second))
 		var first core.Decision
@@ -438,7 +440,7 @@ func (s suite) testRetryingClient(t *testing.T) {
 }
 
 func (s suite) testPeekCountsNothing(t *testing.T) {
-	forEach(t, core.Policy{Limit: 5, Window: time.Minute}, func(t *testing.T, p core.Policy) {
+	ForEachAlgorithm(t, core.Policy{Limit: 5, Window: time.Minute}, func(t *testing.T, p core.Policy) {
 		lim, _ := s.build(t, p)
 		for range 20 {
 			if d := peek(t, lim, "p", 1); !d.Allowed || d.Remaining != p.Capacity()-1 {
@@ -463,7 +465,7 @@ func (s suite) testPeekCountsNothing(t *testing.T) {
 }
 
 func (s suite) testReset(t *testing.T) {
-	forEach(t, core.Policy{Limit: 4, Window: time.Hour}, func(t *testing.T, p core.Policy) {
+	ForEachAlgorithm(t, core.Policy{Limit: 4, Window: time.Hour}, func(t *testing.T, p core.Policy) {
 		lim, _ := s.build(t, p)
 		allow(t, lim, "gone", p.Capacity())
 		allow(t, lim, "kept", p.Capacity())
@@ -486,7 +488,7 @@ func (s suite) testReset(t *testing.T) {
 }
 
 func (s suite) testCost(t *testing.T) {
-	forEach(t, core.Policy{Limit: 10, Window: time.Minute}, func(t *testing.T, p core.Policy) {
+	ForEachAlgorithm(t, core.Policy{Limit: 10, Window: time.Minute}, func(t *testing.T, p core.Policy) {
 		lim, _ := s.build(t, p)
 		max := p.Capacity()
 		if d := allow(t, lim, "c", 4); !d.Allowed || d.Remaining != max-4 {
@@ -512,7 +514,7 @@ func (s suite) testCost(t *testing.T) {
 }
 
 func (s suite) testBadInput(t *testing.T) {
-	forEach(t, core.Policy{Limit: 10, Window: time.Minute}, func(t *testing.T, p core.Policy) {
+	ForEachAlgorithm(t, core.Policy{Limit: 10, Window: time.Minute}, func(t *testing.T, p core.Policy) {
 		lim, _ := s.build(t, p)
 		for _, n := range []int64{0, -1, -1 << 63} {
 			if _, err := lim.AllowN(ctx, "k", n); !errors.Is(err, core.ErrInvalidCost) {
@@ -542,7 +544,7 @@ func (s suite) testBadInput(t *testing.T) {
 
 // A clock that goes backwards must not panic or produce negative durations.
 func (s suite) testClockBackwards(t *testing.T) {
-	forEach(t, core.Policy{Limit: 5, Window: time.Second, Burst: 5}, func(t *testing.T, p core.Policy) {
+	ForEachAlgorithm(t, core.Policy{Limit: 5, Window: time.Second, Burst: 5}, func(t *testing.T, p core.Policy) {
 		lim, clock := s.build(t, p)
 		clock.Set(Start.Add(time.Hour))
 		for _, jump := range []time.Duration{0, -300 * ms, -time.Second, -time.Hour, 10 * time.Millisecond, -24 * time.Hour, 48 * time.Hour} {
@@ -565,7 +567,7 @@ func (s suite) testExtremes(t *testing.T) {
 		{Limit: core.MaxLimit, Window: core.MaxWindow, Burst: core.MaxLimit},
 		{Limit: 1, Window: core.MaxWindow},
 	} {
-		forEach(t, base, func(t *testing.T, p core.Policy) {
+		ForEachAlgorithm(t, base, func(t *testing.T, p core.Policy) {
 			lim, clock := s.build(t, p)
 			max := p.Capacity()
 			d := allow(t, lim, "x", max)
@@ -593,7 +595,7 @@ func (s suite) testExtremes(t *testing.T) {
 // Eight goroutines released together on a brand-new key with Limit 1:
 // exactly one is allowed, every round. The key's state is created once.
 func (s suite) testNewKeyRace(t *testing.T) {
-	forEach(t, core.Policy{Limit: 1, Window: time.Hour}, func(t *testing.T, p core.Policy) {
+	ForEachAlgorithm(t, core.Policy{Limit: 1, Window: time.Hour}, func(t *testing.T, p core.Policy) {
 		lim, _ := s.build(t, p)
 		const rounds, racers = 1000, 8
 		for r := range rounds {
@@ -608,7 +610,7 @@ func (s suite) testNewKeyRace(t *testing.T) {
 
 // 100 goroutines × 10 requests against Limit 100: exactly 100 allowed.
 func (s suite) testExactlyLimit(t *testing.T) {
-	forEach(t, core.Policy{Limit: 100, Window: time.Hour}, func(t *testing.T, p core.Policy) {
+	ForEachAlgorithm(t, core.Policy{Limit: 100, Window: time.Hour}, func(t *testing.T, p core.Policy) {
 		lim, _ := s.build(t, p)
 		got := CountAllowed(t, 100, 10, func(int) (core.Decision, error) { return lim.AllowN(ctx, "shared", 1) })
 		if got != 100 {
