@@ -2,10 +2,8 @@ package core_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,72 +39,17 @@ func TestLayeredConformance(t *testing.T) {
 	})
 }
 
-// 2 per second and 5 per day on one key, step by step: the decision is the
-// most restrictive layer's, and a denial counts nothing in the other layer.
-func TestLayeredSteps(t *testing.T) {
-	clock := core.NewManualClock(layeredStart)
-	second := mustNew(t, core.Policy{Name: "second", Limit: 2, Window: time.Second}, clock)
-	day := mustNew(t, core.Policy{Name: "day", Algorithm: core.FixedWindow, Limit: 5, Window: 24 * time.Hour}, clock)
-	l := mustLayered(t, second, day)
-	steps := []struct {
-		at         time.Duration
-		n          int64
-		allowed    bool
-		layer      int
-		remaining  int64
-		retryAfter time.Duration
-	}{
-		{0, 1, true, 0, 1, 0},                       // second 1 left, day 4
-		{0, 1, true, 0, 0, 0},                       // second 0, day 3
-		{0, 1, false, 0, 0, 500 * time.Millisecond}, // second denies; day not counted
-		{time.Second, 2, true, 0, 0, 0},             // second 0, day 1
-		{2 * time.Second, 2, false, 1, 1, 23*time.Hour + 59*time.Minute + 58*time.Second},
-		{2 * time.Second, 1, true, 1, 0, 0}, // second 1, day 0: day is tighter
-		{3 * time.Second, 1, false, 1, 0, 23*time.Hour + 59*time.Minute + 57*time.Second},
-		{24 * time.Hour, 2, true, 0, 0, 0},
-	}
-	for i, st := range steps {
-		clock.Set(layeredStart.Add(st.at))
-		pd, err := l.PeekKeys(ctx, []string{"k"}, st.n)
-		if err != nil {
-			t.Fatal(err)
+// The layered suite, on Memory layers; each layer alone is its Memory.
+func TestLayeredSuite(t *testing.T) {
+	limitertest.RunLayered(t, func(t *testing.T, ps []core.Policy, clock *core.ManualClock) (limitertest.LayeredKeys, []core.Limiter) {
+		var mems []*core.Memory
+		var alone []core.Limiter
+		for _, p := range ps {
+			m := mustNew(t, p, clock)
+			mems, alone = append(mems, m), append(alone, m)
 		}
-		d, err := l.AllowKeys(ctx, []string{"k"}, st.n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !sameLayered(pd, d) {
-			t.Fatalf("step %d: PeekKeys %+v, AllowKeys %+v", i, pd, d)
-		}
-		if d.Allowed != st.allowed || d.Layer != st.layer || d.Remaining != st.remaining || d.RetryAfter != st.retryAfter {
-			t.Errorf("step %d (at %v, n=%d):\n got allowed=%v layer=%d remaining=%d retryAfter=%v\nwant allowed=%v layer=%d remaining=%d retryAfter=%v",
-				i, st.at, st.n, d.Allowed, d.Layer, d.Remaining, d.RetryAfter, st.allowed, st.layer, st.remaining, st.retryAfter)
-		}
-		if d.Policy != l.Policies()[d.Layer] || d.Decision != withDelay(d.Layers[d.Layer], d.Delay) {
-			t.Errorf("step %d: Decision %+v is not layer %d's %+v", i, d.Decision, d.Layer, d.Layers[d.Layer])
-		}
-		if i != 6 {
-			continue
-		}
-		// Step 2 counted nothing in day, steps 4 and 6 nothing in second:
-		// day holds the 5 allowed units (1+1+2+1), and second, refilled
-		// since step 5, is full.
-		if d, _ := day.Peek(ctx, "k", 1); d.Allowed {
-			t.Errorf("day layer on its own: %+v, want exhausted by the 5 allowed units", d)
-		}
-		if d, _ := second.Peek(ctx, "k", 2); !d.Allowed {
-			t.Errorf("second layer on its own: %+v, want 2 free (denials counted nothing)", d)
-		}
-	}
-}
-
-func withDelay(d core.Decision, delay time.Duration) core.Decision {
-	d.Delay = delay
-	return d
-}
-
-func sameLayered(a, b core.LayeredDecision) bool {
-	return a.Decision == b.Decision && a.Layer == b.Layer && slices.Equal(a.Layers, b.Layers)
+		return mustLayered(t, mems...), alone
+	})
 }
 
 // Per IP and per account: each layer counts by its own key.
@@ -152,50 +95,11 @@ func TestLayeredErrors(t *testing.T) {
 			t.Errorf("NewLayered(%d layers with a nil or repeated one): no error", len(layers))
 		}
 	}
-	l := mustLayered(t, big, small)
-	d, err := l.AllowN(ctx, "k", 6)
-	if !errors.Is(err, core.ErrCostTooHigh) || d.Policy.Name != "small" {
-		t.Errorf("cost 6 over small's 5: %+v, %v; want ErrCostTooHigh naming small", d, err)
-	}
-	if _, err := l.AllowN(ctx, "", 1); !errors.Is(err, core.ErrEmptyKey) {
-		t.Errorf("empty key: %v, want ErrEmptyKey", err)
-	}
-	if _, err := l.AllowKeys(ctx, []string{"a", ""}, 1); !errors.Is(err, core.ErrEmptyKey) {
-		t.Errorf("empty second key: %v, want ErrEmptyKey", err)
-	}
-	if _, err := l.AllowN(ctx, "k", 0); !errors.Is(err, core.ErrInvalidCost) {
-		t.Errorf("cost 0: %v, want ErrInvalidCost", err)
-	}
-	if _, err := l.AllowKeys(ctx, []string{"a", "b", "c"}, 1); err == nil {
-		t.Errorf("3 keys for 2 layers: no error")
-	}
-	if d, _ := small.Peek(ctx, "k", 5); !d.Allowed {
-		t.Errorf("a refused request counted: %+v", d)
-	}
 }
 
-// Eight goroutines racing on a new key with layers of 1 and 10 per hour:
-// exactly one is allowed, every round.
-func TestLayeredNewKeyRace(t *testing.T) {
-	clock := core.NewManualClock(layeredStart)
-	l := mustLayered(t,
-		mustNew(t, core.Policy{Limit: 1, Window: time.Hour}, clock),
-		mustNew(t, core.Policy{Limit: 10, Window: time.Hour}, clock))
-	const rounds, racers = 300, 8
-	for r := range rounds {
-		key := fmt.Sprintf("new-%d", r)
-		var allowed atomic.Int64
-		limitertest.Race(racers, func(int) {
-			if d, err := l.AllowN(ctx, key, 1); err != nil {
-				t.Error(err)
-			} else if d.Allowed {
-				allowed.Add(1)
-			}
-		})
-		if got := allowed.Load(); got != 1 {
-			t.Fatalf("round %d: %d of %d allowed, want exactly 1", r, got, racers)
-		}
-	}
+func withDelay(d core.Decision, delay time.Duration) core.Decision {
+	d.Delay = delay
+	return d
 }
 
 // Many goroutines on two accounts that share one IP layer: neither limit
@@ -337,7 +241,7 @@ func checkLayered(t *testing.T, data []byte) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !sameLayered(pd, d) {
+		if !limitertest.SameLayered(pd, d) {
 			t.Fatalf("request %d: PeekKeys %+v, AllowKeys %+v", r/2, pd, d)
 		}
 		if pass {
@@ -439,7 +343,7 @@ func TestLayeredLimiterInterface(t *testing.T) {
 			t.Fatal(err)
 		}
 		want, _ := b.PeekKeys(ctx, []string{"k"}, 1)
-		if !sameLayered(p, want) {
+		if !limitertest.SameLayered(p, want) {
 			t.Fatalf("request %d: PeekLayers %+v, PeekKeys %+v", i, p, want)
 		}
 		d, err := l.AllowLayers(ctx, "k", 1)
@@ -449,7 +353,7 @@ func TestLayeredLimiterInterface(t *testing.T) {
 		if want, _ := b.AllowN(ctx, "k", 1); d.Decision != want {
 			t.Fatalf("request %d: AllowLayers %+v, AllowN %+v", i, d.Decision, want)
 		}
-		if !sameLayered(d, p) || len(d.Layers) != 2 {
+		if !limitertest.SameLayered(d, p) || len(d.Layers) != 2 {
 			t.Fatalf("request %d: AllowLayers %+v, PeekLayers %+v", i, d, p)
 		}
 	}

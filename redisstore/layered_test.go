@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -26,10 +25,6 @@ func mustLayered(t testing.TB, c redis.UniversalClient, ps []core.Policy, opts .
 	return l
 }
 
-func sameLayered(a, b core.LayeredDecision) bool {
-	return a.Decision == b.Decision && a.Layer == b.Layer && slices.Equal(a.Layers, b.Layers)
-}
-
 // One layer decides exactly as a Limiter of its policy: the whole suite
 // applies.
 func TestLayeredConformance(t *testing.T) {
@@ -40,66 +35,18 @@ func TestLayeredConformance(t *testing.T) {
 	})
 }
 
-// 2 per second and 5 per day on one key, step by step, as core's
-// TestLayeredSteps: the decision is the most restrictive layer's, and a
-// denial counts nothing in the other layer.
-func TestLayeredSteps(t *testing.T) {
+// The layered suite on one Redis server: each layer alone is a Limiter of
+// its policy under the same prefix, which shares the layer's keys.
+func TestLayeredSuite(t *testing.T) {
 	client := newClient(t, singleNode(t))
-	clock := core.NewManualClock(layeredStart)
-	prefix := uniquePrefix(t.Name())
-	second := core.Policy{Name: "second", Limit: 2, Window: time.Second}
-	day := core.Policy{Name: "day", Algorithm: core.FixedWindow, Limit: 5, Window: 24 * time.Hour}
-	l := mustLayered(t, client, []core.Policy{second, day}, WithClock(clock), WithPrefix(prefix))
-	steps := []struct {
-		at         time.Duration
-		n          int64
-		allowed    bool
-		layer      int
-		remaining  int64
-		retryAfter time.Duration
-	}{
-		{0, 1, true, 0, 1, 0},
-		{0, 1, true, 0, 0, 0},
-		{0, 1, false, 0, 0, 500 * time.Millisecond}, // second denies; day not counted
-		{time.Second, 2, true, 0, 0, 0},
-		{2 * time.Second, 2, false, 1, 1, 23*time.Hour + 59*time.Minute + 58*time.Second},
-		{2 * time.Second, 1, true, 1, 0, 0}, // second 1, day 0: day is tighter
-		{3 * time.Second, 1, false, 1, 0, 23*time.Hour + 59*time.Minute + 57*time.Second},
-		{24 * time.Hour, 2, true, 0, 0, 0},
-	}
-	for i, st := range steps {
-		clock.Set(layeredStart.Add(st.at))
-		pd, err := l.PeekLayers(ctx, "k", st.n)
-		if err != nil {
-			t.Fatal(err)
+	limitertest.RunLayered(t, func(t *testing.T, ps []core.Policy, clock *core.ManualClock) (limitertest.LayeredKeys, []core.Limiter) {
+		prefix := uniquePrefix(t.Name())
+		var alone []core.Limiter
+		for _, p := range ps {
+			alone = append(alone, mustNew(t, client, p, WithClock(clock), WithPrefix(prefix)))
 		}
-		d, err := l.AllowLayers(ctx, "k", st.n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !sameLayered(pd, d) {
-			t.Fatalf("step %d: PeekLayers %+v, AllowLayers %+v", i, pd, d)
-		}
-		if d.Allowed != st.allowed || d.Layer != st.layer || d.Remaining != st.remaining || d.RetryAfter != st.retryAfter {
-			t.Errorf("step %d (at %v, n=%d):\n got allowed=%v layer=%d remaining=%d retryAfter=%v\nwant allowed=%v layer=%d remaining=%d retryAfter=%v",
-				i, st.at, st.n, d.Allowed, d.Layer, d.Remaining, d.RetryAfter, st.allowed, st.layer, st.remaining, st.retryAfter)
-		}
-		if d.Policy != l.Policies()[d.Layer] {
-			t.Errorf("step %d: policy %v, want layer %d's", i, d.Policy, d.Layer)
-		}
-		if i != 6 {
-			continue
-		}
-		// The layers keep their state where a Limiter of the same policy
-		// and prefix does: day holds the 5 allowed units, and second,
-		// refilled since step 5, is full (the denials counted nothing).
-		if d, _ := mustNew(t, client, day, WithClock(clock), WithPrefix(prefix)).Peek(ctx, "k", 1); d.Allowed {
-			t.Errorf("day layer on its own: %+v, want exhausted by the 5 allowed units", d)
-		}
-		if d, _ := mustNew(t, client, second, WithClock(clock), WithPrefix(prefix)).Peek(ctx, "k", 2); !d.Allowed {
-			t.Errorf("second layer on its own: %+v, want 2 free", d)
-		}
-	}
+		return mustLayered(t, client, ps, WithClock(clock), WithPrefix(prefix)), alone
+	})
 }
 
 // randomLayers returns one to three random policies, named apart.
@@ -210,7 +157,7 @@ func TestLayeredSameDecisionsAsMemory(t *testing.T) {
 					if (merr == nil) != (rerr == nil) || merr != nil && !errors.Is(rerr, core.ErrCostTooHigh) {
 						t.Fatalf("request %d (n=%d, keys %q): memory err %v, redis err %v", i, n, keys, merr, rerr)
 					}
-					if !sameLayered(md, rd) {
+					if !limitertest.SameLayered(md, rd) {
 						t.Fatalf("request %d (n=%d, keys %q, commit=%v, policies %v):\nmemory %+v\n redis %+v", i, n, keys, commit, ps, md, rd)
 					}
 				}
@@ -300,23 +247,6 @@ func TestLayeredOneRoundTrip(t *testing.T) {
 	}
 }
 
-// Eight goroutines racing on a new key with layers of 1 and 10 per hour:
-// exactly one is allowed, every round.
-func TestLayeredNewKeyRace(t *testing.T) {
-	client := newClient(t, singleNode(t))
-	l := mustLayered(t, client, []core.Policy{
-		{Name: "one", Algorithm: core.SlidingLog, Limit: 1, Window: time.Hour},
-		{Name: "ten", Limit: 10, Window: time.Hour},
-	}, WithPrefix(uniquePrefix(t.Name())))
-	for r := range 30 {
-		key := fmt.Sprint("new-", r)
-		got := limitertest.CountAllowed(t, 8, 1, func(int) (core.Decision, error) { return l.Allow(ctx, key) })
-		if got != 1 {
-			t.Fatalf("round %d: %d of 8 allowed, want exactly 1", r, got)
-		}
-	}
-}
-
 // Every key a layered decision writes has an expiry; Reset and ResetKeys
 // delete every layer's keys; after SCRIPT FLUSH the next decision runs
 // (EVAL after NOSCRIPT).
@@ -401,29 +331,6 @@ func TestLayeredErrors(t *testing.T) {
 	}
 	if _, err := NewLayered(client, []core.Policy{small, {Limit: 0, Window: time.Second}}); !errors.Is(err, core.ErrInvalidPolicy) {
 		t.Errorf("invalid policy: %v, want ErrInvalidPolicy", err)
-	}
-	l := mustLayered(t, client, []core.Policy{big, small}, WithPrefix(uniquePrefix(t.Name())))
-	d, err := l.AllowN(ctx, "k", 6)
-	if !errors.Is(err, core.ErrCostTooHigh) || d.Policy.Name != "small" {
-		t.Errorf("cost 6 over small's 5: %+v, %v; want ErrCostTooHigh naming small", d, err)
-	}
-	if _, err := l.AllowN(ctx, "", 1); !errors.Is(err, core.ErrEmptyKey) {
-		t.Errorf("empty key: %v, want ErrEmptyKey", err)
-	}
-	if _, err := l.AllowKeys(ctx, []string{"a", ""}, 1); !errors.Is(err, core.ErrEmptyKey) {
-		t.Errorf("empty second key: %v, want ErrEmptyKey", err)
-	}
-	if err := l.ResetKeys(ctx, []string{"a", ""}); !errors.Is(err, core.ErrEmptyKey) {
-		t.Errorf("ResetKeys with an empty key: %v, want ErrEmptyKey", err)
-	}
-	if _, err := l.AllowN(ctx, "k", 0); !errors.Is(err, core.ErrInvalidCost) {
-		t.Errorf("cost 0: %v, want ErrInvalidCost", err)
-	}
-	if _, err := l.AllowKeys(ctx, []string{"a", "b", "c"}, 1); err == nil {
-		t.Errorf("3 keys for 2 layers: no error")
-	}
-	if d, _ := l.Peek(ctx, "k", 5); !d.Allowed {
-		t.Errorf("a refused request counted: %+v", d)
 	}
 }
 
