@@ -34,14 +34,14 @@ func (f *fixedWindow) decide(s fwState, now, n int64, commit bool) (verdict, fwS
 	cur := f.current(s, now)
 	untilEnd := (cur.idx+1)*f.window - now
 	if cur.count+n > f.limit {
-		v := verdict{remaining: f.limit - cur.count, retryAfter: untilEnd}
+		var reset int64
 		if cur.count > 0 {
-			v.resetAfter = untilEnd
+			reset = untilEnd
 		}
-		return v, s
+		return deny(f.limit-cur.count, untilEnd, reset), s
 	}
 	cur.count += n
-	v := verdict{allowed: true, remaining: f.limit - cur.count, resetAfter: untilEnd}
+	v := verdict{remaining: f.limit - cur.count, resetAfter: untilEnd}
 	if commit {
 		return v, cur
 	}

@@ -70,17 +70,16 @@ func (l *slidingLog) decide(s *logState, now, n int64, commit bool) (verdict, *l
 	}
 	if sum+n > l.limit {
 		// Entries leave oldest first; find the one whose leaving makes room.
-		v := verdict{remaining: l.limit - sum}
+		var wait int64
 		freed := int64(0)
 		for _, e := range s.entries[first:] {
 			freed += e.n
 			if sum-freed+n <= l.limit {
-				v.retryAfter = e.at + l.window - now
+				wait = e.at + l.window - now
 				break
 			}
 		}
-		v.resetAfter = s.entries[len(s.entries)-1].at + l.window - now
-		return v, s
+		return deny(l.limit-sum, wait, s.entries[len(s.entries)-1].at+l.window-now), s
 	}
 	at := now
 	if s != nil && len(s.entries) > 0 {
@@ -88,7 +87,7 @@ func (l *slidingLog) decide(s *logState, now, n int64, commit bool) (verdict, *l
 		// the log stays in order and nothing leaves early.
 		at = max(at, s.entries[len(s.entries)-1].at)
 	}
-	v := verdict{allowed: true, remaining: l.limit - sum - n, resetAfter: at + l.window - now}
+	v := verdict{remaining: l.limit - sum - n, resetAfter: at + l.window - now}
 	if !commit {
 		return v, s
 	}

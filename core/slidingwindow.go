@@ -55,14 +55,10 @@ func (w *slidingWindow) decide(s swState, now, n int64, commit bool) (verdict, s
 	c, e := w.current(s, now)
 	prev, cur := int64(c.prev), int64(c.cur)
 	if !w.fits(prev, cur, n, e) {
-		return verdict{
-			remaining:  w.remaining(prev, cur, e),
-			retryAfter: w.retryAfter(prev, cur, n, e),
-			resetAfter: w.resetAfter(prev, cur, e),
-		}, s
+		return deny(w.remaining(prev, cur, e), w.retryAfter(prev, cur, n, e), w.resetAfter(prev, cur, e)), s
 	}
 	cur += n
-	v := verdict{allowed: true, remaining: w.remaining(prev, cur, e), resetAfter: w.resetAfter(prev, cur, e)}
+	v := verdict{remaining: w.remaining(prev, cur, e), resetAfter: w.resetAfter(prev, cur, e)}
 	if commit {
 		c.cur = uint32(cur)
 		return v, c

@@ -176,27 +176,20 @@ func newStore[S any, A algorithm[S]](alg A, inPlace bool, maxKeys int, idle int6
 
 // decide runs the algorithm for key under its shard's lock and, when commit
 // is set and the request is allowed, stores the new state.
+//
+// decideLocked runs the same steps; each keeps its own copy because one
+// more call on this path costs about 13% of a decision (BenchmarkHotKey,
+// serial): keep the two in step.
 func (s *store[S, A]) decide(key string, now, n int64, commit bool) verdict {
 	sh, h, check := s.locate(key)
 	sh.mu.Lock()
-	var sl slot[S]
-	var found, ok bool
-	if commit {
-		sl, found = sh.lru.Get(h)
-	} else {
-		sl, found = sh.lru.Peek(h)
-	}
-	if ok = found && sl.check == check; !ok {
+	sl, found, ok := sh.get(h, check, commit)
+	if !ok {
 		sl.state = s.alg.empty(now)
 	}
 	v, next := s.alg.decide(sl.state, now, n, commit)
-	if commit && v.allowed {
-		switch {
-		case !ok:
-			s.insert(sh, h, slot[S]{check, next}, found, now)
-		case !s.inPlace:
-			sh.lru.Add(h, slot[S]{check, next})
-		}
+	if commit && v.allowed() {
+		s.save(sh, h, slot[S]{check, next}, found, ok, now)
 	}
 	sh.mu.Unlock()
 	return v
@@ -219,32 +212,42 @@ func (s *store[S, A]) ref(key string) keyRef {
 }
 
 // decideLocked is decide for a key whose shard's mutex (r.mu) the caller
-// holds. Its body is decide's: decide keeps its own copy because calling
-// this from it made every Memory decision about 10% slower
-// (BenchmarkHotKey: one more call on the hot path), so keep the two in
-// step.
+// holds.
 func (s *store[S, A]) decideLocked(r keyRef, now, n int64, commit bool) verdict {
 	sh, h, check := &s.shards[r.shard], r.h, r.check
-	var sl slot[S]
-	var found, ok bool
-	if commit {
+	sl, found, ok := sh.get(h, check, commit)
+	if !ok {
+		sl.state = s.alg.empty(now)
+	}
+	v, next := s.alg.decide(sl.state, now, n, commit)
+	if commit && v.allowed() {
+		s.save(sh, h, slot[S]{check, next}, found, ok, now)
+	}
+	return v
+}
+
+// get returns the slot at index h in sh, whose lock the caller holds,
+// touching its recency when touch is set. found reports whether the index
+// is held, ok whether it is held for the key whose check half is check.
+func (sh *shard[V]) get(h, check uint64, touch bool) (sl slot[V], found, ok bool) {
+	if touch {
 		sl, found = sh.lru.Get(h)
 	} else {
 		sl, found = sh.lru.Peek(h)
 	}
-	if ok = found && sl.check == check; !ok {
-		sl.state = s.alg.empty(now)
+	return sl, found, found && sl.check == check
+}
+
+// save stores sl at index h in sh, whose lock the caller holds, for a
+// request allowed at now: in place if ok (the index held this key), as a
+// new key otherwise.
+func (s *store[S, A]) save(sh *shard[S], h uint64, sl slot[S], found, ok bool, now int64) {
+	switch {
+	case !ok:
+		s.insert(sh, h, sl, found, now)
+	case !s.inPlace:
+		sh.lru.Add(h, sl)
 	}
-	v, next := s.alg.decide(sl.state, now, n, commit)
-	if commit && v.allowed {
-		switch {
-		case !ok:
-			s.insert(sh, h, slot[S]{check, next}, found, now)
-		case !s.inPlace:
-			sh.lru.Add(h, slot[S]{check, next})
-		}
-	}
-	return v
 }
 
 // insert adds a new key. If another key held its LRU index (a 64-bit hash

@@ -127,14 +127,9 @@ func (g *gcra) decide(tat uint64, now, n int64, commit bool) (verdict, uint64) {
 	d := g.backlog(tat, now)
 	need := d + n*g.unit
 	if need > g.cap {
-		return verdict{
-			remaining:  int64(g.perUnit.div(uint64(max(g.cap-d, 0)))),
-			retryAfter: g.toMicros(need - g.cap),
-			resetAfter: g.toMicros(d),
-		}, tat
+		return deny(int64(g.perUnit.div(uint64(max(g.cap-d, 0)))), g.toMicros(need-g.cap), g.toMicros(d)), tat
 	}
 	v := verdict{
-		allowed:    true,
 		remaining:  int64(g.perUnit.div(uint64(g.cap - need))),
 		resetAfter: g.toMicros(need),
 	}
