@@ -268,48 +268,49 @@ func (e *Engine) Check(req keyfunc.Request) Result {
 	}
 	res.key, res.cost = key, n
 	ctx := req.Context()
-	d, err := e.decide(ctx, &res, e.l, e.lay, key, n)
+	err = e.decide(ctx, &res, e.l, e.lay, key, n)
 	res.lim = e.l
 	if err != nil && !errors.Is(err, core.ErrCostTooHigh) && c.onError.fallback != nil {
 		e.report(req, err)
 		res.lim = c.onError.fallback
-		d, err = e.decide(ctx, &res, res.lim, e.fbLay, key, n)
+		err = e.decide(ctx, &res, res.lim, e.fbLay, key, n)
 	}
 	if err != nil {
 		if errors.Is(err, core.ErrCostTooHigh) {
 			e.report(req, err)
-			return res.refuse(costTooHighResponse(n, d))
+			return res.refuse(costTooHighResponse(n, res.d))
 		}
 		return e.failed(res, err)
 	}
 	// A Decision without a policy, such as a Failover's in an outage over
 	// a limiter whose policy it cannot know, has no limit to describe:
 	// no rate headers then, as when the limiter fails.
-	res.d, res.rate = d, d.Limit > 0
+	d := &res.d
+	res.rate = d.Limit > 0
 	for _, l := range res.layers {
 		res.rate = res.rate && l.Limit > 0
 	}
 	if d.Allowed {
 		if d.Delay > 0 && c.countIf == nil && c.dryRun == nil && !wait(ctx, d.Delay) {
-			return res.refuse(canceledResponse(d))
+			return res.refuse(canceledResponse(*d))
 		}
 		res.serve, res.charge = true, c.countIf != nil
 		return res
 	}
 	res.denied = true
 	if c.dryRun != nil {
-		c.dryRun(req, d)
+		c.dryRun(req, *d)
 		res.serve, res.charge = true, c.countIf != nil
 		return res
 	}
 	if c.denied == nil {
-		named := d // the problem names the layer as its RateLimit member does
+		named := *d // the problem names the layer as its RateLimit member does
 		named.Policy.Name = e.deniedName(&res)
 		resp := DeniedResponse(named)
 		resp.Header[hRetryAfter] = retryAfterValue(d.RetryAfter)
 		return res.refuse(resp)
 	}
-	resp := c.denied(req, d)
+	resp := c.denied(req, *d)
 	if resp.Status == 0 {
 		resp.Status = http.StatusTooManyRequests
 	}
@@ -322,17 +323,20 @@ func (e *Engine) Check(req keyfunc.Request) Result {
 }
 
 // decide asks l, or lay when l is layered (lay is then l), and records
-// every layer's Decision in res.
-func (e *Engine) decide(ctx context.Context, res *Result, l core.Limiter, lay core.LayeredLimiter, key string, n int64) (core.Decision, error) {
+// the Decision in res.d, and every layer's in res.layers. It writes into
+// res rather than returning the Decision, which saves copying it on every
+// request.
+func (e *Engine) decide(ctx context.Context, res *Result, l core.Limiter, lay core.LayeredLimiter, key string, n int64) (err error) {
 	res.layers, res.layer = nil, 0
 	if lay == nil {
 		if e.cfg.countIf != nil {
-			return l.Peek(ctx, key, n)
+			res.d, err = l.Peek(ctx, key, n)
+		} else {
+			res.d, err = l.AllowN(ctx, key, n)
 		}
-		return l.AllowN(ctx, key, n)
+		return err
 	}
 	var ld core.LayeredDecision
-	var err error
 	if e.cfg.countIf != nil {
 		ld, err = lay.PeekLayers(ctx, key, n)
 	} else {
@@ -341,7 +345,8 @@ func (e *Engine) decide(ctx context.Context, res *Result, l core.Limiter, lay co
 	if err == nil && ld.Layer >= 0 && ld.Layer < len(ld.Layers) {
 		res.layers, res.layer = ld.Layers, ld.Layer
 	}
-	return ld.Decision, err
+	res.d = ld.Decision
+	return err
 }
 
 // deniedName returns the name of the policy that denied res, as its

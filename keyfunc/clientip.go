@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 )
 
@@ -197,39 +198,22 @@ func PeerIP(r Request) (string, error) { return peerIP.key(r) }
 
 func (c *ipConfig) key(r Request) (string, error) {
 	ra := r.RemoteAddr()
-	peer, ok := parsePeer(ra)
-	if !ok {
-		return "", fmt.Errorf("%w: remote address %q is not an IP address", ErrNoKey, ra)
+	host, peer, dotted := peerIPv4(ra)
+	if !dotted {
+		var ok bool
+		if peer, ok = parsePeer(ra); !ok {
+			return "", fmt.Errorf("%w: remote address %q is not an IP address", ErrNoKey, ra)
+		}
 	}
 	if c.isTrusted(peer) {
 		if a, ok := c.fromHeaders(r); ok {
 			return c.format(a), nil
 		}
 	}
-	if key, ok := c.inPlace(ra, peer); ok {
-		return key, nil
+	if dotted && c.v4bits == 32 {
+		return host, nil // already the canonical form: no need to format it
 	}
 	return c.format(peer), nil
-}
-
-// inPlace returns the key of the peer as a substring of the remote address
-// when it is already written there in canonical form ("203.0.113.7:41234"
-// holds "203.0.113.7"), which saves the allocation of formatting it. A
-// dotted-quad IPv4 address that net/netip parsed is canonical (it rejects
-// leading zeros and other spellings), so only the bracketed or colon forms
-// of an IPv4-mapped IPv6 peer need formatting.
-func (c *ipConfig) inPlace(ra string, peer netip.Addr) (string, bool) {
-	if !peer.Is4() || c.v4bits != 32 {
-		return "", false
-	}
-	host := ra
-	if i := strings.LastIndexByte(ra, ':'); i >= 0 {
-		host = ra[:i]
-	}
-	if host == "" || host[0] == '[' || strings.IndexByte(host, ':') >= 0 {
-		return "", false
-	}
-	return host, true
 }
 
 func (c *ipConfig) isTrusted(a netip.Addr) bool {
@@ -274,6 +258,26 @@ func (c *ipConfig) format(a netip.Addr) string {
 	}
 	var buf [64]byte
 	return string(p.AppendTo(buf[:0]))
+}
+
+// peerIPv4 parses a socket peer address written "a.b.c.d:port", as
+// net/http writes an IPv4 peer, and returns its host part and address; ok
+// is false for every other form, which parsePeer reads. The host is the
+// canonical spelling of the address (net/netip accepts no other spelling
+// of a dotted quad), so it serves as the key as it is, without formatting
+// the address again. It agrees with parsePeer wherever ok is true.
+func peerIPv4(s string) (host string, a netip.Addr, ok bool) {
+	i := strings.LastIndexByte(s, ':')
+	if i <= 0 || s[0] == '[' || strings.IndexByte(s[:i], ':') >= 0 {
+		return "", netip.Addr{}, false
+	}
+	if _, err := strconv.ParseUint(s[i+1:], 10, 16); err != nil {
+		return "", netip.Addr{}, false
+	}
+	if a, err := netip.ParseAddr(s[:i]); err == nil && a.Is4() {
+		return s[:i], a, true
+	}
+	return "", netip.Addr{}, false
 }
 
 // parsePeer parses a socket peer address: "host:port", "[host]:port" or a

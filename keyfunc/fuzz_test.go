@@ -17,6 +17,9 @@ import (
 func checkIPKey(t *testing.T, c *ipConfig, remote, key string, err error) {
 	t.Helper()
 	peer, ok := parsePeer(remote)
+	if host, a, dotted := peerIPv4(remote); dotted && (!ok || a != peer || host != a.String()) {
+		t.Fatalf("peerIPv4(%q) = %q, %v; parsePeer says %v, %v", remote, host, a, peer, ok)
+	}
 	if !ok {
 		if !errors.Is(err, ErrNoKey) || key != "" {
 			t.Fatalf("remote %q is not an address: key = %q, %v; want ErrNoKey", remote, key, err)
