@@ -166,6 +166,11 @@ func BenchmarkManyKeys(b *testing.B) {
 				filled = true
 			}
 			var next atomic.Uint64
+			// Finish collecting the fill's garbage first, for every
+			// library alike: a GC cycle the fill started, running
+			// beside the lookups, made runs of the same library differ
+			// by half.
+			runtime.GC()
 			b.ReportAllocs()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {

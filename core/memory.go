@@ -15,17 +15,18 @@ const DefaultMaxKeys = 1 << 20
 // Memory is the in-process [Limiter]: one [Policy] enforced over any number of
 // keys held in memory.
 //
-// Keys live in a sharded LRU (a power of two of shards, several per CPU, each
+// Keys live in a sharded LRU (256 shards, fewer for a small maximum, each
 // behind its own mutex), so requests for different keys rarely wait for each
 // other and a key's check-and-update is atomic. A key's state is created
 // exactly once, by the first request that is allowed. Entries that have
 // become fresh (a full bucket, an empty window) are dropped first when room is
 // needed: they decide exactly as a new key would, so dropping them changes no
 // decision. New keys also sweep keys that have been fresh for a window (a
-// bucket: for the time it takes to fill) off the LRU tail, so memory follows
-// the keys in use when clients come and go. The number of keys never exceeds the maximum ([WithMaxKeys],
-// default [DefaultMaxKeys]): under a flood of new keys the least recently
-// used key is evicted, and [Memory.Stats] counts those evictions, the only
+// bucket: for the time it takes to fill) off the tail of their shard's LRU,
+// so memory follows the keys in use when clients come and go. The number of
+// keys never exceeds the maximum ([WithMaxKeys], default [DefaultMaxKeys]):
+// under a flood of new keys the least recently used key of the shard is
+// evicted, and [Memory.Stats] counts those evictions, the only
 // way this limiter forgets usage. No background goroutine runs.
 //
 // State per key: the token and leaky buckets keep one int64, the fixed window

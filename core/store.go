@@ -2,7 +2,6 @@ package core
 
 import (
 	"hash/maphash"
-	"runtime"
 	"sync"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
@@ -43,18 +42,23 @@ type slot[V any] struct {
 	state V
 }
 
-// shardCount returns the number of shards for maxKeys: several per CPU, a
-// power of two, and at least 64 keys each.
+// shardCount returns the number of shards for maxKeys: 256, or the largest
+// power of two below it that leaves at least 64 keys to each shard.
+//
+// Many more shards than CPUs: at a million keys a decision spends most of
+// its time in cache misses with its shard locked, and with 8 shards on 2
+// CPUs the other CPU waited for that lock often enough to cost 20% of the
+// time (BenchmarkManyKeys in benchmarks/, 290 against 233 ns). A shard
+// costs a few hundred bytes.
 func shardCount(maxKeys int) int {
-	n := 1
-	for n < 4*runtime.GOMAXPROCS(0) && n < 256 {
-		n *= 2
-	}
+	n := maxShards
 	for n > 1 && maxKeys/n < 64 {
 		n /= 2
 	}
 	return n
 }
+
+const maxShards = 256
 
 // newTable returns a table of at most maxKeys keys. onEvict, if not nil, is
 // called with the shard locked for each value removed from an LRU.
