@@ -15,7 +15,7 @@ const DefaultMaxKeys = 1 << 20
 // Memory is the in-process [Limiter]: one [Policy] enforced over any number of
 // keys held in memory.
 //
-// Keys live in a sharded LRU (256 shards, fewer for a small maximum, each
+// Keys live in a sharded LRU (64 shards, fewer for a small maximum, each
 // behind its own mutex), so requests for different keys rarely wait for each
 // other and a key's check-and-update is atomic. A key's state is created
 // exactly once, by the first request that is allowed. Entries that have

@@ -42,14 +42,17 @@ type slot[V any] struct {
 	state V
 }
 
-// shardCount returns the number of shards for maxKeys: 256, or the largest
+// shardCount returns the number of shards for maxKeys: 64, or the largest
 // power of two below it that leaves at least 64 keys to each shard.
 //
 // Many more shards than CPUs: at a million keys a decision spends most of
 // its time in cache misses with its shard locked, and with 8 shards on 2
-// CPUs the other CPU waited for that lock often enough to cost 20% of the
-// time (BenchmarkManyKeys in benchmarks/, 290 against 233 ns). A shard
-// costs a few hundred bytes.
+// CPUs the other CPU waited for that lock often enough to cost about a fifth
+// of the time (BenchmarkManyKeys in benchmarks/, 290 against 217-233 ns
+// with 64 or 256 shards). Not many more: each shard holds at most its share
+// of the maximum, and the more shards, the sooner the fullest one evicts
+// while the store as a whole has room (with 256 shards, a million keys in
+// the default 1,048,576 already cost some of them).
 func shardCount(maxKeys int) int {
 	n := maxShards
 	for n > 1 && maxKeys/n < 64 {
@@ -58,7 +61,7 @@ func shardCount(maxKeys int) int {
 	return n
 }
 
-const maxShards = 256
+const maxShards = 64
 
 // newTable returns a table of at most maxKeys keys. onEvict, if not nil, is
 // called with the shard locked for each value removed from an LRU.

@@ -9,7 +9,7 @@ import (
 )
 
 func TestShardCount(t *testing.T) {
-	for _, tt := range []struct{ maxKeys, atMost int }{{1, 1}, {63, 1}, {200, 2}, {1 << 20, 256}} {
+	for _, tt := range []struct{ maxKeys, atMost int }{{1, 1}, {63, 1}, {200, 2}, {1 << 20, 64}} {
 		n := shardCount(tt.maxKeys)
 		if n < 1 || n&(n-1) != 0 || n > tt.atMost || (n > 1 && tt.maxKeys/n < 64) {
 			t.Errorf("shardCount(%d) = %d, want a power of two <= %d with >= 64 keys each", tt.maxKeys, n, tt.atMost)
@@ -108,14 +108,14 @@ func TestIdleKeysAreSwept(t *testing.T) {
 	if st := fill(m, clock, 50, 50); st.Keys != 50 || st.FreshDrops != 50 {
 		t.Fatalf("one shard: Stats %+v: want the 50 idle keys swept", st)
 	}
-	// 256 shards: a new key sweeps its own shard only, so 1000 new keys
-	// spread over the shards sweep about 90% of 1000 idle ones (844 was
-	// the fewest in 5,000 simulated placements; the rest go as more keys
-	// arrive).
+	// 64 shards: a new key sweeps its own shard only, so 1000 new keys
+	// spread over the shards sweep nearly all of 1000 idle ones (995 in
+	// the median and 957 at the fewest of 5,000 simulated placements; the
+	// rest go as more keys arrive).
 	clock = NewManualClock(time.Unix(1_800_000_000, 0))
 	m, _ = New(Policy{Limit: 5, Window: time.Second}, WithClock(clock), WithMaxKeys(1<<16))
-	if st := fill(m, clock, 1000, 1000); st.FreshDrops < 800 || st.Keys != 2000-int(st.FreshDrops) || st.LossyEvictions != 0 {
-		t.Fatalf("256 shards: Stats %+v: want most of the 1000 idle keys swept, nothing lost", st)
+	if st := fill(m, clock, 1000, 1000); st.FreshDrops < 900 || st.Keys != 2000-int(st.FreshDrops) || st.LossyEvictions != 0 {
+		t.Fatalf("64 shards: Stats %+v: want nearly all of the 1000 idle keys swept, nothing lost", st)
 	}
 }
 
