@@ -15,7 +15,6 @@ import (
 	ulule "github.com/ulule/limiter/v3"
 	ulugin "github.com/ulule/limiter/v3/drivers/middleware/gin"
 	ulumemory "github.com/ulule/limiter/v3/drivers/store/memory"
-	"github.com/valyala/fasthttp"
 	"golang.org/x/time/rate"
 
 	"github.com/ratekit/ratekit/chilimit"
@@ -138,18 +137,7 @@ func BenchmarkMiddlewareFiber(b *testing.B) {
 				app.Use(mw())
 			}
 			app.Get("/hello", hello)
-			h := app.Handler()
-			var ctx fasthttp.RequestCtx
-			ctx.Request.Header.SetMethod("GET")
-			ctx.Request.SetRequestURI("/hello")
-			b.ReportAllocs()
-			for b.Loop() {
-				ctx.Response.Reset()
-				h(&ctx)
-			}
-			if s := ctx.Response.StatusCode(); s != 200 {
-				b.Fatalf("status %d, want 200", s)
-			}
+			adaptertest.BenchFiber(b, app)
 		})
 	}
 }

@@ -59,28 +59,8 @@ func redisClient(tb testing.TB) *redis.Client {
 // store error counts as a denial (and fails the probe's count, visibly).
 func redisPeers() []peer {
 	return []peer{
-		{name: "ratekit-redisstore", new: func(tb testing.TB, p policy) limiter {
-			l, err := redisstore.New(redisClient(tb), core.Policy{Limit: int64(p.limit), Window: p.window, Burst: int64(p.burst)}, redisstore.WithPrefix(nextPrefix("rk")))
-			if err != nil {
-				tb.Fatal(err)
-			}
-			ctx := context.Background()
-			return limiter{allow: func(key string) bool {
-				d, err := l.Allow(ctx, key)
-				return err == nil && d.Allowed
-			}}
-		}},
-		{name: "ratekit-redisstore-batched", new: func(tb testing.TB, p policy) limiter {
-			l, err := redisstore.New(redisClient(tb), core.Policy{Limit: int64(p.limit), Window: p.window, Burst: int64(p.burst)}, redisstore.WithPrefix(nextPrefix("rkb")), redisstore.WithBatching(0))
-			if err != nil {
-				tb.Fatal(err)
-			}
-			ctx := context.Background()
-			return limiter{allow: func(key string) bool {
-				d, err := l.Allow(ctx, key)
-				return err == nil && d.Allowed
-			}}
-		}},
+		{name: "ratekit-redisstore", new: ratekitRedis("rk")},
+		{name: "ratekit-redisstore-batched", new: ratekitRedis("rkb", redisstore.WithBatching(0))},
 		{name: "redis_rate", new: func(tb testing.TB, p policy) limiter {
 			l := redis_rate.NewLimiter(redisClient(tb))
 			lim := redis_rate.Limit{Rate: p.limit, Period: p.window, Burst: p.burst}
@@ -103,5 +83,22 @@ func redisPeers() []peer {
 				return err == nil && !c.Reached
 			}}
 		}},
+	}
+}
+
+// ratekitRedis returns the constructor of ratekit's Redis store with opts,
+// its keys under a fresh prefix starting with prefix.
+func ratekitRedis(prefix string, opts ...redisstore.Option) func(testing.TB, policy) limiter {
+	return func(tb testing.TB, p policy) limiter {
+		opts := append([]redisstore.Option{redisstore.WithPrefix(nextPrefix(prefix))}, opts...)
+		l, err := redisstore.New(redisClient(tb), core.Policy{Limit: int64(p.limit), Window: p.window, Burst: int64(p.burst)}, opts...)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		ctx := context.Background()
+		return limiter{allow: func(key string) bool {
+			d, err := l.Allow(ctx, key)
+			return err == nil && d.Allowed
+		}}
 	}
 }

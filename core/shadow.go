@@ -69,9 +69,7 @@ func (s *Shadow) Allow(ctx context.Context, key string) (Decision, error) {
 // the candidate's AllowN and reporting its answer.
 func (s *Shadow) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
 	d, err := s.enforced.AllowN(ctx, key, n)
-	start := s.w.now()
-	cd, cerr := s.candidate.AllowN(ctx, key, n)
-	s.w.report(ctx, OpAllow, key, n, cd, cerr, start, true)
+	s.consult(ctx, OpAllow, Limiter.AllowN, key, n)
 	return d, err
 }
 
@@ -79,9 +77,7 @@ func (s *Shadow) AllowN(ctx context.Context, key string, n int64) (Decision, err
 // candidate's Peek and reporting its answer.
 func (s *Shadow) Peek(ctx context.Context, key string, n int64) (Decision, error) {
 	d, err := s.enforced.Peek(ctx, key, n)
-	start := s.w.now()
-	cd, cerr := s.candidate.Peek(ctx, key, n)
-	s.w.report(ctx, OpPeek, key, n, cd, cerr, start, true)
+	s.consult(ctx, OpPeek, Limiter.Peek, key, n)
 	return d, err
 }
 
@@ -95,9 +91,7 @@ func (s *Shadow) Peek(ctx context.Context, key string, n int64) (Decision, error
 // [Failover] for why.)
 func (s *Shadow) AllowLayers(ctx context.Context, key string, n int64) (LayeredDecision, error) {
 	ld, err := layersOf(ctx, s.enforced, s.lay, key, n, Limiter.AllowN, LayeredLimiter.AllowLayers)
-	start := s.w.now()
-	cd, cerr := s.candidate.AllowN(ctx, key, n)
-	s.w.report(ctx, OpAllow, key, n, cd, cerr, start, true)
+	s.consult(ctx, OpAllow, Limiter.AllowN, key, n)
 	return ld, err
 }
 
@@ -106,9 +100,7 @@ func (s *Shadow) AllowLayers(ctx context.Context, key string, n int64) (LayeredD
 // its answer.
 func (s *Shadow) PeekLayers(ctx context.Context, key string, n int64) (LayeredDecision, error) {
 	ld, err := layersOf(ctx, s.enforced, s.lay, key, n, Limiter.Peek, LayeredLimiter.PeekLayers)
-	start := s.w.now()
-	cd, cerr := s.candidate.Peek(ctx, key, n)
-	s.w.report(ctx, OpPeek, key, n, cd, cerr, start, true)
+	s.consult(ctx, OpPeek, Limiter.Peek, key, n)
 	return ld, err
 }
 
@@ -123,3 +115,11 @@ func (s *Shadow) Reset(ctx context.Context, key string) error {
 }
 
 func (s *Shadow) wrapsLayers() bool { return s.lay != nil }
+
+// consult asks the candidate with decide (its AllowN or Peek, as op says)
+// and reports its answer, timed.
+func (s *Shadow) consult(ctx context.Context, op Op, decide decideFunc, key string, n int64) {
+	start := s.w.now()
+	cd, cerr := decide(s.candidate, ctx, key, n)
+	s.w.report(ctx, op, key, n, cd, cerr, start, true)
+}

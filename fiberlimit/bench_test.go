@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/valyala/fasthttp"
 
 	"github.com/ratekit/ratekit/fiberlimit"
 	"github.com/ratekit/ratekit/internal/adaptertest"
@@ -15,29 +14,15 @@ import (
 // reused fasthttp.RequestCtx, without a connection.
 func BenchmarkHello(b *testing.B) {
 	hello := func(c *fiber.Ctx) error { return c.SendString("hello") }
-	run := func(b *testing.B, app *fiber.App) {
-		h := app.Handler()
-		var ctx fasthttp.RequestCtx
-		ctx.Request.Header.SetMethod("GET")
-		ctx.Request.SetRequestURI("/hello")
-		b.ReportAllocs()
-		for b.Loop() {
-			ctx.Response.Reset()
-			h(&ctx)
-		}
-		if s := ctx.Response.StatusCode(); s != 200 {
-			b.Fatalf("status %d, want 200", s)
-		}
-	}
 	b.Run("bare", func(b *testing.B) {
 		app := fiber.New()
 		app.Get("/hello", hello)
-		run(b, app)
+		adaptertest.BenchFiber(b, app)
 	})
 	b.Run("ratekit", func(b *testing.B) {
 		app := fiber.New()
 		app.Use(fiberlimit.New(adaptertest.BenchLimiter(b)))
 		app.Get("/hello", hello)
-		run(b, app)
+		adaptertest.BenchFiber(b, app)
 	})
 }
