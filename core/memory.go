@@ -123,13 +123,13 @@ func New(p Policy, opts ...Option) (*Memory, error) {
 		// A bucket is swept once it has been full for the time it takes
 		// to fill (B·W/L, at most W): its state tells no more than that.
 		idle := int64(min(uint64(window), mulDivFloor(uint64(window), uint64(p.Capacity()), uint64(limit))))
-		m.eng = newStore[uint64](newGCRA(p), false, o.maxKeys, idle)
+		m.eng = newStore[uint64](newGCRA(p), o.maxKeys, idle)
 	case FixedWindow:
-		m.eng = newStore[fwState](&fixedWindow{limit: limit, window: window}, false, o.maxKeys, window)
+		m.eng = newStore[fwState](&fixedWindow{limit: limit, window: window}, o.maxKeys, window)
 	case SlidingWindow:
-		m.eng = newStore[swState](&slidingWindow{limit: limit, window: window}, false, o.maxKeys, window)
+		m.eng = newStore[swState](&slidingWindow{limit: limit, window: window}, o.maxKeys, window)
 	case SlidingLog:
-		m.eng = newStore[*logState](&slidingLog{limit: limit, window: window}, true, o.maxKeys, window)
+		m.eng = newStore[*logState](&slidingLog{limit: limit, window: window}, o.maxKeys, window)
 	}
 	return m, nil
 }

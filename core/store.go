@@ -2,6 +2,7 @@ package core
 
 import (
 	"hash/maphash"
+	"math/bits"
 	"sync"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
@@ -66,6 +67,13 @@ const maxShards = 64
 // newTable returns a table of at most maxKeys keys. onEvict, if not nil, is
 // called with the shard locked for each value removed from an LRU.
 func newTable[V any](maxKeys int, onEvict func(V)) table[V] {
+	return newTableEach(maxKeys, func(int) func(V) { return onEvict })
+}
+
+// newTableEach is newTable with a removal callback for each shard:
+// onEvict(i), if not nil, is called with shard i locked for each value
+// removed from its LRU.
+func newTableEach[V any](maxKeys int, onEvict func(shard int) func(V)) table[V] {
 	n := shardCount(maxKeys)
 	t := table[V]{
 		mask:   uint64(n - 1),
@@ -73,14 +81,14 @@ func newTable[V any](maxKeys int, onEvict func(V)) table[V] {
 		seed2:  maphash.MakeSeed(),
 		shards: make([]shard[V], n),
 	}
-	var evict simplelru.EvictCallback[uint64, slot[V]]
-	if onEvict != nil {
-		evict = func(_ uint64, s slot[V]) { onEvict(s.state) }
-	}
 	for i := range t.shards {
 		limit := maxKeys / n
 		if i < maxKeys%n {
 			limit++
+		}
+		var evict simplelru.EvictCallback[uint64, slot[V]]
+		if f := onEvict(i); f != nil {
+			evict = func(_ uint64, s slot[V]) { f(s.state) }
 		}
 		// The LRU is one larger than the limit: the shard evicts before it
 		// adds, choosing and counting what goes, so the LRU never does.
@@ -165,39 +173,48 @@ func (t *table[V]) len() int {
 	return n
 }
 
-// A store keeps one state per key for one algorithm in a table. A key whose
-// live state is evicted to make room, or replaced after a 64-bit index
-// collision, is counted as lossy.
+// A store keeps one state per key for one algorithm.
+//
+// The table's LRU holds, for each key, the check half of its hash and the
+// index of its state in the shard's slab, where the state is read and
+// written in place. A request therefore costs one LRU lookup that moves
+// nothing (Peek): no second lookup to store the new state, no unlinking of
+// the key from between its LRU neighbours. At a million keys those were two
+// of the cache misses every decision paid.
+//
+// Recency is kept with a reference bit per key instead (the CLOCK or
+// second-chance approximation of LRU): a request sets its key's bit, and a
+// key found at the LRU tail with its bit set is moved to the front, its bit
+// cleared, instead of being evicted or swept. A key requested since it was
+// last looked at from the tail is never the one to go.
+//
+// A key whose live state is evicted to make room, or replaced after a
+// 64-bit index collision, is counted as lossy.
 type store[S any, A algorithm[S]] struct {
-	alg     A
-	inPlace bool  // the state is a pointer updated in place
-	idle    int64 // µs an entry must have been fresh before a new key sweeps it away
-	table[S]
+	alg        A
+	idle       int64     // µs an entry must have been fresh before a new key sweeps it away
+	slabs      []slab[S] // one per shard, each guarded by its shard's mutex
+	table[int]           // the LRU value: the state's index in the shard's slab
 }
 
 // newStore returns a store of at most maxKeys keys. idle is how long, in
-// microseconds, a fresh entry is kept while its shard has room (see insert).
-func newStore[S any, A algorithm[S]](alg A, inPlace bool, maxKeys int, idle int64) *store[S, A] {
-	return &store[S, A]{alg: alg, inPlace: inPlace, idle: idle, table: newTable[S](maxKeys, nil)}
+// microseconds, a fresh entry is kept while its shard has room (see
+// makeRoom).
+func newStore[S any, A algorithm[S]](alg A, maxKeys int, idle int64) *store[S, A] {
+	s := &store[S, A]{alg: alg, idle: idle, slabs: make([]slab[S], shardCount(maxKeys))}
+	s.table = newTableEach(maxKeys, func(i int) func(int) { return s.slabs[i].release })
+	for i := range s.slabs {
+		s.slabs[i].shift = uint8(min(slabChunkBits, bits.Len(uint(s.shards[i].limit))))
+	}
+	return s
 }
 
-// decide runs the algorithm for key under its shard's lock and, when commit
-// is set and the request is allowed, stores the new state.
-//
-// decideLocked runs the same steps; each keeps its own copy because one
-// more call on this path costs about 13% of a decision (BenchmarkHotKey,
-// serial): keep the two in step.
+// decide runs the algorithm for key under its shard's lock (see
+// decideLocked).
 func (s *store[S, A]) decide(key string, now, n int64, commit bool) verdict {
 	sh, h, check := s.locate(key)
 	sh.mu.Lock()
-	sl, found, ok := sh.get(h, check, commit)
-	if !ok {
-		sl.state = s.alg.empty(now)
-	}
-	v, next := s.alg.decide(sl.state, now, n, commit)
-	if commit && v.allowed() {
-		s.save(sh, h, slot[S]{check, next}, found, ok, now)
-	}
+	v := s.decideIn(sh, &s.slabs[h&s.mask], h, check, now, n, commit)
 	sh.mu.Unlock()
 	return v
 }
@@ -221,78 +238,95 @@ func (s *store[S, A]) ref(key string) keyRef {
 // decideLocked is decide for a key whose shard's mutex (r.mu) the caller
 // holds.
 func (s *store[S, A]) decideLocked(r keyRef, now, n int64, commit bool) verdict {
-	sh, h, check := &s.shards[r.shard], r.h, r.check
-	sl, found, ok := sh.get(h, check, commit)
-	if !ok {
-		sl.state = s.alg.empty(now)
+	return s.decideIn(&s.shards[r.shard], &s.slabs[r.shard], r.h, r.check, now, n, commit)
+}
+
+// decideIn runs the algorithm for the key whose hash is h and check half
+// check, in sh and sb, whose lock the caller holds, and, when commit is set,
+// counts the request: it sets the key's reference bit and, if the request
+// is allowed, stores the new state.
+func (s *store[S, A]) decideIn(sh *shard[int], sb *slab[S], h, check uint64, now, n int64, commit bool) verdict {
+	sl, found := sh.lru.Peek(h)
+	ok := found && sl.check == check
+	var st S
+	if ok {
+		st = *sb.at(sl.state)
+	} else {
+		st = s.alg.empty(now)
 	}
-	v, next := s.alg.decide(sl.state, now, n, commit)
-	if commit && v.allowed() {
-		s.save(sh, h, slot[S]{check, next}, found, ok, now)
+	v, next := s.alg.decide(st, now, n, commit)
+	switch {
+	case commit && ok:
+		sb.touch(sl.state, v.allowed(), next)
+	case commit && v.allowed():
+		s.insert(sh, sb, h, slot[int]{check, sl.state}, found, next, now)
 	}
 	return v
 }
 
-// get returns the slot at index h in sh, whose lock the caller holds,
-// touching its recency when touch is set. found reports whether the index
-// is held, ok whether it is held for the key whose check half is check.
-func (sh *shard[V]) get(h, check uint64, touch bool) (sl slot[V], found, ok bool) {
-	if touch {
-		sl, found = sh.lru.Get(h)
-	} else {
-		sl, found = sh.lru.Peek(h)
-	}
-	return sl, found, found && sl.check == check
-}
-
-// save stores sl at index h in sh, whose lock the caller holds, for a
-// request allowed at now: in place if ok (the index held this key), as a
-// new key otherwise.
-func (s *store[S, A]) save(sh *shard[S], h uint64, sl slot[S], found, ok bool, now int64) {
-	switch {
-	case !ok:
-		s.insert(sh, h, sl, found, now)
-	case !s.inPlace:
+// insert adds a new key with state next. If another key held its LRU index
+// (a 64-bit hash collision), that key's state is replaced in place. Replacing
+// or evicting a key that was not fresh is counted as lossy.
+func (s *store[S, A]) insert(sh *shard[int], sb *slab[S], h uint64, sl slot[int], collided bool, next S, now int64) {
+	if collided {
+		s.count(sh, *sb.at(sl.state), now)
+		*sb.at(sl.state) = next
+		sb.unref(sl.state)
 		sh.lru.Add(h, sl)
+		return
 	}
+	s.makeRoom(sh, sb, now)
+	sl.state = sb.alloc(next)
+	sh.lru.Add(h, sl)
 }
 
-// insert adds a new key. If another key held its LRU index (a 64-bit hash
-// collision), that key is replaced. Otherwise it first drops up to two least
-// recently used entries that have been fresh for at least s.idle (they
-// decide as new keys would, so nothing is lost), and if the shard is still
-// full it evicts the least recently used entry, fresh or not. Replacing or
-// evicting a key that was not fresh is counted as lossy.
+// makeRoom looks at the LRU tail of sh before a new key is added. It drops
+// up to two entries there that have been fresh for at least s.idle (they
+// decide as new keys would, so nothing is lost), moves entries whose
+// reference bit is set to the front (clearing it), and, if the shard is
+// full, evicts the first entry that is neither, fresh or not. At most
+// maxSecondChances entries are moved: past that, a full shard evicts its
+// tail whatever its bit says, so one insertion's work under the lock stays
+// bounded.
 //
 // The sweep keeps memory near the keys in use when the population of keys
 // turns over (client IPs do), without a background goroutine. Waiting s.idle
 // (one window) before sweeping keeps it from dropping keys that are only
 // briefly fresh, such as a token bucket 600 ms after one request at 100/1m,
 // only to allocate them again on their next request.
-func (s *store[S, A]) insert(sh *shard[S], h uint64, sl slot[S], collided bool, now int64) {
-	if collided {
-		old, _ := sh.lru.Peek(h)
-		s.count(sh, old.state, now)
-		sh.lru.Add(h, sl)
-		return
-	}
-	for range 2 {
-		_, old, ok := sh.lru.GetOldest()
-		if !ok || !s.alg.fresh(old.state, now) || !s.alg.fresh(old.state, now-s.idle) {
-			break
+func (s *store[S, A]) makeRoom(sh *shard[int], sb *slab[S], now int64) {
+	swept, moved := 0, 0
+	for {
+		h, old, ok := sh.lru.GetOldest()
+		if !ok {
+			return
 		}
-		sh.lru.RemoveOldest()
-		sh.fresh++
+		st := *sb.at(old.state)
+		switch full := sh.lru.Len() >= sh.limit; {
+		case swept < 2 && s.alg.fresh(st, now) && s.alg.fresh(st, now-s.idle):
+			sh.lru.RemoveOldest()
+			sh.fresh++
+			swept++
+		case sb.referenced(old.state) && moved < maxSecondChances:
+			sb.unref(old.state)
+			sh.lru.Get(h)
+			moved++
+		case full:
+			sh.lru.RemoveOldest()
+			s.count(sh, st, now)
+			return
+		default:
+			return
+		}
 	}
-	if sh.lru.Len() >= sh.limit {
-		_, old, _ := sh.lru.RemoveOldest()
-		s.count(sh, old.state, now)
-	}
-	sh.lru.Add(h, sl)
 }
 
+// maxSecondChances bounds how many referenced entries one insertion moves
+// from the LRU tail to the front before a full shard evicts the tail anyway.
+const maxSecondChances = 8
+
 // count records the removal of a state to make room.
-func (s *store[S, A]) count(sh *shard[S], old S, now int64) {
+func (s *store[S, A]) count(sh *shard[int], old S, now int64) {
 	if s.alg.fresh(old, now) {
 		sh.fresh++
 	} else {
@@ -321,3 +355,68 @@ func (s *store[S, A]) stats() Stats {
 	}
 	return st
 }
+
+// A slab holds the states of one shard's keys, each at an index that stays
+// the key's until it is removed. States are kept in chunks of a fixed size,
+// so growing never copies them and wastes at most one chunk; a removed
+// key's index is reused by the next key added. One reference bit per index
+// records whether the key was requested since it was last looked at from
+// the LRU tail.
+type slab[S any] struct {
+	chunks [][]S
+	ref    []uint64
+	free   []int // indices of removed keys
+	used   int   // indices handed out so far, free ones included
+	shift  uint8 // log2 of the chunk size
+	_      [47]byte
+}
+
+// slabChunkBits is log2 of the largest chunk: 1024 states.
+const slabChunkBits = 10
+
+// at returns the state at index i.
+func (b *slab[S]) at(i int) *S {
+	return &b.chunks[i>>b.shift][i&(1<<b.shift-1)]
+}
+
+// alloc stores v at a free index, with its reference bit clear, and
+// returns the index.
+func (b *slab[S]) alloc(v S) int {
+	var i int
+	if n := len(b.free); n > 0 {
+		i, b.free = b.free[n-1], b.free[:n-1]
+	} else {
+		i = b.used
+		b.used++
+		if i>>b.shift == len(b.chunks) {
+			b.chunks = append(b.chunks, make([]S, 1<<b.shift))
+		}
+		if i>>6 == len(b.ref) {
+			b.ref = append(b.ref, 0)
+		}
+	}
+	*b.at(i) = v
+	b.unref(i)
+	return i
+}
+
+// release frees index i for reuse, clearing the state it held so that
+// nothing it points to is kept alive.
+func (b *slab[S]) release(i int) {
+	var zero S
+	*b.at(i) = zero
+	b.free = append(b.free, i)
+}
+
+// touch counts a request for the key at index i: it sets the key's
+// reference bit and, if the request was allowed, stores next.
+func (b *slab[S]) touch(i int, allowed bool, next S) {
+	b.ref[i>>6] |= 1 << (i & 63)
+	if allowed {
+		*b.at(i) = next
+	}
+}
+
+func (b *slab[S]) referenced(i int) bool { return b.ref[i>>6]&(1<<(i&63)) != 0 }
+
+func (b *slab[S]) unref(i int) { b.ref[i>>6] &^= 1 << (i & 63) }

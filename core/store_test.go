@@ -231,3 +231,98 @@ func TestHashCollisionIsDetected(t *testing.T) {
 		t.Fatalf("Reset after a collision: %v, %d keys left", err, m.Stats().Keys)
 	}
 }
+
+// A key requested while a flood of new keys passes through its shard is
+// never the one evicted: each time it reaches the LRU tail its reference
+// bit sends it back to the front, and its count survives the flood.
+func TestRequestedKeySurvivesFlood(t *testing.T) {
+	for _, a := range Algorithms {
+		t.Run(a.String(), func(t *testing.T) {
+			clock := NewManualClock(time.Unix(1_800_000_000, 0))
+			// 64 keys at most: one shard, so every key meets the hot one.
+			m, err := New(Policy{Algorithm: a, Limit: 1000, Window: time.Hour}, WithClock(clock), WithMaxKeys(64))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			const flood, every = 10_000, 50 // a request from the hot key every 50 new keys
+			spent := int64(0)
+			for i := range flood {
+				if i%every == 0 {
+					d, _ := m.Allow(ctx, "hot")
+					if spent++; !d.Allowed || d.Remaining != 1000-spent {
+						t.Fatalf("request %d of the hot key, after %d new keys: %+v, want %d left", spent, i, d, 1000-spent)
+					}
+				}
+				m.Allow(ctx, "flood-"+strconv.Itoa(i))
+			}
+			st := m.Stats()
+			if st.Keys != 64 || st.LossyEvictions != flood-63 {
+				t.Fatalf("Stats %+v: want 64 keys, every flood key but the last 63 evicted", st)
+			}
+		})
+	}
+}
+
+// When every key in a full shard has been requested since it last reached
+// the tail, a new key still evicts exactly one after a bounded number of
+// second chances, and the shard stays within its limit.
+func TestSecondChancesAreBounded(t *testing.T) {
+	clock := NewManualClock(time.Unix(1_800_000_000, 0))
+	m, _ := New(Policy{Limit: 10, Window: time.Hour}, WithClock(clock), WithMaxKeys(64))
+	ctx := context.Background()
+	for round := range 3 {
+		for i := range 64 {
+			m.Allow(ctx, "k-"+strconv.Itoa(i))
+		}
+		if st := m.Stats(); st.Keys != 64 {
+			t.Fatalf("round %d: Stats %+v, want 64 keys", round, st)
+		}
+	}
+	// The first new key moves maxSecondChances keys from the tail to the
+	// front and evicts the next one, requested or not.
+	m.Allow(ctx, "new-0")
+	for i := range maxSecondChances + 1 {
+		want := int64(6) // 3 requests counted, 1 more asked
+		if i == maxSecondChances {
+			want = 9 // evicted: a new key
+		}
+		if d, _ := m.Peek(ctx, "k-"+strconv.Itoa(i), 1); d.Remaining != want {
+			t.Fatalf("k-%d after one new key: %+v, want Remaining %d", i, d, want)
+		}
+	}
+	for i := 1; i < 100; i++ {
+		m.Allow(ctx, "new-"+strconv.Itoa(i))
+		if st := m.Stats(); st.Keys != 64 || st.LossyEvictions != uint64(i+1) {
+			t.Fatalf("after %d new keys: Stats %+v, want 64 keys and %d lossy evictions", i+1, st, i+1)
+		}
+	}
+}
+
+// The slab reuses the index of every removed key and clears the state it
+// held: under a flood through a small store it never grows past the limit,
+// and every free index holds the zero state (a sliding log's entries are
+// not kept alive by an evicted key).
+func TestSlabReusesIndices(t *testing.T) {
+	clock := NewManualClock(time.Unix(1_800_000_000, 0))
+	m, _ := New(Policy{Algorithm: SlidingLog, Limit: 3, Window: time.Hour}, WithClock(clock), WithMaxKeys(100))
+	ctx := context.Background()
+	for i := range 5000 {
+		m.Allow(ctx, "flood-"+strconv.Itoa(i))
+		if i%7 == 0 {
+			m.Reset(ctx, "flood-"+strconv.Itoa(i))
+		}
+	}
+	s := m.eng.(*store[*logState, *slidingLog])
+	for i := range s.slabs {
+		sb, sh := &s.slabs[i], &s.shards[i]
+		if sb.used > sh.limit || sb.used != sh.lru.Len()+len(sb.free) {
+			t.Fatalf("shard %d: %d indices handed out, %d keys, %d free, limit %d", i, sb.used, sh.lru.Len(), len(sb.free), sh.limit)
+		}
+		for _, j := range sb.free {
+			if *sb.at(j) != nil {
+				t.Fatalf("shard %d: free index %d still holds a state", i, j)
+			}
+		}
+	}
+}
