@@ -58,7 +58,8 @@
 // # Stores
 //
 // [New] builds a [Memory] limiter: keys in a sharded LRU, one mutex per
-// shard, memory bounded by [WithMaxKeys], fresh keys (full buckets, empty
+// shard, recency kept by a reference bit (second chance) so that a request
+// moves nothing, memory bounded by [WithMaxKeys], fresh keys (full buckets, empty
 // windows) dropped first at no cost to correctness, and [Memory.Stats] to
 // watch evictions. Time comes from the injected [Clock], read once per
 // decision and measured monotonically; tests use a [ManualClock] and never

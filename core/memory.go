@@ -8,7 +8,7 @@ import (
 )
 
 // DefaultMaxKeys is the number of keys a [Memory] limiter holds unless
-// [WithMaxKeys] says otherwise: about 128 MB at the token bucket's ~120 bytes
+// [WithMaxKeys] says otherwise: about 132 MB at the token bucket's ~126 bytes
 // per key.
 const DefaultMaxKeys = 1 << 20
 
@@ -25,9 +25,10 @@ const DefaultMaxKeys = 1 << 20
 // bucket: for the time it takes to fill) off the tail of their shard's LRU,
 // so memory follows the keys in use when clients come and go. The number of
 // keys never exceeds the maximum ([WithMaxKeys], default [DefaultMaxKeys]):
-// under a flood of new keys the least recently used key of the shard is
-// evicted, and [Memory.Stats] counts those evictions, the only
-// way this limiter forgets usage. No background goroutine runs.
+// under a flood of new keys the shard evicts the key at its LRU tail,
+// passing over keys requested since they last reached it (they go back to
+// the front, up to eight per new key), and [Memory.Stats] counts those
+// evictions, the only way this limiter forgets usage. No background goroutine runs.
 //
 // State per key: the token and leaky buckets keep one int64, the fixed window
 // two, the sliding window an int64 and two counters, the sliding log one entry
