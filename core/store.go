@@ -11,8 +11,8 @@ import (
 // A table holds one value per key, in shards: a power of two of them, each
 // an LRU behind its own mutex, picked by a seeded hash of the key. Requests
 // for keys in different shards never wait for each other. The memory store
-// keeps its states in one; the lease and denial-cache wrappers keep theirs
-// in others.
+// keeps its keys in one (their states in slabs beside it, see store); the
+// lease and denial-cache wrappers keep their values in others.
 //
 // Keys are stored as a 128-bit seeded hash (two independent maphash sums),
 // not as the string: every key costs the same memory however long it is and
