@@ -185,8 +185,9 @@ func (t *table[V]) len() int {
 // Recency is kept with a reference bit per key instead (the CLOCK or
 // second-chance approximation of LRU): a request sets its key's bit, and a
 // key found at the LRU tail with its bit set is moved to the front, its bit
-// cleared, instead of being evicted or swept. A key requested since it was
-// last looked at from the tail is never the one to go.
+// cleared, instead of being evicted or swept: a key requested since it was
+// last looked at from the tail is passed over (up to maxSecondChances of them
+// per insertion, see makeRoom).
 //
 // A key whose live state is evicted to make room, or replaced after a
 // 64-bit index collision, is counted as lossy.
@@ -210,7 +211,7 @@ func newStore[S any, A algorithm[S]](alg A, maxKeys int, idle int64) *store[S, A
 }
 
 // decide runs the algorithm for key under its shard's lock (see
-// decideLocked).
+// decideIn).
 func (s *store[S, A]) decide(key string, now, n int64, commit bool) verdict {
 	sh, h, check := s.locate(key)
 	sh.mu.Lock()
