@@ -152,6 +152,53 @@ func BenchmarkManyKeys(b *testing.B) {
 	}
 }
 
+// BenchmarkNewKeys measures a flood of keys the store has not seen (a scan,
+// or a botnet's addresses) through a full store of 65,536 keys, at a limit no key reaches:
+// each such request inserts its key and evicts another. One request in 8
+// comes from one of 1,000 keys in steady use, which the evictions pass over
+// (their reference bits are set), so the figure includes the second chances
+// an insertion gives. The keys cycle through 1,048,576 prepared ones, each
+// long evicted when it comes round again. It reports the steady keys whose
+// state counts every request they made ("steady-kept", 1000 when none was
+// ever evicted).
+func BenchmarkNewKeys(b *testing.B) {
+	ctx := context.Background()
+	flood := ipKeys(1 << 20)
+	steady := make([]string, 1000)
+	for i := range steady {
+		steady[i] = "steady-" + strconv.Itoa(i)
+	}
+	p := Policy{Limit: 1e9, Window: time.Minute}
+	m := mustNew(b, p, WithClock(NewManualClock(benchStart)), WithMaxKeys(1<<16))
+	for i := range 1 << 16 {
+		m.AllowN(ctx, flood[len(flood)-1-i], 1) // full before timing
+	}
+	runtime.GC()
+	b.ReportAllocs()
+	made := make([]int64, len(steady)) // requests per steady key
+	i, j := 0, 0
+	for b.Loop() {
+		if i%8 == 0 {
+			m.AllowN(ctx, steady[j], 1)
+			made[j]++
+			if j++; j == len(steady) {
+				j = 0
+			}
+		} else {
+			m.AllowN(ctx, flood[i&(len(flood)-1)], 1)
+		}
+		i++
+	}
+	b.StopTimer()
+	kept := 0
+	for j, k := range steady {
+		if d, _ := m.Peek(ctx, k, 1); made[j] > 0 && d.Remaining == p.Limit-made[j]-1 {
+			kept++
+		}
+	}
+	b.ReportMetric(float64(kept), "steady-kept")
+}
+
 // BenchmarkMemoryPerKey reports the heap bytes the store holds per key with
 // 1e6 keys in it, everything included (LRU entry, map slot, state). Keys are
 // stored as a 128-bit hash, so the figure does not depend on key length.
