@@ -111,45 +111,92 @@ func ipKeys(n int) []string {
 // benchmark reports how many keys the store held at the end ("keys"), so the
 // fixture is what it claims.
 //
-// Each goroutine walks the prepared keys in order from its own offset. The
-// key's bytes are then in cache, as a real request's key is (it was just
-// read from the request), and the store's lookups still land anywhere in its
-// memory, since keys are placed by a seeded hash. A random walk over the
-// key slice would add the fixture's own two cache misses (the string header
-// and its bytes) to every operation and measure the benchmark, not the
-// store.
+// The "lru-floor" case is the part of a decision that is not ratekit's: for
+// the same keys in the token bucket's store, only the shard lock and one
+// simplelru lookup (Peek) around the key's hash. The distance between it
+// and the token bucket's figure is what the state, the algorithm and the
+// Decision cost.
 func BenchmarkManyKeys(b *testing.B) {
 	ctx := context.Background()
 	for _, n := range []int{1_000, 1_000_000} {
 		keys := ipKeys(n)
+		filled := func(b *testing.B, a Algorithm) *Memory {
+			m := mustNew(b, Policy{Algorithm: a, Limit: 100, Window: time.Minute}, WithClock(NewManualClock(benchStart)))
+			for _, k := range keys {
+				m.AllowN(ctx, k, 1)
+			}
+			// Finish collecting the fill's garbage now, so that a GC
+			// cycle the fill started is not charged to the lookups.
+			runtime.GC()
+			return m
+		}
 		for _, a := range Algorithms {
 			b.Run(a.String()+"/keys="+strconv.Itoa(n), func(b *testing.B) {
-				m := mustNew(b, Policy{Algorithm: a, Limit: 100, Window: time.Minute}, WithClock(NewManualClock(benchStart)))
-				for _, k := range keys {
-					m.AllowN(ctx, k, 1)
-				}
-				var next atomic.Uint64
-				// Finish collecting the fill's garbage now, so that a
-				// GC cycle the fill started is not charged to the
-				// lookups.
-				runtime.GC()
+				m := filled(b, a)
+				var walks atomic.Uint64
 				b.ReportAllocs()
 				b.ResetTimer()
 				b.RunParallel(func(pb *testing.PB) {
-					i := next.Add(1) * uint64(n) / 3
+					w := newKeyWalk(keys, &walks)
 					for pb.Next() {
-						i++
-						if i >= uint64(n) {
-							i = 0
-						}
-						m.AllowN(ctx, keys[i], 1)
+						m.AllowN(ctx, w.next(), 1)
 					}
 				})
 				b.StopTimer()
 				b.ReportMetric(float64(m.Stats().Keys), "keys")
 			})
 		}
+		b.Run("lru-floor/keys="+strconv.Itoa(n), func(b *testing.B) {
+			s := filled(b, TokenBucket).eng.(*store[uint64, *gcra])
+			var walks, missing atomic.Uint64
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				w := newKeyWalk(keys, &walks)
+				lost := uint64(0)
+				for pb.Next() {
+					sh, h, check := s.locate(w.next())
+					sh.mu.Lock()
+					sl, ok := sh.lru.Peek(h)
+					sh.mu.Unlock()
+					if !ok || sl.check != check {
+						lost++
+					}
+				}
+				missing.Add(lost)
+			})
+			b.StopTimer()
+			if lost := missing.Load(); lost > 0 {
+				b.Fatalf("%d lookups found no key", lost)
+			}
+		})
 	}
+}
+
+// A keyWalk is one parallel goroutine's walk over the prepared keys: in
+// order, from an offset of its own (the n-th walk started a third of the
+// way further than the one before), wrapping at the end.
+//
+// The key's bytes are then in cache, as a real request's key is (it was
+// just read from the request), and the store's lookups still land anywhere
+// in its memory, since keys are placed by a seeded hash. A random walk over
+// the key slice would add the fixture's own two cache misses (the string
+// header and its bytes) to every operation and measure the benchmark, not
+// the store.
+type keyWalk struct {
+	keys []string
+	i    int
+}
+
+func newKeyWalk(keys []string, walks *atomic.Uint64) keyWalk {
+	return keyWalk{keys: keys, i: int(walks.Add(1) * uint64(len(keys)) / 3 % uint64(len(keys)))}
+}
+
+func (w *keyWalk) next() string {
+	if w.i++; w.i == len(w.keys) {
+		w.i = 0
+	}
+	return w.keys[w.i]
 }
 
 // BenchmarkNewKeys measures a flood of keys the store has not seen (a scan,
