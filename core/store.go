@@ -100,8 +100,8 @@ func newTableEach[V any](maxKeys int, onEvict func(shard int) func(V)) table[V] 
 
 // locate returns key's shard and the two halves of its hash.
 func (t *table[V]) locate(key string) (sh *shard[V], h, check uint64) {
-	h = maphash.String(t.seed1, key)
-	return &t.shards[h&t.mask], h, maphash.String(t.seed2, key)
+	h = maphash.Comparable(t.seed1, key)
+	return &t.shards[h&t.mask], h, maphash.Comparable(t.seed2, key)
 }
 
 // getOrAdd returns key's value, touching its recency, adding mk() first if
@@ -205,7 +205,8 @@ func newStore[S any, A algorithm[S]](alg A, maxKeys int, idle int64) *store[S, A
 	s := &store[S, A]{alg: alg, idle: idle, slabs: make([]slab[S], shardCount(maxKeys))}
 	s.table = newTableEach(maxKeys, func(i int) func(int) { return s.slabs[i].release })
 	for i := range s.slabs {
-		s.slabs[i].shift = uint8(min(slabChunkBits, bits.Len(uint(s.shards[i].limit))))
+		shift := min(slabChunkBits, bits.Len(uint(s.shards[i].limit)))
+		s.slabs[i].shift, s.slabs[i].mask = uint8(shift), 1<<shift-1
 	}
 	return s
 }
@@ -250,15 +251,20 @@ func (s *store[S, A]) decideIn(sh *shard[int], sb *slab[S], h, check uint64, now
 	sl, found := sh.lru.Peek(h)
 	ok := found && sl.check == check
 	var st S
+	var at *S
 	if ok {
-		st = *sb.at(sl.state)
+		at = sb.at(sl.state)
+		st = *at
 	} else {
 		st = s.alg.empty(now)
 	}
 	v, next := s.alg.decide(st, now, n, commit)
 	switch {
 	case commit && ok:
-		sb.touch(sl.state, v.allowed(), next)
+		sb.setRef(sl.state)
+		if v.allowed() {
+			*at = next
+		}
 	case commit && v.allowed():
 		s.insert(sh, sb, h, slot[int]{check, sl.state}, found, next, now)
 	}
@@ -368,16 +374,18 @@ type slab[S any] struct {
 	ref    []uint64
 	free   []int // indices of removed keys
 	used   int   // indices handed out so far, free ones included
+	mask   int   // chunk size - 1
 	shift  uint8 // log2 of the chunk size
-	_      [47]byte
+	_      [39]byte
 }
 
 // slabChunkBits is log2 of the largest chunk: 1024 states.
 const slabChunkBits = 10
 
-// at returns the state at index i.
+// at returns the state at index i. (The shift count is masked so that the
+// compiler need not handle counts of 64 and more.)
 func (b *slab[S]) at(i int) *S {
-	return &b.chunks[i>>b.shift][i&(1<<b.shift-1)]
+	return &b.chunks[i>>(b.shift&63)][i&b.mask]
 }
 
 // alloc stores v at a free index, with its reference bit clear, and
@@ -389,8 +397,8 @@ func (b *slab[S]) alloc(v S) int {
 	} else {
 		i = b.used
 		b.used++
-		if i>>b.shift == len(b.chunks) {
-			b.chunks = append(b.chunks, make([]S, 1<<b.shift))
+		if i>>(b.shift&63) == len(b.chunks) {
+			b.chunks = append(b.chunks, make([]S, b.mask+1))
 		}
 		if i>>6 == len(b.ref) {
 			b.ref = append(b.ref, 0)
@@ -409,14 +417,8 @@ func (b *slab[S]) release(i int) {
 	b.free = append(b.free, i)
 }
 
-// touch counts a request for the key at index i: it sets the key's
-// reference bit and, if the request was allowed, stores next.
-func (b *slab[S]) touch(i int, allowed bool, next S) {
-	b.ref[i>>6] |= 1 << (i & 63)
-	if allowed {
-		*b.at(i) = next
-	}
-}
+// setRef records a request for the key at index i.
+func (b *slab[S]) setRef(i int) { b.ref[i>>6] |= 1 << (i & 63) }
 
 func (b *slab[S]) referenced(i int) bool { return b.ref[i>>6]&(1<<(i&63)) != 0 }
 
