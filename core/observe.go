@@ -383,7 +383,8 @@ func (o *Observed) Allow(ctx context.Context, key string) (Decision, error) {
 func (o *Observed) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
 	if o.mem != nil {
 		start := o.mem.nowNs()
-		d, err := o.mem.decideAt(key, n, true, start)
+		var d Decision
+		err := o.mem.decideInto(&d, key, n, true, micros(start))
 		o.w.reportTook(ctx, OpAllow, key, n, d, err, o.mem.nowNs()-start, false)
 		return d, err
 	}
@@ -398,7 +399,8 @@ func (o *Observed) AllowN(ctx context.Context, key string, n int64) (Decision, e
 func (o *Observed) Peek(ctx context.Context, key string, n int64) (Decision, error) {
 	if o.mem != nil {
 		start := o.mem.nowNs()
-		d, err := o.mem.decideAt(key, n, false, start)
+		var d Decision
+		err := o.mem.decideInto(&d, key, n, false, micros(start))
 		o.w.reportTook(ctx, OpPeek, key, n, d, err, o.mem.nowNs()-start, false)
 		return d, err
 	}
