@@ -276,8 +276,9 @@ func (s *store[S, A]) decideIn(sh *shard[int], sb *slab[S], h, check uint64, now
 // or evicting a key that was not fresh is counted as lossy.
 func (s *store[S, A]) insert(sh *shard[int], sb *slab[S], h uint64, sl slot[int], collided bool, next S, now int64) {
 	if collided {
-		s.count(sh, *sb.at(sl.state), now)
-		*sb.at(sl.state) = next
+		at := sb.at(sl.state)
+		s.count(sh, *at, now)
+		*at = next
 		sb.unref(sl.state)
 		sh.lru.Add(h, sl)
 		return
