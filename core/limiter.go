@@ -28,6 +28,29 @@ type Limiter interface {
 	Reset(ctx context.Context, key string) error
 }
 
+// Refunder is a [Limiter] that can give back units it counted. HTTP
+// middleware with a count condition and the login guard use it to count an
+// attempt before it runs and give it back when its outcome is not counted:
+// checking first and counting afterwards cannot hold under parallel
+// requests, since every attempt in flight passes the check.
+//
+// The memory store, the Redis store and their layered limiters implement
+// it, and so do the wrappers in this package that pass requests to one
+// limiter that does.
+type Refunder interface {
+	Limiter
+
+	// Refund gives back n units that AllowN(ctx, key, n) counted for key at
+	// most elapsed ago (measure elapsed from before the AllowN call). It
+	// gives back only what still counts, never more than n units and never
+	// past a fresh state: units that a refill or the end of a window has
+	// already forgotten are not given twice. A layered limiter gives them
+	// back in every layer. It is safe for concurrent use; errors are those
+	// of AllowN for bad arguments (and a negative elapsed) or a broken
+	// store. Refunding a key that holds nothing does nothing.
+	Refund(ctx context.Context, key string, n int64, elapsed time.Duration) error
+}
+
 // Decision is the outcome of one request against one [Policy].
 //
 // When Allowed, the fields describe the state after the request was counted;
