@@ -40,7 +40,7 @@ func New(l core.Limiter, opts ...httplimit.Option) fiber.Handler {
 	e := httplimit.MustNew(l, opts...)
 	return func(c *fiber.Ctx) error {
 		res := e.Check(request{c})
-		res.EachHeader(c.Response().Header.Add)
+		res.WriteHeaders(&c.Response().Header)
 		if !res.Serve() {
 			resp := res.Response()
 			return c.Status(resp.Status).Send(resp.Body)

@@ -50,7 +50,7 @@ func BenchmarkCheck(b *testing.B) {
 		h := make(http.Header)
 		for b.Loop() {
 			res := e.Check(httplimit.HTTPRequest(req, "/hello"))
-			res.SetHeaders(h)
+			res.WriteHeaders(h)
 		}
 	})
 }
@@ -77,7 +77,7 @@ func BenchmarkCheckLayered(b *testing.B) {
 		h := make(http.Header)
 		for b.Loop() {
 			res := e.Check(httplimit.HTTPRequest(req, "/hello"))
-			res.SetHeaders(h)
+			res.WriteHeaders(h)
 		}
 	})
 }

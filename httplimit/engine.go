@@ -111,6 +111,16 @@ func New(l core.Limiter, opts ...Option) (*Engine, error) {
 	if c.clock == nil {
 		c.clock = core.SystemClock{}
 	}
+	if c.countIf != nil {
+		// Counting after the handler cannot hold under parallel requests:
+		// the request is counted first and given back, which needs a
+		// limiter that can give back.
+		for _, lim := range []core.Limiter{l, c.onError.fallback} {
+			if _, ok := lim.(core.Refunder); lim != nil && !ok {
+				return nil, fmt.Errorf("httplimit: WithCountIf: %T cannot give units back (core.Refunder)", lim)
+			}
+		}
+	}
 	e.lay, _ = core.AsLayered(l)
 	e.fbLay, _ = core.AsLayered(c.onError.fallback)
 	return e, nil
@@ -142,7 +152,8 @@ type Result struct {
 	rate   bool            // write the rate headers of d
 	denied bool            // d is a denial: r=0, t=Retry-After
 	serve  bool
-	charge bool      // Done charges the request
+	charge bool      // Done decides whether the request stays counted
+	start  time.Time // the engine's clock before the limiter counted it
 	resp   *Response // when refusing
 }
 
@@ -151,7 +162,7 @@ func (r *Result) Serve() bool { return r.serve }
 
 // Response returns the response to write instead of calling the handler when
 // [Result.Serve] is false; its headers are also visited by
-// [Result.EachHeader] and written by [Result.WriteHTTP].
+// [Result.WriteHeaders] and written by [Result.WriteHTTP].
 func (r *Result) Response() Response {
 	if r.resp == nil {
 		return Response{}
@@ -160,20 +171,24 @@ func (r *Result) Response() Response {
 }
 
 // Counting reports whether [Result.Done] needs the response status: the
-// request is to be charged after the handler ([WithCountIf]). Adapters that
-// must do extra work to learn the status do it only then.
+// request was counted before the handler and is given back unless
+// [WithCountIf] accepts the status. Adapters that must do extra work to
+// learn the status do it only then.
 func (r *Result) Counting() bool { return r.charge }
 
-// EachHeader calls set for every header value to write before the handler
-// runs or the refusal is written: the rate headers and, when refusing, the
-// response's headers (one call per value).
-func (r *Result) EachHeader(set func(name, value string)) {
-	r.writeHeaders(funcSink(set))
+// WriteHeaders writes to h the headers to send before the handler runs or
+// the refusal is written: the rate headers and, when refusing, the
+// response's headers. The IETF RateLimit and RateLimit-Policy fields are
+// added to (they are Lists: middleware stacked on one request each add
+// their policy's member, outermost first); every other field is set,
+// replacing any value already there.
+func (r *Result) WriteHeaders(h HeaderWriter) {
+	if hh, ok := h.(http.Header); ok {
+		r.writeHeaders(httpSink(hh))
+		return
+	}
+	r.writeHeaders(writerSink{h})
 }
-
-// SetHeaders sets the headers of [Result.EachHeader] in h, replacing any
-// value already there.
-func (r *Result) SetHeaders(h http.Header) { r.writeHeaders(httpSink(h)) }
 
 func (r *Result) writeHeaders(h headerSink) {
 	if r.rate {
@@ -195,7 +210,7 @@ func (r *Result) writeHeaders(h headerSink) {
 // headers and, when refusing, writes the status and body. It reports whether
 // the handler should be called.
 func (r *Result) WriteHTTP(w http.ResponseWriter) (serve bool) {
-	r.SetHeaders(w.Header())
+	r.writeHeaders(httpSink(w.Header()))
 	if r.serve {
 		return true
 	}
@@ -204,27 +219,36 @@ func (r *Result) WriteHTTP(w http.ResponseWriter) (serve bool) {
 	return false
 }
 
-// Done tells the engine the status the handler answered with. It charges the
-// request when [WithCountIf] accepts the status, and does nothing otherwise.
-// Call it after the handler whenever [Result.Serve] was true; extra calls do
-// nothing.
+// Done tells the engine the status the handler answered with. With
+// [WithCountIf], the request was counted before the handler ran, and Done
+// gives its units back to the limiter when the condition does not accept
+// the status. Call it after the handler whenever [Result.Serve] was true;
+// extra calls do nothing. A handler that panics never reaches Done, and its
+// request stays counted.
 func (r *Result) Done(status int) {
 	if !r.charge {
 		return
 	}
 	r.charge = false
-	if !r.e.cfg.countIf(status) {
+	if r.e.cfg.countIf(status) {
 		return
 	}
+	elapsed := r.e.cfg.clock.Now().Sub(r.start)
 	ctx := context.WithoutCancel(r.req.Context())
-	if _, err := r.lim.AllowN(ctx, r.key, r.cost); err != nil {
-		r.e.report(r.req, fmt.Errorf("httplimit: charge after the handler: %w", err))
+	if err := r.lim.(core.Refunder).Refund(ctx, r.key, r.cost, elapsed); err != nil {
+		r.e.report(r.req, fmt.Errorf("httplimit: give back an uncounted request: %w", err))
 	}
 }
 
 // Check decides what req gets. It runs the skip, key and cost functions,
-// asks the limiter (Peek instead of AllowN with [WithCountIf]), waits a leaky
-// bucket's Delay, and reports errors and dry-run denials to their hooks.
+// asks the limiter, waits a leaky bucket's Delay, and reports errors and
+// dry-run denials to their hooks.
+//
+// Caller errors are refused, never served: a key function's error or empty
+// key as [WithNoKey] and [WithInvalidKey] say, a cost function's error or a
+// cost below 1 with a 400 [ProblemInvalidCost], a cost above what the policy
+// can ever allow with a 429 [ProblemCostTooHigh]. The error policy
+// ([WithErrorPolicy]) applies to a failing limiter only.
 func (e *Engine) Check(req keyfunc.Request) Result {
 	res := Result{e: e, req: req}
 	c := &e.cfg
@@ -233,6 +257,9 @@ func (e *Engine) Check(req keyfunc.Request) Result {
 		return res
 	}
 	key, err := c.key(req)
+	if err == nil && key == "" {
+		err = fmt.Errorf("key function returned an empty key: %w", core.ErrEmptyKey)
+	}
 	if err != nil {
 		p := c.badKey
 		if errors.Is(err, keyfunc.ErrNoKey) {
@@ -263,24 +290,37 @@ func (e *Engine) Check(req keyfunc.Request) Result {
 			err = fmt.Errorf("cost %d: %w", n, core.ErrInvalidCost)
 		}
 		if err != nil {
-			return e.failed(res, fmt.Errorf("httplimit: cost: %w", err))
+			e.report(req, fmt.Errorf("httplimit: cost: %w", err))
+			return res.refuse(invalidCostResponse())
 		}
 	}
 	res.key, res.cost = key, n
 	ctx := req.Context()
+	if c.countIf != nil {
+		res.start = c.clock.Now()
+	}
 	err = e.decide(ctx, &res, e.l, e.lay, key, n)
 	res.lim = e.l
-	if err != nil && !errors.Is(err, core.ErrCostTooHigh) && c.onError.fallback != nil {
+	if err != nil && !callerError(ctx, err) && c.onError.fallback != nil {
 		e.report(req, err)
 		res.lim = c.onError.fallback
 		err = e.decide(ctx, &res, res.lim, e.fbLay, key, n)
 	}
 	if err != nil {
-		if errors.Is(err, core.ErrCostTooHigh) {
-			e.report(req, err)
+		e.report(req, err)
+		switch {
+		case errors.Is(err, core.ErrCostTooHigh):
 			return res.refuse(costTooHighResponse(n, res.d))
+		case errors.Is(err, core.ErrEmptyKey):
+			return res.refuse(invalidKeyResponse())
+		case errors.Is(err, core.ErrInvalidCost):
+			return res.refuse(invalidCostResponse())
+		case ctx.Err() != nil:
+			// The client went away (or its deadline passed) while the
+			// limiter was asked: nothing to serve it.
+			return res.refuse(canceledResponse(res.d))
 		}
-		return e.failed(res, err)
+		return e.failed(res)
 	}
 	// A Decision without a policy, such as a Failover's in an outage over
 	// a limiter whose policy it cannot know, has no limit to describe:
@@ -291,16 +331,18 @@ func (e *Engine) Check(req keyfunc.Request) Result {
 		res.rate = res.rate && l.Limit > 0
 	}
 	if d.Allowed {
-		if d.Delay > 0 && c.countIf == nil && c.dryRun == nil && !wait(ctx, d.Delay) {
+		res.charge = c.countIf != nil
+		if d.Delay > 0 && c.dryRun == nil && !wait(ctx, d.Delay) {
+			res.Done(0) // not served: give its units back if it was to be judged
 			return res.refuse(canceledResponse(*d))
 		}
-		res.serve, res.charge = true, c.countIf != nil
+		res.serve = true
 		return res
 	}
 	res.denied = true
 	if c.dryRun != nil {
 		c.dryRun(req, *d)
-		res.serve, res.charge = true, c.countIf != nil
+		res.serve = true
 		return res
 	}
 	if c.denied == nil {
@@ -322,6 +364,15 @@ func (e *Engine) Check(req keyfunc.Request) Result {
 	return res.refuse(resp)
 }
 
+// callerError reports whether err, from asking the limiter, is the
+// request's doing rather than the store's: a bad key or cost, or the
+// request's own context ending. Those never go to the fallback limiter or
+// the error policy.
+func callerError(ctx context.Context, err error) bool {
+	return errors.Is(err, core.ErrCostTooHigh) || errors.Is(err, core.ErrEmptyKey) ||
+		errors.Is(err, core.ErrInvalidCost) || ctx.Err() != nil
+}
+
 // decide asks l, or lay when l is layered (lay is then l), and records
 // the Decision in res.d, and every layer's in res.layers. It writes into
 // res rather than returning the Decision, which saves copying it on every
@@ -329,19 +380,10 @@ func (e *Engine) Check(req keyfunc.Request) Result {
 func (e *Engine) decide(ctx context.Context, res *Result, l core.Limiter, lay core.LayeredLimiter, key string, n int64) (err error) {
 	res.layers, res.layer = nil, 0
 	if lay == nil {
-		if e.cfg.countIf != nil {
-			res.d, err = l.Peek(ctx, key, n)
-		} else {
-			res.d, err = l.AllowN(ctx, key, n)
-		}
+		res.d, err = l.AllowN(ctx, key, n)
 		return err
 	}
-	var ld core.LayeredDecision
-	if e.cfg.countIf != nil {
-		ld, err = lay.PeekLayers(ctx, key, n)
-	} else {
-		ld, err = lay.AllowLayers(ctx, key, n)
-	}
+	ld, err := lay.AllowLayers(ctx, key, n)
 	if err == nil && ld.Layer >= 0 && ld.Layer < len(ld.Layers) {
 		res.layers, res.layer = ld.Layers, ld.Layer
 	}
@@ -359,9 +401,8 @@ func (e *Engine) deniedName(res *Result) string {
 }
 
 // failed applies the error policy to a request whose limit could not be
-// checked; err has not been reported yet.
-func (e *Engine) failed(res Result, err error) Result {
-	e.report(res.req, err)
+// checked because the limiter failed; the error has been reported.
+func (e *Engine) failed(res Result) Result {
 	if e.cfg.onError.closed || e.cfg.onError.fallback != nil {
 		return res.refuse(unavailableResponse())
 	}

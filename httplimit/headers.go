@@ -96,20 +96,51 @@ func (e *Engine) headersFor(p core.Policy) *policyHeaders {
 }
 
 // headerSink receives header values: an [http.Header] is assigned directly,
-// other frameworks get a function.
+// other frameworks get a [HeaderWriter]. set replaces a field's values; add
+// appends to them, for the IETF fields, which are Lists: middleware stacked
+// on one request (an app-wide limit and a route's) each add their members.
 type headerSink interface {
 	set(name string, v []string)
+	add(name string, v []string)
 }
 
 type httpSink http.Header
 
 func (h httpSink) set(name string, v []string) { h[name] = v }
 
-type funcSink func(name, value string)
+func (h httpSink) add(name string, v []string) {
+	old := h[name]
+	if len(old) == 0 {
+		h[name] = v
+		return
+	}
+	// Capped, so that appending never writes into a slice the engine shares.
+	h[name] = append(old[:len(old):len(old)], v...)
+}
 
-func (f funcSink) set(name string, v []string) {
-	for _, s := range v {
-		f(name, s)
+// HeaderWriter is where an adapter's framework takes response headers:
+// [http.Header] and fasthttp's *ResponseHeader both have these methods.
+// Set replaces a field's values, Add appends one.
+type HeaderWriter interface {
+	Set(name, value string)
+	Add(name, value string)
+}
+
+type writerSink struct{ w HeaderWriter }
+
+func (s writerSink) set(name string, v []string) {
+	for i, x := range v {
+		if i == 0 {
+			s.w.Set(name, x)
+		} else {
+			s.w.Add(name, x)
+		}
+	}
+}
+
+func (s writerSink) add(name string, v []string) {
+	for _, x := range v {
+		s.w.Add(name, x)
 	}
 }
 
@@ -169,8 +200,8 @@ func (e *Engine) writeRateHeaders(h headerSink, res *Result, slots *headerSlots)
 		lh := e.layerHeadersFor(res.layers)
 		ph = lh.single[res.layer]
 		if style&IETFHeaders != 0 {
-			h.set(hRateLimitPolicy, lh.ietf)
-			h.set(hRateLimit, slots.slice(lh.rateLimitValue(res.layers, denied, res.cost)))
+			h.add(hRateLimitPolicy, lh.ietf)
+			h.add(hRateLimit, slots.slice(lh.rateLimitValue(res.layers, denied, res.cost)))
 			style &^= IETFHeaders
 		}
 	} else {
@@ -190,8 +221,8 @@ func (e *Engine) writeRateHeaders(h headerSink, res *Result, slots *headerSlots)
 		t = RetryAfterSeconds(delta)
 	}
 	if style&IETFHeaders != 0 {
-		h.set(hRateLimitPolicy, ph.ietf)
-		h.set(hRateLimit, slots.slice(slots.rateLimitValue(ph.rPrefix, r, t)))
+		h.add(hRateLimitPolicy, ph.ietf)
+		h.add(hRateLimit, slots.slice(slots.rateLimitValue(ph.rPrefix, r, t)))
 	}
 	if style&LegacyHeaders != 0 {
 		h.set(hLimit, ph.limit)

@@ -83,7 +83,7 @@ func TestPlainLimiterAllocations(t *testing.T) {
 		h := make(http.Header)
 		allocs := testing.AllocsPerRun(200, func() {
 			res := e.Check(httplimit.HTTPRequest(req, "/hello"))
-			res.SetHeaders(h)
+			res.WriteHeaders(h)
 		})
 		if allocs > 1 {
 			t.Errorf("%s: %v allocations per allowed request, want at most 1 (the request view)", name, allocs)

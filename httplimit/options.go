@@ -43,9 +43,10 @@ func WithKey(f keyfunc.Func) Option { return func(c *config) { c.key = f } }
 
 // WithCost sets how many units a request spends, such as 50 for an export
 // and 1 for everything else. An error, or a cost that is not positive, is
-// reported to the [WithErrorHook] hook and handled by the [WithErrorPolicy]
-// policy; a cost above what the policy can ever allow is refused with
-// [ProblemCostTooHigh].
+// the request's fault (a cost parsed from a query parameter, say): it is
+// reported to the [WithErrorHook] hook and refused with 400
+// [ProblemInvalidCost], never served unlimited. A cost above what the
+// policy can ever allow is refused with [ProblemCostTooHigh].
 //
 // Default: every request costs 1.
 func WithCost(f func(keyfunc.Request) (int64, error)) Option {
@@ -72,8 +73,9 @@ func WithDenied(f func(r keyfunc.Request, d core.Decision) Response) Option {
 }
 
 // WithErrorPolicy sets what a request gets when the limiter fails (a store
-// is down, a cost function errs): [FailOpen], [FailClosed] or
-// [Fallback]. Every such error also reaches the [WithErrorHook] hook.
+// is down or times out): [FailOpen], [FailClosed] or [Fallback]. Every
+// such error also reaches the [WithErrorHook] hook. It never applies to
+// the request's own faults (no key, a bad cost): those are refused.
 //
 // Default: [FailOpen]: the request is served, without rate headers.
 func WithErrorPolicy(p ErrorPolicy) Option { return func(c *config) { c.onError = p } }
@@ -125,11 +127,14 @@ func WithHeaders(styles ...HeaderStyle) Option {
 }
 
 // WithCountIf counts only the requests whose response status f accepts, such
-// as [Failures] on a login route so that only failed attempts count. The
-// check happens before the handler (a request that would not fit is denied
-// up front, with the handler not called) and the charge after it, so the
-// rate headers describe the state as if this request were counted. A leaky
-// bucket's Delay is not waited in this mode: nothing was queued by the check.
+// as [Failures] on a login route so that only failed attempts count.
+//
+// A request is counted before the handler runs, like any other, and its
+// units are given back after the handler when f does not accept the status
+// (the limiter must be a [core.Refunder]; [New] fails otherwise). So at
+// most Limit requests per key can be in flight or counted at once: checking
+// first and counting afterwards would let every parallel attempt through
+// the check. The rate headers describe the state with this request counted.
 //
 // Default: every allowed request is counted, before the handler.
 func WithCountIf(f func(status int) bool) Option { return func(c *config) { c.countIf = f } }

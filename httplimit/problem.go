@@ -26,6 +26,10 @@ const (
 	// ProblemInvalidKey: 400; the request carries a malformed key (see
 	// [WithInvalidKey]) or none where one is required (see [WithNoKey]).
 	ProblemInvalidKey = "https://pkg.go.dev/github.com/ratekit/ratekit/httplimit#ProblemInvalidKey"
+	// ProblemInvalidCost: 400; the request's cost could not be worked out
+	// (the [WithCost] function failed) or is below 1. The request is never
+	// served unlimited for it.
+	ProblemInvalidCost = "https://pkg.go.dev/github.com/ratekit/ratekit/httplimit#ProblemInvalidCost"
 	// ProblemCanceled: 503 without Retry-After; the request's context ended
 	// while it waited for its leaky-bucket slot. A client that went away
 	// does not see it.
@@ -110,6 +114,15 @@ func invalidKeyResponse() Response {
 		Title:  "Request not identifiable",
 		Status: http.StatusBadRequest,
 		Detail: "The request does not carry a valid identity to apply the rate limit to.",
+	})
+}
+
+func invalidCostResponse() Response {
+	return problemResponse(Problem{
+		Type:   ProblemInvalidCost,
+		Title:  "Request cost not valid",
+		Status: http.StatusBadRequest,
+		Detail: "The cost of this request against its rate limit could not be determined.",
 	})
 }
 
