@@ -26,15 +26,33 @@ import "time"
 // 10/s, 1000/1h); 3/s has q = 3.
 //
 // TAT is kept modulo 2^64 in those units, so one int64 per key suffices, and
-// differences are taken with wrapping arithmetic. A live state lies within C
-// of now; a difference outside [0, 2C] (a key idle for ages, or a clock moved
-// far backwards) is read as a full bucket. A key idle longer than 2^63/q µs
-// (292,000 years at q = 1) could wrap into that range; to keep the odds of
-// that negligible, q is capped at 64, and C at 2^51 units so that every sum
-// stays below 2^53 and a Lua script on Redis, whose numbers are float64, can
-// do the same arithmetic exactly. A policy beyond either cap (rare: 97/1m has
-// q = 97) uses the largest q within them and rounds T up to its next 1/q µs:
-// never more than the policy allows, at most 1/q µs per unit stricter.
+// differences are taken with wrapping arithmetic. The backlog a decision
+// reads is
+//
+//	d = TAT - now·q, taken modulo 2^64 as a signed 64-bit integer;
+//	d <= 0: 0 (a full bucket: the key has been idle since TAT);
+//	d > 0:  min(d, 2^52) (gcraMaxBacklog).
+//
+// A live state lies within C of now, so d > C means the clock stepped back
+// since the key last spent: the key then waits until the clock has caught
+// up, with the exact RetryAfter d + n·T - C, instead of reading the
+// unexplained future TAT as a full bucket (which handed a clock set back by
+// a few capacities a whole burst). golang.org/x/time/rate allows nothing in
+// that case either; for a partly spent bucket it keeps its tokens, and this
+// rule is stricter. The cap bounds what a clock stepped back by years can
+// cost (2^52 µs is 142 years at q = 1, 2.2 years at q = 64) and keeps every
+// sum exact: d + n·T <= 2^52 + C < 2^53, so a Lua script on Redis, whose
+// numbers are float64, does the same arithmetic exactly and must apply the
+// same rule, cap included. A RetryAfter of up to 2^52 µs fits a
+// time.Duration.
+//
+// A key idle longer than 2^63/q µs (4,500 years at q = 64, beyond the 584
+// years of a clock read as int64 Unix nanoseconds) would wrap into a
+// positive d; q is capped at 64 to keep that out of reach, and C at 2^51
+// units. A policy
+// beyond either cap (rare: 97/1m has q = 97) uses the largest q within them
+// and rounds T up to its next 1/q µs: never more than the policy allows, at
+// most 1/q µs per unit stricter.
 type gcra struct {
 	q     uint64 // time units per microsecond
 	unit  int64  // T: time one unit takes to refill, in 1/q µs
@@ -42,14 +60,15 @@ type gcra struct {
 	leaky bool   // report Delay
 
 	// Dividing by T and q without a hardware division; every dividend is
-	// below 2^53 (C is capped at 2^51).
+	// below 2^53 (C is capped at 2^51, the backlog at 2^52).
 	perUnit  divisor
 	perMicro divisor
 }
 
 const (
-	gcraMaxScale = 64
-	gcraMaxCap   = 1 << 51
+	gcraMaxScale   = 64
+	gcraMaxCap     = 1 << 51
+	gcraMaxBacklog = 1 << 52 // the largest backlog a decision reads
 )
 
 // Emission is how the token and leaky buckets of a [Policy] count time: in
@@ -65,7 +84,7 @@ type Emission struct {
 	// is uncapped, rounded up otherwise.
 	Interval int64
 	// Capacity is C = Burst·T, at most 2^51, so that every sum a store forms
-	// (at most 3C) is exact in a float64 too.
+	// (a backlog of at most 2^52 plus C) is exact in a float64 too.
 	Capacity int64
 }
 
@@ -100,14 +119,11 @@ func newGCRA(p Policy) *gcra {
 // scaled returns now in 1/q µs, modulo 2^64.
 func (g *gcra) scaled(now int64) uint64 { return uint64(now) * g.q }
 
-// backlog returns TAT - now in 1/q µs: 0 for a full bucket, up to C for an
-// empty one.
+// backlog returns TAT - now in 1/q µs as decisions read it: 0 for a full
+// bucket, up to C for an empty one, more (up to gcraMaxBacklog) after the
+// clock stepped back. See the rule above.
 func (g *gcra) backlog(tat uint64, now int64) int64 {
-	d := int64(tat - g.scaled(now))
-	if d < 0 || d > 2*g.cap {
-		return 0
-	}
-	return d
+	return min(max(int64(tat-g.scaled(now)), 0), gcraMaxBacklog)
 }
 
 // toMicros converts a non-negative span in 1/q µs to microseconds, rounding

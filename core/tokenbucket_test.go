@@ -110,22 +110,129 @@ func TestGCRAScale(t *testing.T) {
 	}
 }
 
-// TestGCRAStaleState checks that a state far in the past, or one that has
-// wrapped around, reads as a full bucket.
+// TestGCRAStaleState checks how a state is read: one far in the past (or
+// wrapped around) as a full bucket, one ahead of now by more than the
+// capacity (the clock stepped back) as its true backlog, capped at 2^52.
 func TestGCRAStaleState(t *testing.T) {
 	g := newGCRA(Policy{Limit: 3, Window: time.Second})
 	now := int64(1_800_000_000_000_000)
-	for _, tat := range []uint64{
-		g.scaled(now - int64(time.Hour)),
-		g.scaled(now) + uint64(3*g.cap), // beyond any live state
-		0, ^uint64(0),
+	for _, tt := range []struct {
+		tat  uint64
+		want int64
+	}{
+		{g.scaled(now - int64(time.Hour)), 0},
+		{g.scaled(now), 0},
+		{^uint64(0), 0},
+		{0, 0},
+		{g.scaled(now) + uint64(g.unit), g.unit},
+		{g.scaled(now) + uint64(3*g.cap), 3 * g.cap}, // the clock stepped back
+		{g.scaled(now) + gcraMaxBacklog, gcraMaxBacklog},
+		{g.scaled(now) + gcraMaxBacklog + 1, gcraMaxBacklog},
+		{g.scaled(now) + 1<<62, gcraMaxBacklog},
 	} {
-		if d := g.backlog(tat, now); d != 0 {
-			t.Errorf("backlog(%d) = %d, want 0 (full bucket)", tat, d)
+		if d := g.backlog(tt.tat, now); d != tt.want {
+			t.Errorf("backlog(now + %d) = %d, want %d", int64(tt.tat-g.scaled(now)), d, tt.want)
 		}
 	}
-	if d := g.backlog(g.scaled(now)+uint64(g.unit), now); d != g.unit {
-		t.Errorf("backlog of one unit = %d, want %d", d, g.unit)
+}
+
+// TestGCRAClockBack: 10 a minute, burst 10; 20 requests at once (10
+// allowed), then the clock is set 5 minutes back and a request comes every
+// second for 40 s. Reading the unexplained future state as a full bucket
+// allowed 16 of them; the key must wait until the clock catches up, as
+// golang.org/x/time/rate does, and never allow more than it.
+func TestGCRAClockBack(t *testing.T) {
+	for _, alg := range []Algorithm{TokenBucket, LeakyBucket} {
+		t.Run(alg.String(), func(t *testing.T) {
+			p := Policy{Algorithm: alg, Limit: 10, Window: time.Minute, Burst: 10}
+			t0 := time.Unix(1_800_000_000, 0)
+			clock := NewManualClock(t0)
+			m, err := New(p, WithClock(clock))
+			if err != nil {
+				t.Fatal(err)
+			}
+			xr := rate.NewLimiter(rate.Every(6*time.Second), 10)
+			ctx := context.Background()
+			var got, want int
+			step := func(now time.Time) {
+				clock.Set(now)
+				d, err := m.AllowN(ctx, "k", 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				x := xr.AllowN(now, 1)
+				if d.Allowed {
+					got++
+				}
+				if x {
+					want++
+				}
+				if d.Allowed && !x {
+					t.Errorf("at %v: allowed, x/time/rate denies", now.Sub(t0))
+				}
+			}
+			for range 20 {
+				step(t0)
+			}
+			if got != 10 || want != 10 {
+				t.Fatalf("at t0: %d allowed (x/time/rate %d), want 10", got, want)
+			}
+			got, want = 0, 0
+			back := t0.Add(-5 * time.Minute)
+			for i := range 40 {
+				step(back.Add(time.Duration(i) * time.Second))
+			}
+			if got != 0 || got > want {
+				t.Fatalf("40 s after the clock stepped back 5 min: %d allowed (x/time/rate %d), want 0", got, want)
+			}
+			// And exactly when the clock has caught up: t0 + 6 s.
+			clock.Set(back.Add(40 * time.Second))
+			d, _ := m.Peek(ctx, "k", 1)
+			if want := t0.Add(6 * time.Second).Sub(back.Add(40 * time.Second)); d.Allowed || d.RetryAfter != want {
+				t.Fatalf("Peek after the 40 s: %+v, want denied with RetryAfter %v", d, want)
+			}
+		})
+	}
+}
+
+// TestGCRAClockBackPartlySpent: a clock that steps back 10 minutes and
+// forth again, under traffic that keeps the bucket partly spent. A bucket
+// waits for the clock to catch up; x/time/rate keeps its tokens and
+// refills from the earlier time. At no point in the trace has ratekit
+// allowed more than x/time/rate.
+func TestGCRAClockBackPartlySpent(t *testing.T) {
+	p := Policy{Limit: 10, Window: time.Minute, Burst: 10}
+	t0 := time.Unix(1_800_000_000, 0)
+	clock := NewManualClock(t0)
+	m, err := New(p, WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	xr := rate.NewLimiter(rate.Every(6*time.Second), 10)
+	ctx := context.Background()
+	var got, want int
+	for i := range 200 {
+		now := t0.Add(time.Duration(i) * time.Second)
+		if i >= 100 {
+			now = now.Add(-10 * time.Minute) // stepped back at request 100
+		}
+		if i%7 == 0 {
+			now = t0.Add(time.Duration(i) * time.Second) // and forth again
+		}
+		clock.Set(now)
+		d, err := m.AllowN(ctx, "k", 1+int64(i%3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			got++
+		}
+		if xr.AllowN(now, 1+i%3) {
+			want++
+		}
+		if got > want {
+			t.Fatalf("request %d at %v: ratekit allowed %d, x/time/rate %d", i, now.Sub(t0), got, want)
+		}
 	}
 }
 
