@@ -18,6 +18,11 @@ type algorithm[S any] interface {
 	// fresh reports whether s carries no information at now: a key in that
 	// state decides exactly as a new one, so dropping it changes nothing.
 	fresh(s S, now int64) bool
+	// refund returns s at now after giving back n units counted at since
+	// or later (since <= now), as refund.go describes: never more than n
+	// units, never past fresh, never more room than if the units had not
+	// been counted. It may reuse s.
+	refund(s S, now, since, n int64) S
 }
 
 // verdict is a Decision without the fields every algorithm shares.

@@ -55,6 +55,7 @@ type Layered struct {
 var (
 	_ Limiter        = (*Layered)(nil)
 	_ LayeredLimiter = (*Layered)(nil)
+	_ Refunder       = (*Layered)(nil)
 )
 
 // LayeredLimiter is a [Limiter] made of several layers that can report
@@ -222,6 +223,39 @@ func (l *Layered) ResetKeys(ctx context.Context, keys []string) error {
 		if err := m.Reset(ctx, keys[min(i, len(keys)-1)]); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// Refund gives back n units that AllowN counted for key at most elapsed ago,
+// in every layer; see [Refunder]. It fails, giving back nothing, for the
+// arguments AllowN rejects (a cost above any layer's capacity included) and
+// for a negative elapsed.
+func (l *Layered) Refund(ctx context.Context, key string, n int64, elapsed time.Duration) error {
+	return l.RefundKeys(ctx, []string{key}, n, elapsed)
+}
+
+// RefundKeys is Refund with a key per layer, as for [Layered.AllowKeys].
+//
+// Each layer gives back in turn, under its own key's shard lock, rather
+// than under the locks of every layer at once as a decision is made: a
+// refund only ever frees room, each layer's by its own rule, so a request
+// decided between two layers' refunds sees the earlier layers refunded and
+// the later ones not yet, which is never more room than after the refund.
+func (l *Layered) RefundKeys(_ context.Context, keys []string, n int64, elapsed time.Duration) error {
+	if err := l.checkKeys(keys); err != nil {
+		return err
+	}
+	key := func(i int) string { return keys[min(i, len(keys)-1)] }
+	for i, m := range l.layers {
+		if err := checkRefund(key(i), n, m.cost, elapsed); err != nil {
+			return err
+		}
+	}
+	e := elapsedMicros(elapsed)
+	for i, m := range l.layers {
+		now := m.now()
+		m.eng.refund(key(i), now, now-e, n)
 	}
 	return nil
 }

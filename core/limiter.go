@@ -34,20 +34,30 @@ type Limiter interface {
 // checking first and counting afterwards cannot hold under parallel
 // requests, since every attempt in flight passes the check.
 //
-// The memory store, the Redis store and their layered limiters implement
-// it, and so do the wrappers in this package that pass requests to one
-// limiter that does.
+// The memory store ([Memory], [Layered], [Tiered]) and the Redis store
+// implement it. The wrappers in this package that pass requests to one
+// limiter ([Observed], [Shadow], [DenialCache], [Failover]) have a Refund
+// method whatever they wrap, which returns [ErrNoRefund] when that limiter
+// cannot give units back; [AsRefunder] tells, once, whether a limiter can.
 type Refunder interface {
 	Limiter
 
 	// Refund gives back n units that AllowN(ctx, key, n) counted for key at
-	// most elapsed ago (measure elapsed from before the AllowN call). It
-	// gives back only what still counts, never more than n units and never
-	// past a fresh state: units that a refill or the end of a window has
-	// already forgotten are not given twice. A layered limiter gives them
-	// back in every layer. It is safe for concurrent use; errors are those
-	// of AllowN for bad arguments (and a negative elapsed) or a broken
-	// store. Refunding a key that holds nothing does nothing.
+	// most elapsed ago: measure elapsed from before the AllowN call, on the
+	// clock the limiter decides by (the monotonic clock, for the system
+	// clock); it is rounded up to whole microseconds. It gives back only
+	// what still counts for those units, never more than n and never past
+	// a fresh state, and never leaves the key more room than if the
+	// request had never been made (the requests allowed since being the
+	// same): units that a refill or the end of a window has already
+	// forgotten, or may have, are not given back. A layered limiter gives
+	// them back in every layer. Refunding a key that holds nothing does
+	// nothing and creates no state. Refund makes no [Decision] and counts
+	// nothing.
+	//
+	// Errors are those of AllowN for bad arguments, [ErrInvalidElapsed]
+	// for a negative elapsed, and a broken store's. It is safe for
+	// concurrent use.
 	Refund(ctx context.Context, key string, n int64, elapsed time.Duration) error
 }
 

@@ -61,6 +61,9 @@ type engine interface {
 	decideLocked(r keyRef, now, n int64, commit bool) verdict
 	reset(key string)
 	stats() Stats
+	// refund gives back n units of key counted at since or later (Unix
+	// µs), at now, under the key's shard lock. See refund.go.
+	refund(key string, now, since, n int64)
 }
 
 // Stats describes what a [Memory] limiter holds.
