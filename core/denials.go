@@ -32,9 +32,11 @@ import (
 // is not remembered.
 //
 // An allowed AllowN forgets the key's denial (the key's state changed, so
-// t+r may no longer be exact). So does [DenialCache.Reset]; a Reset made
-// elsewhere (another process, or the remote limiter directly) is not seen,
-// and the key stays denied here until t+r at the latest. A clock that moves
+// t+r may no longer be exact). So do [DenialCache.Reset] and
+// [DenialCache.Refund], and a denial the remote limiter decided while
+// either ran is not remembered; a Reset or Refund made elsewhere (another
+// process, or the remote limiter directly) is not seen, and the key stays
+// denied here until t+r at the latest. A clock that moves
 // back before t forgets the denial too.
 //
 // Memory is bounded ([DenialMaxKeys], default [DefaultLeaseMaxKeys]): the
@@ -45,13 +47,29 @@ import (
 // [NewDenialCache].
 type DenialCache struct {
 	remote  Limiter
+	ref     Refunder // remote, when it can refund
 	clock   Clock
 	denials table[denial]
+
+	// forgets counts, per slot of keys (by their hash), the denials
+	// forgotten because a Refund or a Reset gave their key room. A remote
+	// denial is remembered only if its slot's count did not move while the
+	// remote limiter decided it: otherwise it may predate the change and,
+	// remembered after the change was forgotten, would deny a key that has
+	// room until its RetryAfter. (An allowed AllowN only takes room, so a
+	// denial decided before it stays true; it forgets the key's denial
+	// without counting.) Slots rather than keys: no record outlives a
+	// denial; a refund of another key in the same slot costs at worst one
+	// denial not remembered, that is one more remote call.
+	forgets [denialSlots]atomic.Uint64
 
 	hits atomic.Uint64
 }
 
-var _ Limiter = (*DenialCache)(nil)
+var (
+	_ Limiter  = (*DenialCache)(nil)
+	_ Refunder = (*DenialCache)(nil)
+)
 
 // denial is a remembered remote denial: n units, from at to until (Unix ns).
 type denial struct {
@@ -100,7 +118,7 @@ func NewDenialCache(remote Limiter, opts ...DenialOption) (*DenialCache, error) 
 	case o.maxKeys < 1:
 		return nil, fmt.Errorf("core: NewDenialCache: DenialMaxKeys(%d): must be at least 1", o.maxKeys)
 	}
-	return &DenialCache{remote: remote, clock: o.clock, denials: newTable[denial](o.maxKeys, nil)}, nil
+	return &DenialCache{remote: remote, ref: refunderOf(remote), clock: o.clock, denials: newTable[denial](o.maxKeys, nil)}, nil
 }
 
 // Policy returns the remote limiter's policy, if it has a Policy method
@@ -137,9 +155,43 @@ func (c *DenialCache) Reset(ctx context.Context, key string) error {
 	if key == "" {
 		return fmt.Errorf("core: %w", ErrEmptyKey)
 	}
-	c.denials.remove(key)
-	return c.remote.Reset(ctx, key)
+	err := c.remote.Reset(ctx, key)
+	c.forget(key)
+	return err
 }
+
+// Refund gives back n units in the remote limiter (see [Refunder]) and,
+// when it succeeds, forgets key's denial: the key has more room than when
+// it was denied. It returns the remote error as it is, or an error wrapping
+// [ErrNoRefund] when the remote limiter cannot refund (see [AsRefunder]).
+func (c *DenialCache) Refund(ctx context.Context, key string, n int64, elapsed time.Duration) error {
+	if c.ref == nil {
+		return noRefund("denial cache", c.remote)
+	}
+	if err := c.ref.Refund(ctx, key, n, elapsed); err != nil {
+		return err
+	}
+	c.forget(key)
+	return nil
+}
+
+// forget forgets key's denial after a change that gave it room, and makes
+// sure that no denial decided before the change is remembered after it.
+func (c *DenialCache) forget(key string) {
+	c.forgetsOf(key).Add(1)
+	c.denials.remove(key)
+}
+
+// denialSlots is the number of slots of DenialCache.forgets.
+const denialSlots = 1024
+
+// forgetsOf returns the count of forgotten denials of key's slot.
+func (c *DenialCache) forgetsOf(key string) *atomic.Uint64 {
+	_, h, _ := c.denials.locate(key)
+	return &c.forgets[h%denialSlots]
+}
+
+func (c *DenialCache) canRefund() bool { return c.ref != nil }
 
 func (c *DenialCache) decide(ctx context.Context, key string, n int64, op decideFunc, commit bool) (Decision, error) {
 	if key == "" || n <= 0 {
@@ -151,6 +203,8 @@ func (c *DenialCache) decide(ctx context.Context, key string, n int64, op decide
 		c.hits.Add(1)
 		return d, nil
 	}
+	forgets := c.forgetsOf(key)
+	seen := forgets.Load()
 	d, err := op(c.remote, ctx, key, n)
 	if err != nil {
 		return d, err
@@ -160,6 +214,9 @@ func (c *DenialCache) decide(ctx context.Context, key string, n int64, op decide
 		e := denial{n: n, at: now, until: now + int64(d.RetryAfter), resetAt: now + int64(d.ResetAfter),
 			remaining: d.Remaining, limit: d.Limit, policy: d.Policy}
 		c.denials.update(key, func(old denial, ok bool) (denial, bool) {
+			if forgets.Load() != seen {
+				return old, ok // a state changed meanwhile: the denial may be stale
+			}
 			if ok && old.at <= now && now < old.until && old.n < n {
 				return old, true // a smaller cost denied meanwhile: keep it
 			}

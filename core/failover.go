@@ -16,9 +16,9 @@ import (
 // and lets one request probe it again after a cool-down.
 //
 // An outage is any error from the remote limiter except the caller's own:
-// [ErrEmptyKey], [ErrInvalidCost] and [ErrCostTooHigh] are returned as they
-// are, and so is the error of a call whose context the caller cancelled or
-// let expire. Each outage error is passed to the [OnStoreError] hook; the
+// [ErrEmptyKey], [ErrInvalidCost], [ErrCostTooHigh], and for Refund
+// [ErrInvalidElapsed] and [ErrNoRefund], are returned as they are, and so
+// is the error of a call whose context the caller cancelled or let expire. Each outage error is passed to the [OnStoreError] hook; the
 // request is then decided by the failure mode and AllowN and Peek return a
 // nil error:
 //
@@ -71,6 +71,8 @@ type Failover struct {
 	local     Limiter        // nil unless Fallback
 	remoteLay LayeredLimiter // remote, when it is layered
 	localLay  LayeredLimiter // local, when it is layered
+	remoteRef Refunder       // remote, when it can refund
+	localRef  Refunder       // local, when it can refund
 	mode      failMode
 	policy    Policy
 	hasPol    bool  // policy is the remote's; unknown otherwise
@@ -90,6 +92,7 @@ type Failover struct {
 var (
 	_ Limiter        = (*Failover)(nil)
 	_ LayeredLimiter = (*Failover)(nil)
+	_ Refunder       = (*Failover)(nil)
 )
 
 type failMode uint8
@@ -183,6 +186,10 @@ func NewFailover(remote Limiter, opts ...FailoverOption) (*Failover, error) {
 	}
 	f.remoteLay, _ = AsLayered(remote)
 	f.localLay, _ = AsLayered(f.local)
+	f.remoteRef = refunderOf(remote)
+	if f.local != nil {
+		f.localRef = refunderOf(f.local)
+	}
 	return f, nil
 }
 
@@ -241,6 +248,49 @@ func (f *Failover) Reset(ctx context.Context, key string) error {
 	f.record(ctx, err, probe)
 	return err
 }
+
+// Refund gives back n units in the remote limiter (see [Refunder]). It
+// returns an error wrapping [ErrNoRefund] when the remote limiter cannot
+// refund (see [AsRefunder]), whatever the local one can.
+//
+// A refund is a call to the store like any other: its outage errors go to
+// the [OnStoreError] hook and count towards opening the breaker. When the
+// remote refund fails with an outage error, or the open breaker keeps the
+// store from being called, the request was most likely decided during the
+// outage, by the failure mode: with [Fallback], the units are given back in
+// the local limiter, which is what decided then, and Refund returns its
+// error (nil for a [Memory]). That local refund is a guess: for a request
+// the remote limiter counted just before the outage, the local limiter
+// holds nothing of it and gives back up to n units of requests it decided
+// itself. Without a local limiter that can refund, Refund returns the
+// outage error, or [ErrBreakerOpen] (wrapped), and the units stay counted
+// remotely, if they were.
+func (f *Failover) Refund(ctx context.Context, key string, n int64, elapsed time.Duration) error {
+	if f.remoteRef == nil {
+		return noRefund("failover", f.remote)
+	}
+	if key == "" || n <= 0 || n > f.cost || elapsed < 0 {
+		return checkRefund(key, n, f.cost, elapsed)
+	}
+	call, probe := f.admit()
+	var err error
+	if call {
+		rctx, cancel := f.remoteContext(ctx)
+		err = f.remoteRef.Refund(rctx, key, n, elapsed)
+		cancel()
+		if !f.record(ctx, err, probe) {
+			return err
+		}
+	} else {
+		err = fmt.Errorf("core: failover: %w", ErrBreakerOpen)
+	}
+	if f.mode == failFallback && f.localRef != nil {
+		return f.localRef.Refund(ctx, key, n, elapsed)
+	}
+	return err
+}
+
+func (f *Failover) canRefund() bool { return f.remoteRef != nil }
 
 type decideFunc func(l Limiter, ctx context.Context, key string, n int64) (Decision, error)
 
@@ -354,7 +404,7 @@ func (f *Failover) BreakerOpen() bool { return f.openUntil.Load() != 0 }
 // store's: bad input, or the caller's own context ending.
 func callerError(ctx context.Context, err error) bool {
 	return errors.Is(err, ErrEmptyKey) || errors.Is(err, ErrInvalidCost) || errors.Is(err, ErrCostTooHigh) ||
-		ctx.Err() != nil
+		errors.Is(err, ErrInvalidElapsed) || errors.Is(err, ErrNoRefund) || ctx.Err() != nil
 }
 
 func (f *Failover) remoteContext(ctx context.Context) (context.Context, context.CancelFunc) {

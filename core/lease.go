@@ -68,6 +68,9 @@ const DefaultLeaseMaxKeys = 1 << 16
 // Costs above batch, and every request of a leaky bucket (whose Delay a
 // lease could not honour), are passed to the remote limiter as they are.
 //
+// A Leased is not a [Refunder], and the wrappers around one return
+// [ErrNoRefund]: see the source.
+//
 // A Leased is safe for concurrent use. Requests for one key are serialized
 // while its lease is topped up (one remote call for all of them, not one
 // each); a request waiting for that honours its context. Create one with
@@ -85,6 +88,17 @@ type Leased struct {
 }
 
 var _ Limiter = (*Leased)(nil)
+
+// Leased has no Refund method. A request spends units that the remote
+// limiter counted when the lease was taken, maybe long before, so a remote
+// refund with the request's elapsed time would claim a later counting time
+// than the true one: a fixed or sliding window could give back units
+// counted in a window the take never touched, more room than the request
+// ever used. Putting the units back in the local lease instead is sound only
+// while that same lease lasts, and leases are topped up, merged and dropped
+// without a record of which request spent from which take. Routes that
+// count before running and give back need a limiter that counts each
+// request itself.
 
 // lease is one key's leased units. sem (capacity 1) locks the fields.
 type lease struct {

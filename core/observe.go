@@ -26,6 +26,9 @@ const (
 	OpBreakerOpen
 	// OpBreakerClose reports that a [Failover]'s circuit breaker closed.
 	OpBreakerClose
+	// OpRefund reports a call to Refund (see [Refunder]): the Event has no
+	// Decision; Cost is the units given back.
+	OpRefund
 )
 
 var opNames = [...]string{
@@ -35,6 +38,7 @@ var opNames = [...]string{
 	OpStoreError:   "store-error",
 	OpBreakerOpen:  "breaker-open",
 	OpBreakerClose: "breaker-close",
+	OpRefund:       "refund",
 }
 
 // String returns the op's name, such as "allow" or "breaker-open".
@@ -92,7 +96,7 @@ type Event struct {
 	// it first (see [KeyHash]).
 	Key string
 
-	// Cost is the n of AllowN or Peek; 0 for the other ops.
+	// Cost is the n of AllowN, Peek or Refund; 0 for the other ops.
 	Cost int64
 
 	// Decision is what AllowN or Peek returned; zero for the other ops.
@@ -126,10 +130,13 @@ func (e *Event) Outcome() Outcome {
 
 // CallerError reports whether err is the caller's doing rather than a
 // store's: an empty key, a cost that is not positive or can never fit
-// ([ErrEmptyKey], [ErrInvalidCost], [ErrCostTooHigh]), or a context that
-// was cancelled or ran out. Observers log store errors louder than these.
+// ([ErrEmptyKey], [ErrInvalidCost], [ErrCostTooHigh]), a negative elapsed
+// time or a limiter that cannot refund ([ErrInvalidElapsed],
+// [ErrNoRefund]), or a context that was cancelled or ran out. Observers log
+// store errors louder than these.
 func CallerError(err error) bool {
 	return errors.Is(err, ErrEmptyKey) || errors.Is(err, ErrInvalidCost) || errors.Is(err, ErrCostTooHigh) ||
+		errors.Is(err, ErrInvalidElapsed) || errors.Is(err, ErrNoRefund) ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
@@ -340,12 +347,14 @@ type Observed struct {
 	l   Limiter
 	lay LayeredLimiter // l, when it is layered
 	mem *Memory        // l, when it is a Memory on the observer's clock
+	ref Refunder       // l, when it can refund
 	w   observer
 }
 
 var (
 	_ Limiter        = (*Observed)(nil)
 	_ LayeredLimiter = (*Observed)(nil)
+	_ Refunder       = (*Observed)(nil)
 )
 
 // NewObserved returns a limiter that decides by l and reports every call to
@@ -355,7 +364,7 @@ func NewObserved(l Limiter, obs Observer, opts ...ObserveOption) (*Observed, err
 	if err != nil {
 		return nil, err
 	}
-	o := &Observed{l: l, w: w}
+	o := &Observed{l: l, w: w, ref: refunderOf(l)}
 	o.lay, _ = AsLayered(l)
 	if m, ok := l.(*Memory); ok && (m.system && w.system || m.nanos != nil && m.nanos == w.nanos) {
 		// Time the call with the limiter's own clock readings: the one it
@@ -493,4 +502,22 @@ func ObserveFailover(obs Observer, policy string) FailoverOption {
 	}
 }
 
+// Refund returns what the observed limiter's Refund returns, after
+// reporting it as an [OpRefund] event. When the observed limiter cannot
+// refund (see [AsRefunder]), it returns, and reports, an error wrapping
+// [ErrNoRefund].
+func (o *Observed) Refund(ctx context.Context, key string, n int64, elapsed time.Duration) error {
+	start := o.w.now()
+	var err error
+	if o.ref != nil {
+		err = o.ref.Refund(ctx, key, n, elapsed)
+	} else {
+		err = noRefund("observed", o.l)
+	}
+	o.w.report(ctx, OpRefund, key, n, Decision{}, err, start, false)
+	return err
+}
+
 func (o *Observed) wrapsLayers() bool { return o.lay != nil }
+
+func (o *Observed) canRefund() bool { return o.ref != nil }

@@ -325,11 +325,11 @@ func TestOutcomeAndOpNames(t *testing.T) {
 	for o := range core.Outcome(core.NumOutcomes + 1) {
 		got = append(got, o.String())
 	}
-	for op := range core.OpBreakerClose + 2 {
+	for op := range core.OpRefund + 2 {
 		got = append(got, op.String())
 	}
 	want := []string{"allowed", "denied", "error", "Outcome(3)",
-		"allow", "peek", "reset", "store-error", "breaker-open", "breaker-close", "Op(6)"}
+		"allow", "peek", "reset", "store-error", "breaker-open", "breaker-close", "refund", "Op(7)"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("names = %q, want %q", got, want)
 	}
@@ -343,6 +343,8 @@ func TestCallerError(t *testing.T) {
 		{fmt.Errorf("x: %w", core.ErrCostTooHigh), true},
 		{core.ErrEmptyKey, true},
 		{core.ErrInvalidCost, true},
+		{fmt.Errorf("core: %w", core.ErrInvalidElapsed), true},
+		{fmt.Errorf("core: %w", core.ErrNoRefund), true},
 		{fmt.Errorf("redisstore: %w", context.DeadlineExceeded), true},
 		{context.Canceled, true},
 		{errDown, false},

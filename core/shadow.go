@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // Shadow is a [Limiter] that enforces one limiter and, next to it, asks a
@@ -27,6 +28,7 @@ import (
 type Shadow struct {
 	enforced  Limiter
 	lay       LayeredLimiter // enforced, when it is layered
+	ref       Refunder       // enforced, when it can refund
 	candidate Limiter
 	w         observer
 }
@@ -34,6 +36,7 @@ type Shadow struct {
 var (
 	_ Limiter        = (*Shadow)(nil)
 	_ LayeredLimiter = (*Shadow)(nil)
+	_ Refunder       = (*Shadow)(nil)
 )
 
 // NewShadow returns a limiter that enforces enforced and reports to obs
@@ -48,7 +51,7 @@ func NewShadow(enforced, candidate Limiter, obs Observer, opts ...ObserveOption)
 	if err != nil {
 		return nil, err
 	}
-	s := &Shadow{enforced: enforced, candidate: candidate, w: w}
+	s := &Shadow{enforced: enforced, candidate: candidate, w: w, ref: refunderOf(enforced)}
 	s.lay, _ = AsLayered(enforced)
 	return s, nil
 }
@@ -114,7 +117,22 @@ func (s *Shadow) Reset(ctx context.Context, key string) error {
 	return err
 }
 
+// Refund gives back n units in the enforced limiter and returns its error,
+// or an error wrapping [ErrNoRefund] when it cannot refund (see
+// [AsRefunder]). The candidate is not refunded and nothing is reported: it
+// decided the request on its own, and giving back units it may have denied
+// would give it units of other requests. A candidate watched on a route
+// that refunds therefore reports more denials than it would make enforced.
+func (s *Shadow) Refund(ctx context.Context, key string, n int64, elapsed time.Duration) error {
+	if s.ref == nil {
+		return noRefund("shadow", s.enforced)
+	}
+	return s.ref.Refund(ctx, key, n, elapsed)
+}
+
 func (s *Shadow) wrapsLayers() bool { return s.lay != nil }
+
+func (s *Shadow) canRefund() bool { return s.ref != nil }
 
 // consult asks the candidate with decide (its AllowN or Peek, as op says)
 // and reports its answer, timed.

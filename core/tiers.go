@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // PlanFunc returns the plan a key is on, one of the names given to
@@ -46,7 +47,10 @@ type Tiered struct {
 	planOf PlanFunc
 }
 
-var _ Limiter = (*Tiered)(nil)
+var (
+	_ Limiter  = (*Tiered)(nil)
+	_ Refunder = (*Tiered)(nil)
+)
 
 // NewTiered returns a limiter that enforces plans[planOf(ctx, key)] on each
 // request. Each plan's policy gets the plan's name as its Name when it has
@@ -118,6 +122,23 @@ func (t *Tiered) Peek(ctx context.Context, key string, n int64) (Decision, error
 		return Decision{}, err
 	}
 	return m.Peek(ctx, key, n)
+}
+
+// Refund asks for key's plan and gives back n units in that plan's limiter
+// (see [Refunder]). Units are given back by the plan the key is on when
+// Refund is called: if it moved to another plan since AllowN counted them,
+// they stay counted in the old plan and the new one gives back up to n units
+// of the key's other requests there. Errors are those of AllowN and a
+// negative elapsed ([ErrInvalidElapsed]).
+func (t *Tiered) Refund(ctx context.Context, key string, n int64, elapsed time.Duration) error {
+	if elapsed < 0 {
+		return checkRefund(key, n, max(n, 1), elapsed)
+	}
+	m, err := t.limiter(ctx, key, n)
+	if err != nil {
+		return err
+	}
+	return m.Refund(ctx, key, n, elapsed)
 }
 
 // Reset forgets key in every plan, without asking for its plan. It fails
