@@ -2,6 +2,8 @@ package keyfunc
 
 import (
 	"bytes"
+	"compress/gzip"
+	"compress/zlib"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,26 +37,208 @@ func BodyField(contentType string, body []byte, name string) (string, error) {
 	if len(body) == 0 {
 		return "", nil
 	}
-	mt, params, err := mime.ParseMediaType(contentType)
-	if err != nil {
-		return "", nil // not a form or JSON body: no fields
-	}
-	switch {
-	case mt == "application/x-www-form-urlencoded":
+	switch kind, params := bodyKind(contentType); kind {
+	case fieldsForm:
 		// Like net/http's ParseForm: keep the well-formed pairs of a body
 		// with a bad escape somewhere else.
 		vs, _ := url.ParseQuery(string(body))
 		return singleValue(vs[name], name)
-	case mt == "multipart/form-data":
+	case fieldsMultipart:
 		return multipartField(body, params["boundary"], name)
-	case mt == "application/json" || strings.HasSuffix(mt, "+json"):
+	case fieldsJSON:
 		return jsonField(body, name)
 	}
 	return "", nil
 }
 
-// singleValue returns the one value of a field given zero or more times, and
-// an error if it was given with different values.
+// HasBodyFields reports whether [BodyField] reads fields from a body of
+// type contentType, the request's Content-Type header: a URL-encoded or
+// multipart form, or JSON. An adapter need not read, nor decode, any other
+// body to find a field.
+func HasBodyFields(contentType string) bool {
+	kind, _ := bodyKind(contentType)
+	return kind != noFields
+}
+
+// A fieldsKind is the kind of body [BodyField] reads fields from.
+type fieldsKind uint8
+
+const (
+	noFields fieldsKind = iota
+	fieldsForm
+	fieldsMultipart
+	fieldsJSON
+)
+
+// bodyKind returns what kind of body contentType describes, and the media
+// type's parameters.
+func bodyKind(contentType string) (fieldsKind, map[string]string) {
+	mt, params, err := mime.ParseMediaType(contentType)
+	switch {
+	case err != nil:
+		return noFields, nil // not a form or JSON body
+	case mt == "application/x-www-form-urlencoded":
+		return fieldsForm, params
+	case mt == "multipart/form-data":
+		return fieldsMultipart, params
+	case mt == "application/json" || strings.HasSuffix(mt, "+json"):
+		return fieldsJSON, params
+	}
+	return noFields, nil
+}
+
+// maxCodings bounds how many content codings [DecodeBody] undoes for one
+// body. One is usual; more serve no purpose but to multiply the work, which
+// is at most maxCodings times the bound.
+const maxCodings = 2
+
+// A coding is a content coding that [DecodeBody] decodes.
+type coding uint8
+
+const (
+	codingGzip    coding = iota + 1 // gzip, x-gzip: RFC 1952
+	codingDeflate                   // deflate: the zlib format, RFC 1950
+)
+
+func (c coding) String() string {
+	if c == codingGzip {
+		return "gzip"
+	}
+	return "deflate"
+}
+
+// DecodeBody returns body, a request body as sent, decoded as its
+// Content-Encoding header says, for [BodyField]. encoding holds the
+// header's lines as [Request.Header] returns them; each is a
+// comma-separated list of codings, in the order they were applied.
+// Decoding undoes them in reverse, each through a reader that stops as
+// soon as its output passes maxBytes, so that no layer of a stacked
+// encoding ever produces more than maxBytes+1 bytes, however small the
+// body. maxBytes <= 0 means [DefaultMaxBodyBytes].
+//
+// gzip (or x-gzip) and deflate (the zlib format, as HTTP means it) are
+// decoded, and identity is skipped. An error wrapping [ErrInvalidKey]
+// reports any other coding (such as br or zstd), more than 2 codings, a
+// body larger than maxBytes as sent or decoded, or a corrupt encoded
+// body. A body without codings is returned as is, as is one that does not
+// start as its last coding's format does: middleware such as echo's
+// Decompress decodes the body and leaves the header in place.
+func DecodeBody(encoding []string, body []byte, maxBytes int64) ([]byte, error) {
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxBodyBytes
+	}
+	if int64(len(body)) > maxBytes {
+		return nil, fmt.Errorf("%w: request body of %d bytes is larger than %d", ErrInvalidKey, len(body), maxBytes)
+	}
+	if len(encoding) == 0 || len(body) == 0 {
+		return body, nil
+	}
+	codings, err := parseCodings(encoding)
+	if err != nil {
+		return nil, err
+	}
+	if len(codings) == 0 || !looksEncoded(codings[len(codings)-1], body) {
+		return body, nil
+	}
+	var r io.Reader = bytes.NewReader(body)
+	for i := len(codings) - 1; i >= 0; i-- {
+		var dec io.Reader
+		switch codings[i] {
+		case codingGzip:
+			dec, err = gzip.NewReader(r)
+		case codingDeflate:
+			dec, err = zlib.NewReader(r)
+		}
+		if err != nil {
+			return nil, decodeError(codings[i].String(), err, maxBytes)
+		}
+		r = &boundedReader{r: dec, n: maxBytes}
+	}
+	out, err := io.ReadAll(r)
+	if err != nil {
+		return nil, decodeError("encoded", err, maxBytes)
+	}
+	return out, nil
+}
+
+// decodeError is the error of DecodeBody for err met decoding what.
+func decodeError(what string, err error, maxBytes int64) error {
+	if errors.Is(err, errDecodedTooLarge) {
+		return fmt.Errorf("%w: request body is larger than %d bytes decoded", ErrInvalidKey, maxBytes)
+	}
+	return fmt.Errorf("%w: %s request body: %w", ErrInvalidKey, what, err)
+}
+
+// parseCodings returns the codings of the Content-Encoding lines, in the
+// order listed, without identity.
+func parseCodings(lines []string) ([]coding, error) {
+	var cs []coding
+	for _, line := range lines {
+		for c := range strings.SplitSeq(line, ",") {
+			c = strings.TrimSpace(c)
+			var cd coding
+			switch {
+			case c == "", strings.EqualFold(c, "identity"):
+				continue
+			case strings.EqualFold(c, "gzip"), strings.EqualFold(c, "x-gzip"):
+				cd = codingGzip
+			case strings.EqualFold(c, "deflate"):
+				cd = codingDeflate
+			default:
+				if len(c) > 32 {
+					c = c[:32] + "..."
+				}
+				return nil, fmt.Errorf("%w: request body Content-Encoding %q is not decoded to find a key (gzip and deflate are)", ErrInvalidKey, c)
+			}
+			if len(cs) == maxCodings {
+				return nil, fmt.Errorf("%w: request body Content-Encoding lists more than %d codings", ErrInvalidKey, maxCodings)
+			}
+			cs = append(cs, cd)
+		}
+	}
+	return cs, nil
+}
+
+// looksEncoded reports whether b starts as a body encoded with c does: the
+// gzip magic number, or a zlib header for deflate.
+func looksEncoded(c coding, b []byte) bool {
+	if len(b) < 2 {
+		return false
+	}
+	if c == codingGzip {
+		return b[0] == 0x1f && b[1] == 0x8b
+	}
+	// CMF: method 8 (deflate), window at most 32 KiB; FCHECK makes the
+	// first two bytes a multiple of 31.
+	return b[0]&0x0f == 8 && b[0]>>4 <= 7 && (uint(b[0])<<8|uint(b[1]))%31 == 0
+}
+
+// errDecodedTooLarge is a boundedReader's error once it has passed its
+// bound.
+var errDecodedTooLarge = errors.New("keyfunc: decoded body too large")
+
+// boundedReader reads r until r has produced n bytes, then one more at
+// most, with errDecodedTooLarge.
+type boundedReader struct {
+	r io.Reader
+	n int64 // bytes r may still produce
+}
+
+func (b *boundedReader) Read(p []byte) (int, error) {
+	if b.n < 0 {
+		return 0, errDecodedTooLarge
+	}
+	if int64(len(p)) > b.n+1 {
+		p = p[:b.n+1]
+	}
+	n, err := b.r.Read(p)
+	b.n -= int64(n)
+	if b.n < 0 {
+		return n, errDecodedTooLarge
+	}
+	return n, err
+}
+
 // RequestField returns a request's field name as every [Request] view
 // reads it: from the body when it has the field (see [BodyField]), else
 // from the URL query string rawQuery (its value, given once or always the
@@ -75,6 +259,8 @@ func RequestField(contentType string, body []byte, rawQuery, name string) (strin
 	return singleValue(vs[name], name)
 }
 
+// singleValue returns the one value of a field given zero or more times, and
+// an error if it was given with different values.
 func singleValue(vs []string, name string) (string, error) {
 	v := ""
 	for i, s := range vs {

@@ -33,8 +33,9 @@ func RouteFunc(f func(*http.Request) string) HTTPOption {
 }
 
 // MaxBodyBytes sets how many bytes of the body [Request.Field] reads, at
-// most; a larger body is an error and is left unread. n <= 0 means the
-// default.
+// most, and how many it decodes from an encoded body (see [DecodeBody]); a
+// larger body is an error wrapping [ErrInvalidKey], and what was not read
+// of it is left unread. n <= 0 means the default.
 //
 // Default: [DefaultMaxBodyBytes] (1 MiB).
 func MaxBodyBytes(n int64) HTTPOption {
@@ -44,9 +45,11 @@ func MaxBodyBytes(n int64) HTTPOption {
 // FromHTTP returns the [Request] view of a net/http request. Build it once
 // per request, before the handler runs.
 //
-// Its Field method reads the body at most once, up to [MaxBodyBytes], and
-// replaces r.Body with a reader over the same bytes, so the handler reads
-// the body as if it had not been touched.
+// Its Field method reads the body of a form or JSON request at most once,
+// up to [MaxBodyBytes], decodes it as its Content-Encoding says with
+// [DecodeBody] within the same bound, and replaces r.Body with a reader
+// over the bytes read, so the handler reads the body as sent, as if it had
+// not been touched. Other bodies are not read.
 func FromHTTP(r *http.Request, opts ...HTTPOption) Request {
 	h := &httpRequest{r: r}
 	for _, o := range opts {
@@ -84,15 +87,19 @@ func (h *httpRequest) Route() string {
 }
 
 func (h *httpRequest) Field(name string) (string, error) {
-	body, err := h.body()
-	if err != nil {
-		return "", err
+	ct := h.r.Header.Get("Content-Type")
+	var body []byte
+	if HasBodyFields(ct) {
+		var err error
+		if body, err = h.body(); err != nil {
+			return "", err
+		}
 	}
 	var query string
 	if h.r.URL != nil {
 		query = h.r.URL.RawQuery
 	}
-	return RequestField(h.r.Header.Get("Content-Type"), body, query, name)
+	return RequestField(ct, body, query, name)
 }
 
 // replayBody is the body FromHTTP leaves in place of the one it read: a
@@ -100,29 +107,53 @@ func (h *httpRequest) Field(name string) (string, error) {
 // same request use them without reading again.
 type replayBody struct {
 	bytes.Reader
-	data []byte
+	data []byte // the body as sent
 	orig io.Closer
+	// decoded is data decoded by DecodeBody within decodedMax bytes.
+	decoded    []byte
+	decodedMax int64
 }
 
 func (b *replayBody) Close() error { return b.orig.Close() }
 
-// body returns the request body, read at most once, and leaves r.Body
-// readable from the start.
+// body returns the request body decoded, read at most once, and leaves
+// r.Body readable from the start, as sent.
 func (h *httpRequest) body() ([]byte, error) {
 	r := h.r
-	if rb, ok := r.Body.(*replayBody); ok && rb.Size() == int64(rb.Len()) {
-		return rb.data, nil // read by an earlier view and unread since
+	rb, ok := r.Body.(*replayBody)
+	if !ok || rb.Size() != int64(rb.Len()) { // not read by an earlier view, or read since
+		if r.Body == nil || r.Body == http.NoBody {
+			return nil, nil
+		}
+		var err error
+		if rb, err = h.read(); err != nil {
+			return nil, err
+		}
 	}
-	if r.Body == nil || r.Body == http.NoBody {
-		return nil, nil
+	if rb.decoded != nil && rb.decodedMax == h.maxBody {
+		return rb.decoded, nil
 	}
+	// An earlier view with a larger bound may have read more than this
+	// view's bound: DecodeBody checks.
+	data, err := DecodeBody(r.Header.Values("Content-Encoding"), rb.data, h.maxBody)
+	if err != nil {
+		return nil, err
+	}
+	rb.decoded, rb.decodedMax = data, h.maxBody
+	return data, nil
+}
+
+// read reads the request body as sent, up to maxBody bytes, and replaces
+// r.Body with a replayBody over them. When the body is larger or cannot be
+// read, it puts back what it read in front of the rest, so that the
+// handler sees the body (or its error) unchanged.
+func (h *httpRequest) read() (*replayBody, error) {
+	r := h.r
 	if r.ContentLength > h.maxBody {
-		return nil, fmt.Errorf("keyfunc: request body of %d bytes is larger than %d", r.ContentLength, h.maxBody)
+		return nil, fmt.Errorf("%w: request body of %d bytes is larger than %d", ErrInvalidKey, r.ContentLength, h.maxBody)
 	}
 	data, err := io.ReadAll(io.LimitReader(r.Body, h.maxBody+1))
 	if err != nil || int64(len(data)) > h.maxBody {
-		// Put back what was read in front of the rest; the handler sees
-		// the body (or its error) unchanged.
 		r.Body = struct {
 			io.Reader
 			io.Closer
@@ -130,10 +161,10 @@ func (h *httpRequest) body() ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("keyfunc: read request body: %w", err)
 		}
-		return nil, fmt.Errorf("keyfunc: request body is larger than %d bytes", h.maxBody)
+		return nil, fmt.Errorf("%w: request body is larger than %d bytes", ErrInvalidKey, h.maxBody)
 	}
 	rb := &replayBody{data: data, orig: r.Body}
 	rb.Reset(data)
 	r.Body = rb
-	return data, nil
+	return rb, nil
 }

@@ -198,8 +198,8 @@ func TestFromHTTPFieldLimits(t *testing.T) {
 	t.Run("declared length over limit", func(t *testing.T) {
 		hr := httptest.NewRequest("POST", "/login", strings.NewReader(body))
 		hr.Header.Set("Content-Type", "application/json")
-		if got, err := FromHTTP(hr, MaxBodyBytes(50)).Field("email"); err == nil {
-			t.Fatalf("Field = %q, nil; want an error", got)
+		if got, err := FromHTTP(hr, MaxBodyBytes(50)).Field("email"); !errors.Is(err, ErrInvalidKey) {
+			t.Fatalf("Field = %q, %v; want an error wrapping ErrInvalidKey", got, err)
 		}
 		checkBody(t, hr, body)
 	})
@@ -207,8 +207,8 @@ func TestFromHTTPFieldLimits(t *testing.T) {
 		hr := httptest.NewRequest("POST", "/login", io.MultiReader(strings.NewReader(body)))
 		hr.ContentLength = -1
 		hr.Header.Set("Content-Type", "application/json")
-		if got, err := FromHTTP(hr, MaxBodyBytes(50)).Field("email"); err == nil {
-			t.Fatalf("Field = %q, nil; want an error", got)
+		if got, err := FromHTTP(hr, MaxBodyBytes(50)).Field("email"); !errors.Is(err, ErrInvalidKey) {
+			t.Fatalf("Field = %q, %v; want an error wrapping ErrInvalidKey", got, err)
 		}
 		checkBody(t, hr, body)
 	})
@@ -240,6 +240,102 @@ func TestFromHTTPFieldLimits(t *testing.T) {
 			t.Fatalf("Field = %q, %v; want \"\", nil", got, err)
 		}
 	})
+	t.Run("other content types not read", func(t *testing.T) {
+		hr := httptest.NewRequest("POST", "/login?email=q", strings.NewReader(body))
+		hr.Header.Set("Content-Type", "application/octet-stream")
+		hr.Header.Set("Content-Encoding", "br")
+		if got, err := FromHTTP(hr, MaxBodyBytes(50)).Field("email"); got != "q" || err != nil {
+			t.Fatalf("Field = %q, %v; want the query's \"q\"", got, err)
+		}
+		checkBody(t, hr, body)
+	})
+}
+
+func TestFromHTTPFieldEncoded(t *testing.T) {
+	json := []byte(`{"email":"ana@example.com"}`)
+	form := []byte("email=ana%40example.com")
+	tests := []struct {
+		name        string
+		contentType string
+		encoding    []string
+		body        []byte
+		max         int64
+		wantErr     bool // an error wrapping ErrInvalidKey
+	}{
+		{"gzip json", "application/json", []string{"gzip"}, encode(t, json, "gzip"), 0, false},
+		{"deflate form", "application/x-www-form-urlencoded", []string{"deflate"}, encode(t, form, "deflate"), 0, false},
+		{"deflate then gzip", "application/json", []string{"deflate", "gzip"}, encode(t, json, "deflate", "gzip"), 0, false},
+		// echo's Decompress leaves the header on the decoded body.
+		{"decoded by earlier middleware", "application/json", []string{"gzip"}, json, 0, false},
+		{"br", "application/json", []string{"br"}, json, 0, true},
+		{"corrupt", "application/json", []string{"gzip"}, encode(t, json, "gzip")[:20], 0, true},
+		{"decoded over the bound", "application/json", []string{"gzip"}, encode(t, json, "gzip"), int64(len(json)) - 1, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hr := httptest.NewRequest("POST", "/login", bytes.NewReader(tt.body))
+			hr.Header.Set("Content-Type", tt.contentType)
+			for _, e := range tt.encoding {
+				hr.Header.Add("Content-Encoding", e)
+			}
+			got, err := FromHTTP(hr, MaxBodyBytes(tt.max)).Field("email")
+			switch {
+			case tt.wantErr && !errors.Is(err, ErrInvalidKey):
+				t.Fatalf("Field = %q, %v; want an error wrapping ErrInvalidKey", got, err)
+			case !tt.wantErr && (err != nil || got != "ana@example.com"):
+				t.Fatalf("Field = %q, %v; want ana@example.com", got, err)
+			}
+			checkBody(t, hr, string(tt.body))
+		})
+	}
+}
+
+func TestFromHTTPFieldEncodedViews(t *testing.T) {
+	json := []byte(`{"email":"ana@example.com","pad":"` + strings.Repeat("a", 100) + `"}`)
+	gz := encode(t, json, "gzip")
+	hr := httptest.NewRequest("POST", "/login", bytes.NewReader(gz))
+	hr.Header.Set("Content-Type", "application/json")
+	hr.Header.Set("Content-Encoding", "gzip")
+
+	// Two limiters: the second view decodes nothing again, and one with a
+	// smaller bound refuses what the first accepted.
+	for i := range 2 {
+		if got, err := FromHTTP(hr).Field("email"); got != "ana@example.com" || err != nil {
+			t.Fatalf("view %d: Field = %q, %v", i, got, err)
+		}
+	}
+	if got, err := FromHTTP(hr, MaxBodyBytes(int64(len(json))-1)).Field("email"); !errors.Is(err, ErrInvalidKey) {
+		t.Fatalf("view with a smaller bound: Field = %q, %v; want an error wrapping ErrInvalidKey", got, err)
+	}
+	if got, err := FromHTTP(hr, MaxBodyBytes(int64(len(gz))-1)).Field("email"); !errors.Is(err, ErrInvalidKey) {
+		t.Fatalf("view with a bound under the body as sent: Field = %q, %v; want an error wrapping ErrInvalidKey", got, err)
+	}
+	checkBody(t, hr, string(gz))
+}
+
+// TestFromHTTPFieldBomb sends a body gzipped twice that inflates to 256
+// MiB: it is refused, having allocated a few MiB, and the handler still
+// reads the 1.5 KB sent.
+func TestFromHTTPFieldBomb(t *testing.T) {
+	for _, chunked := range []bool{false, true} {
+		b := gzipBomb(t, 2)
+		hr := httptest.NewRequest("POST", "/login", bytes.NewReader(b))
+		if chunked {
+			hr.Body = io.NopCloser(io.MultiReader(bytes.NewReader(b)))
+			hr.ContentLength = -1
+		}
+		hr.Header.Set("Content-Type", "application/json")
+		hr.Header.Set("Content-Encoding", "gzip, gzip")
+		alloc := allocated(func() {
+			if got, err := FromHTTP(hr).Field("email"); !errors.Is(err, ErrInvalidKey) {
+				t.Errorf("Field = %q, %v; want an error wrapping ErrInvalidKey", got, err)
+			}
+		})
+		if alloc > maxBombAlloc {
+			t.Errorf("chunked %v: Field allocated %d bytes; want at most %d", chunked, alloc, maxBombAlloc)
+		}
+		checkBody(t, hr, string(b))
+	}
 }
 
 type errReader struct{ err error }

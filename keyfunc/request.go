@@ -39,11 +39,14 @@ type Request interface {
 	// Field returns the value of the named field of a URL-encoded form,
 	// multipart form or JSON object body (a top-level string member),
 	// falling back to the URL query, or "" if there is no such field. It
-	// leaves the body intact for the handler. It reports an error when the
-	// body cannot be read or is larger than the implementation allows, and
-	// one wrapping [ErrInvalidKey] when the field is given more than once
-	// with different values. [BodyField] implements the body part for
-	// adapters.
+	// reads an encoded body decoded, as [DecodeBody] does, and never reads
+	// nor decodes more than a bound of bytes (1 MiB by default); it leaves
+	// the body intact, as sent, for the handler. It reports an error when
+	// the body cannot be read, and one wrapping [ErrInvalidKey] when the
+	// body is larger than the bound, as sent or decoded, is encoded in a
+	// way [DecodeBody] refuses, or gives the field more than once with
+	// different values. [HasBodyFields], [DecodeBody] and [RequestField]
+	// implement it for adapters.
 	Field(name string) (string, error)
 }
 

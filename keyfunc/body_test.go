@@ -1,0 +1,215 @@
+package keyfunc
+
+import (
+	"bytes"
+	"compress/gzip"
+	"compress/zlib"
+	"errors"
+	"io"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// encode returns body encoded with codings in the order given, as
+// Content-Encoding lists them.
+func encode(t testing.TB, body []byte, codings ...string) []byte {
+	t.Helper()
+	for _, c := range codings {
+		var buf bytes.Buffer
+		var w io.WriteCloser
+		switch c {
+		case "gzip":
+			w = gzip.NewWriter(&buf)
+		case "deflate":
+			w = zlib.NewWriter(&buf)
+		default:
+			t.Fatalf("encode: unknown coding %q", c)
+		}
+		w.Write(body)
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		body = buf.Bytes()
+	}
+	return body
+}
+
+// bombSize is the decoded size of gzipBomb's body: 256 MiB.
+const bombSize = 256 << 20
+
+var bomb struct {
+	sync.Once
+	layers [2][]byte
+}
+
+// gzipBomb returns {"email":"a@b.c","pad":"aaa…"} of bombSize bytes,
+// gzipped layers (1 or 2) times: 330 KB, or 1.5 KB. The decoded body is
+// never held in memory.
+func gzipBomb(t testing.TB, layers int) []byte {
+	t.Helper()
+	bomb.Do(func() {
+		var buf bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+		head, tail := `{"email":"a@b.c","pad":"`, `"}`
+		io.WriteString(zw, head)
+		chunk := bytes.Repeat([]byte{'a'}, 1<<20)
+		for pad := bombSize - len(head) - len(tail); pad > 0; pad -= len(chunk) {
+			zw.Write(chunk[:min(pad, len(chunk))])
+		}
+		io.WriteString(zw, tail)
+		zw.Close()
+		bomb.layers[0] = buf.Bytes()
+		var buf2 bytes.Buffer
+		zw, _ = gzip.NewWriterLevel(&buf2, gzip.BestCompression)
+		zw.Write(bomb.layers[0])
+		zw.Close()
+		bomb.layers[1] = buf2.Bytes()
+	})
+	return bomb.layers[layers-1]
+}
+
+func TestDecodeBody(t *testing.T) {
+	const json = `{"email":"ana@example.com"}`
+	plain := []byte(json)
+	gz := encode(t, plain, "gzip")
+	gzDeflate := encode(t, plain, "deflate", "gzip")
+	padded := []byte(`{"email":"ana@example.com","pad":"` + strings.Repeat("a", 200) + `"}`)
+	gzPadded := encode(t, padded, "gzip")
+	// Empty gzip members, one after another: each decodes to nothing, so
+	// the body is empty, but the layer above produces all of them.
+	var empties []byte
+	for len(empties) < 8<<10 {
+		empties = append(empties, encode(t, nil, "gzip")...)
+	}
+	tests := []struct {
+		name     string
+		encoding []string
+		body     []byte
+		max      int64
+		want     string
+		wantErr  bool // an error wrapping ErrInvalidKey
+	}{
+		{"no encoding", nil, plain, 0, json, false},
+		{"identity", []string{"identity"}, plain, 0, json, false},
+		{"empty list", []string{" , "}, plain, 0, json, false},
+		{"gzip", []string{"gzip"}, gz, 0, json, false},
+		{"x-gzip", []string{"x-gzip"}, gz, 0, json, false},
+		{"case and spaces", []string{" GZip\t"}, gz, 0, json, false},
+		{"deflate", []string{"deflate"}, encode(t, plain, "deflate"), 0, json, false},
+		{"deflate then gzip", []string{"deflate, gzip"}, encode(t, plain, "deflate", "gzip"), 0, json, false},
+		{"codings on two lines", []string{"deflate", "identity, gzip"}, encode(t, plain, "deflate", "gzip"), 0, json, false},
+		{"gzip twice", []string{"gzip, gzip"}, encode(t, plain, "gzip", "gzip"), 0, json, false},
+		// Not a zlib stream: taken as decoded, and no JSON.
+		{"in the wrong order", []string{"gzip, deflate"}, gzDeflate, 0, string(gzDeflate), false},
+		{"already decoded", []string{"gzip"}, plain, 0, json, false},
+		{"empty body", []string{"br"}, nil, 0, "", false},
+		{"br", []string{"br"}, gz, 0, "", true},
+		{"zstd after gzip", []string{"gzip, zstd"}, gz, 0, "", true},
+		{"unknown", []string{"gzip;q=1"}, gz, 0, "", true},
+		{"three codings", []string{"gzip, gzip, gzip"}, encode(t, plain, "gzip", "gzip", "gzip"), 0, "", true},
+		{"truncated", []string{"gzip"}, gz[:len(gz)-4], 0, "", true},
+		{"bad checksum", []string{"gzip"}, append(gz[:len(gz)-8:len(gz)-8], 0, 0, 0, 0, 27, 0, 0, 0), 0, "", true},
+		{"trailing garbage", []string{"gzip"}, append(gz[:len(gz):len(gz)], "garbage"...), 0, "", true},
+		{"zlib with a dictionary", []string{"deflate"}, []byte{0x78, 0x20, 0, 0, 0, 1, 3, 0}, 0, "", true},
+		{"as sent at the bound", nil, plain, int64(len(plain)), json, false},
+		{"as sent over the bound", nil, plain, int64(len(plain)) - 1, "", true},
+		{"encoded over the bound", []string{"gzip"}, gz, int64(len(gz)) - 1, "", true},
+		{"decoded at the bound", []string{"gzip"}, gzPadded, int64(len(padded)), string(padded), false},
+		{"decoded over the bound", []string{"gzip"}, gzPadded, int64(len(padded)) - 1, "", true},
+		{"inner layer over the bound", []string{"gzip, gzip"}, encode(t, empties, "gzip"), 4 << 10, "", true},
+		{"inner layer at the bound", []string{"gzip, gzip"}, encode(t, empties, "gzip"), int64(len(empties)), "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sent := bytes.Clone(tt.body)
+			got, err := DecodeBody(tt.encoding, tt.body, tt.max)
+			switch {
+			case tt.wantErr && !errors.Is(err, ErrInvalidKey):
+				t.Fatalf("DecodeBody = %q, %v; want an error wrapping ErrInvalidKey", got, err)
+			case !tt.wantErr && err != nil:
+				t.Fatalf("DecodeBody: %v", err)
+			case string(got) != tt.want:
+				t.Errorf("DecodeBody = %q; want %q", got, tt.want)
+			}
+			if !bytes.Equal(tt.body, sent) {
+				t.Errorf("DecodeBody modified the body")
+			}
+		})
+	}
+}
+
+func TestDecodeBodyBomb(t *testing.T) {
+	for layers := 1; layers <= 2; layers++ {
+		b := gzipBomb(t, layers)
+		enc := strings.TrimSuffix(strings.Repeat("gzip,", layers), ",")
+		alloc := allocated(func() {
+			if got, err := DecodeBody([]string{enc}, b, 0); !errors.Is(err, ErrInvalidKey) {
+				t.Errorf("%d layers: DecodeBody = %d bytes, %v; want an error wrapping ErrInvalidKey", layers, len(got), err)
+			}
+		})
+		if alloc > maxBombAlloc {
+			t.Errorf("%d layers: DecodeBody allocated %d bytes; want at most %d", layers, alloc, maxBombAlloc)
+		}
+	}
+}
+
+// maxBombAlloc is the most a request carrying a gzip bomb may allocate.
+const maxBombAlloc = 8 << 20
+
+// allocated returns the bytes the process allocated while f ran.
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+func TestHasBodyFields(t *testing.T) {
+	for ct, want := range map[string]bool{
+		"application/x-www-form-urlencoded":        true,
+		"multipart/form-data; boundary=x":          true,
+		"application/json; charset=utf-8":          true,
+		"application/problem+json":                 true,
+		"APPLICATION/JSON":                         true,
+		"text/plain":                               false,
+		"application/octet-stream":                 false,
+		"":                                         false,
+		"application/json; charset=\"unterminated": false,
+	} {
+		if got := HasBodyFields(ct); got != want {
+			t.Errorf("HasBodyFields(%q) = %v; want %v", ct, got, want)
+		}
+	}
+}
+
+// FuzzDecodeBody decodes arbitrary bodies with arbitrary Content-Encoding
+// headers (lines split at "\n") within a small bound. It never produces
+// more than the bound, never modifies the body, and every error wraps
+// ErrInvalidKey; a body without codings comes back as is. Its seeds, in
+// testdata, include a two-layer gzip bomb and a layer of empty gzip members.
+func FuzzDecodeBody(f *testing.F) {
+	const max = 4 << 10
+	f.Fuzz(func(t *testing.T, encoding string, body []byte) {
+		lines := strings.Split(encoding, "\n")
+		sent := bytes.Clone(body)
+		got, err := DecodeBody(lines, body, max)
+		if !bytes.Equal(body, sent) {
+			t.Fatalf("DecodeBody modified the body")
+		}
+		if err != nil {
+			if !errors.Is(err, ErrInvalidKey) {
+				t.Fatalf("DecodeBody error %v does not wrap ErrInvalidKey", err)
+			}
+			return
+		}
+		if len(got) > max {
+			t.Fatalf("DecodeBody returned %d bytes; want at most %d", len(got), max)
+		}
+		if strings.Trim(encoding, " \t\n,") == "" && !bytes.Equal(got, body) {
+			t.Fatalf("DecodeBody without codings = %q; want the body %q", got, body)
+		}
+	})
+}
