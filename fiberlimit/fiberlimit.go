@@ -8,7 +8,10 @@
 package fiberlimit
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"io"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -42,6 +45,12 @@ func New(l core.Limiter, opts ...httplimit.Option) fiber.Handler {
 		res := e.Check(request{c})
 		res.WriteHeaders(&c.Response().Header)
 		if !res.Serve() {
+			if c.Request().IsBodyStream() {
+				// fasthttp does not drain a streamed body the handler
+				// leaves unread (StreamRequestBody): its rest would be
+				// parsed as the next request on the connection.
+				c.Context().SetConnectionClose()
+			}
 			resp := res.Response()
 			return c.Status(resp.Status).Send(resp.Body)
 		}
@@ -79,7 +88,57 @@ func (r request) Header(name string) []string {
 	return vs
 }
 
+// Field reads the body as sent, c.Request().Body(), and decodes it with
+// keyfunc.DecodeBody, which bounds every layer: c.Body() would decode it
+// whole first, however large it inflates.
 func (r request) Field(name string) (string, error) {
 	req := r.c.Request()
-	return keyfunc.RequestField(string(req.Header.ContentType()), r.c.Body(), string(req.URI().QueryString()), name)
+	ct := string(req.Header.ContentType())
+	var body []byte
+	if keyfunc.HasBodyFields(ct) {
+		raw, err := r.rawBody(keyfunc.DefaultMaxBodyBytes)
+		if err != nil {
+			return "", err
+		}
+		body, err = keyfunc.DecodeBody(r.Header("Content-Encoding"), raw, keyfunc.DefaultMaxBodyBytes)
+		if err != nil {
+			return "", err
+		}
+	}
+	return keyfunc.RequestField(ct, body, string(req.URI().QueryString()), name)
 }
+
+// rawBody returns the request body as sent, or an error when it is
+// declared longer than maxBytes. fasthttp holds the body in memory unless
+// the app streams request bodies (StreamRequestBody); a streamed body of a
+// declared length up to maxBytes is read and put back as the body stream,
+// and one of unknown length is refused unread, since what was read of it
+// could not be put back in front of the rest.
+func (r request) rawBody(maxBytes int64) ([]byte, error) {
+	req := r.c.Request()
+	n := int64(req.Header.ContentLength()) // -1: chunked
+	if n > maxBytes {
+		return nil, fmt.Errorf("%w: request body of %d bytes is larger than %d", keyfunc.ErrInvalidKey, n, maxBytes)
+	}
+	if !req.IsBodyStream() {
+		return req.Body(), nil
+	}
+	if n < 0 {
+		return nil, fmt.Errorf("fiberlimit: %w: a streamed request body of unknown length is not read to find a key", keyfunc.ErrInvalidKey)
+	}
+	data, err := io.ReadAll(io.LimitReader(req.BodyStream(), n))
+	var replay io.Reader = bytes.NewReader(data)
+	if err != nil {
+		replay = io.MultiReader(replay, errReader{err})
+	}
+	req.SetBodyStream(replay, int(n))
+	if err != nil {
+		return nil, fmt.Errorf("fiberlimit: read request body: %w", err)
+	}
+	return data, nil
+}
+
+// errReader is the rest of a body stream that failed.
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) { return 0, r.err }

@@ -1,14 +1,21 @@
 package fiberlimit_test
 
 import (
+	"bytes"
+	"io"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/fiberlimit"
+	"github.com/ratekit/ratekit/httplimit"
 	"github.com/ratekit/ratekit/internal/adaptertest"
+	"github.com/ratekit/ratekit/keyfunc"
 )
 
 func newApp(app *adaptertest.App) *fiber.App {
@@ -32,7 +39,8 @@ func newApp(app *adaptertest.App) *fiber.App {
 		f.Use(fiberlimit.New(app.Use.Limiter, app.Use.Options...))
 	}
 	handle := func(c *fiber.Ctx) error {
-		status, out := app.Handle(c.Get(adaptertest.StatusHeader), c.Body())
+		// The body as sent: c.Body() would decode it.
+		status, out := app.Handle(c.Get(adaptertest.StatusHeader), c.Request().Body())
 		c.Set("Content-Type", "text/plain")
 		return c.Status(status).Send(out)
 	}
@@ -81,3 +89,110 @@ var driver = adaptertest.Driver{
 func TestBehaviour(t *testing.T) { adaptertest.Run(t, driver) }
 
 func TestEndToEnd(t *testing.T) { adaptertest.RunEndToEnd(t, driver) }
+
+func TestBody(t *testing.T) { adaptertest.RunBody(t, driver) }
+
+// TestStreamedBody runs the body cases with StreamRequestBody, where
+// fasthttp hands the body over as a stream: a body of a declared length
+// up to the bound is keyed and put back for the handler, as sent; one
+// declared over the bound, or of unknown length, is refused unread, and
+// served whole under a key policy that serves it.
+func TestStreamedBody(t *testing.T) {
+	serve := func(t *testing.T, opts ...httplimit.Option) (url string, calls *atomic.Int64) {
+		f := fiber.New(fiber.Config{DisableStartupMessage: true, StreamRequestBody: true})
+		l, err := core.New(core.Policy{Limit: 1, Window: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls = new(atomic.Int64)
+		opts = append([]httplimit.Option{httplimit.WithKey(keyfunc.Email("email"))}, opts...)
+		f.Post("/login", fiberlimit.New(l, opts...), func(c *fiber.Ctx) error {
+			calls.Add(1)
+			return c.Send(append([]byte("ok:"), c.Request().Body()...))
+		})
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go f.Listener(ln)
+		t.Cleanup(func() { f.Shutdown() })
+		return "http://" + ln.Addr().String() + "/login", calls
+	}
+	// post sends body and returns the response's status and body, and
+	// whether the server closes the connection.
+	post := func(t *testing.T, url string, body []byte, chunked bool) (int, []byte, bool) {
+		t.Helper()
+		var r io.Reader = bytes.NewReader(body)
+		if chunked {
+			r = io.MultiReader(r) // unknown length: the client sends it in chunks
+		}
+		req, err := http.NewRequest("POST", url, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		got, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, got, resp.Close
+	}
+	checkEcho := func(t *testing.T, got, sent []byte) {
+		t.Helper()
+		if !bytes.Equal(got, append([]byte("ok:"), sent...)) {
+			t.Errorf("the handler read %d bytes, want the %d sent", len(got)-3, len(sent))
+		}
+	}
+	at := adaptertest.JSONBody("at@example.com", adaptertest.BodyBound)
+	over := adaptertest.OversizedBody("over@example.com")
+	small := adaptertest.JSONBody("small@example.com", 0)
+
+	t.Run("keyed", func(t *testing.T) {
+		url, _ := serve(t)
+		status, got, _ := post(t, url, at, false)
+		if status != 200 {
+			t.Fatalf("body at the bound: status %d, want 200", status)
+		}
+		checkEcho(t, got, at)
+		if status, _, closed := post(t, url, adaptertest.JSONBody("at@example.com", 0), false); status != 429 || !closed {
+			t.Errorf("same email again: status %d, connection closed %v; want 429, closed", status, closed)
+		}
+	})
+	t.Run("refused", func(t *testing.T) {
+		url, calls := serve(t)
+		for _, r := range []struct {
+			name    string
+			body    []byte
+			chunked bool
+		}{{"over the bound", over, false}, {"over the bound, chunked", over, true}, {"chunked", small, true}} {
+			// The body is left unread: the connection must not carry
+			// its rest as the next request.
+			if status, _, closed := post(t, url, r.body, r.chunked); status != 400 || !closed {
+				t.Errorf("%s: status %d, connection closed %v; want 400, closed", r.name, status, closed)
+			}
+		}
+		if n := calls.Load(); n != 0 {
+			t.Errorf("handler called %d times, want 0", n)
+		}
+	})
+	t.Run("served unkeyed", func(t *testing.T) {
+		url, _ := serve(t, httplimit.WithInvalidKey(httplimit.SkipKey))
+		for _, r := range []struct {
+			name    string
+			body    []byte
+			chunked bool
+		}{{"over the bound", over, false}, {"over the bound, chunked", over, true}, {"chunked", small, true}} {
+			status, got, _ := post(t, url, r.body, r.chunked)
+			if status != 200 {
+				t.Errorf("%s: status %d, want 200", r.name, status)
+				continue
+			}
+			checkEcho(t, got, r.body)
+		}
+	})
+}
