@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,17 +19,20 @@ import (
 //     password tried on many accounts from one address;
 //   - optionally per account and IP together ([WithAccountIPPolicy]).
 //
-// Successes are never counted and a success clears the account's count, so
-// a real user who mistypes a few times is not held back; an attacker is
-// stopped by whichever limit it reaches first. With [WithLockout], an
-// account that keeps reaching its limit is locked for longer each time.
+// An attempt is counted before its password is checked and given back if
+// it succeeds, so that at most Limit attempts per account are ever checked
+// at once or have failed, however many arrive in parallel. A success also
+// clears the account's count, so a real user who mistypes a few times is
+// not held back; an attacker is stopped by whichever limit it reaches
+// first. With [WithLockout], an account that keeps reaching its limit is
+// locked for longer each time.
 //
 // The flow of a login handler:
 //
-//	d, err := guard.Check(ctx, account, ip) // counts nothing
+//	d, err := guard.Check(ctx, account, ip) // counts the attempt
 //	if !d.Allowed { /* 429, Retry-After: d.RetryAfter */ }
-//	if !passwordOK { guard.Fail(ctx, account, ip); /* 401 */ }
-//	guard.Succeed(ctx, account, ip) // 200
+//	if !passwordOK { guard.Fail(ctx, d); /* 401 */ }
+//	guard.Succeed(ctx, d) // gives the attempt back; 200
 //
 // The Guard never needs to know whether an account exists, and must not be
 // told: call Fail for an unknown account exactly as for a wrong password, so
@@ -46,16 +50,15 @@ import (
 // State lives in the limiters the Guard builds through the function given
 // to [NewGuard], one per policy: [Memory] limiters in one process, Redis
 // limiters ([github.com/ratekit/ratekit/redisstore.New]) shared by every
-// server. Each method is a few
-// calls to them, one per limit (Check: one Peek each; Fail: one AllowN
-// each, three more calls when a lockout starts; Succeed: one Reset each).
+// server. They must be [Refunder]s.
 //
 // A Guard is safe for concurrent use. Create one with [NewGuard].
 type Guard struct {
-	account Limiter
-	ip      Limiter
-	pair    Limiter  // nil unless WithAccountIPPolicy
+	account Refunder
+	ip      Refunder
+	pair    Refunder // nil unless WithAccountIPPolicy
 	lockout *lockout // nil unless WithLockout
+	clock   Clock    // measures how long an attempt took, for Succeed
 }
 
 // GuardLimit names the limit of a [Guard] that blocked an attempt.
@@ -92,9 +95,10 @@ func (l GuardLimit) String() string {
 	return "GuardLimit(" + strconv.Itoa(int(l)) + ")"
 }
 
-// GuardDecision is what [Guard.Check] decides for one attempt. It holds no
-// counter: how many failures an account has left is nobody's business but
-// the Guard's, and must not reach a response.
+// GuardDecision is what [Guard.Check] decides for one attempt, and what
+// [Guard.Fail] and [Guard.Succeed] are told the attempt's outcome with. It
+// holds no counter: how many failures an account has left is nobody's
+// business but the Guard's, and must not reach a response.
 type GuardDecision struct {
 	// Allowed reports whether the attempt may proceed to the password
 	// check.
@@ -107,6 +111,16 @@ type GuardDecision struct {
 	// account, IP, account+IP, lockout on a tie); [GuardNone] when
 	// allowed.
 	BlockedBy GuardLimit
+
+	attempt *guardAttempt // the counted attempt; nil unless Check counted it
+}
+
+// guardAttempt is what Fail and Succeed need of an attempt Check counted.
+type guardAttempt struct {
+	account, ip string
+	at          time.Time // the Guard's clock before counting
+	last        bool      // it took the account's last unit: a failure locks
+	done        atomic.Bool
 }
 
 // Default policies of a [Guard]. They use the sliding log: exactly "at most
@@ -131,6 +145,7 @@ type GuardOption func(*guardConfig)
 type guardConfig struct {
 	account, ip, pair Policy
 	lockBase, lockMax time.Duration
+	clock             Clock
 }
 
 // WithAccountPolicy sets the limit on failures per account. A policy without
@@ -170,14 +185,19 @@ func WithLockout(base, maxLock time.Duration) GuardOption {
 	return func(c *guardConfig) { c.lockBase, c.lockMax = base, maxLock }
 }
 
+// GuardClock sets the clock a [Guard] reads to measure how long an attempt
+// took, so that [Guard.Succeed] gives back exactly what still counts; give
+// it the clock of the Guard's limiters in tests. Default (or nil): [SystemClock].
+func GuardClock(c Clock) GuardOption { return func(g *guardConfig) { g.clock = c } }
+
 // NewGuard returns a Guard whose limiters newLimiter builds, one per policy
 // (two more with [WithLockout]). newLimiter decides where the counts live:
 //
 //	func(p core.Policy) (core.Limiter, error) { return core.New(p) } // this process
 //	func(p core.Policy) (core.Limiter, error) { return redisstore.New(client, p) } // shared
 //
-// newLimiter must return a limiter that enforces the policy it is given;
-// wrapping it, in a [Failover] for instance, is fine. Guards that share a
+// newLimiter must return a [Refunder] that enforces the policy it is
+// given; wrapping it, in a [Failover] for instance, is fine. Guards that share a
 // store need their own policy names, or their own prefix on Redis.
 //
 // NewGuard fails if newLimiter is nil or fails (its error is wrapped), or
@@ -209,16 +229,30 @@ func NewGuard(newLimiter func(Policy) (Limiter, error), opts ...GuardOption) (*G
 		}
 		return l, nil
 	}
-	g := &Guard{}
+	refunder := func(what string, p, def Policy, name string) (Refunder, error) {
+		l, err := build(what, p, def, name)
+		if err != nil {
+			return nil, err
+		}
+		r, ok := l.(Refunder)
+		if !ok {
+			return nil, fmt.Errorf("core: guard: %s policy: %T cannot give attempts back (Refunder)", what, l)
+		}
+		return r, nil
+	}
+	if c.clock == nil {
+		c.clock = SystemClock{}
+	}
+	g := &Guard{clock: c.clock}
 	var err error
-	if g.account, err = build("account", c.account, DefaultAccountPolicy, DefaultAccountPolicy.Name); err != nil {
+	if g.account, err = refunder("account", c.account, DefaultAccountPolicy, DefaultAccountPolicy.Name); err != nil {
 		return nil, err
 	}
-	if g.ip, err = build("IP", c.ip, DefaultIPPolicy, DefaultIPPolicy.Name); err != nil {
+	if g.ip, err = refunder("IP", c.ip, DefaultIPPolicy, DefaultIPPolicy.Name); err != nil {
 		return nil, err
 	}
 	if c.pair != (Policy{}) {
-		if g.pair, err = build("account+IP", c.pair, c.pair, guardAccountIPName); err != nil {
+		if g.pair, err = refunder("account+IP", c.pair, c.pair, guardAccountIPName); err != nil {
 			return nil, err
 		}
 	}
@@ -251,113 +285,166 @@ func checkGuardArgs(op, account, ip string) error {
 	return nil
 }
 
-// Check reports whether an attempt to log in to account from ip may
-// proceed, counting nothing: it peeks at every limit (and the lock), and
-// the attempt is blocked when any of them is exhausted. Call it before
-// checking the password, and do not check the password of a blocked
-// attempt.
+// Check decides whether an attempt to log in to account from ip may
+// proceed and, if so, counts it as a failure against every limit, before
+// its password is checked: so that attempts running in parallel cannot all
+// pass. Tell the Guard the attempt's outcome with [Guard.Fail] or
+// [Guard.Succeed]. A blocked attempt counts nothing; do not check its
+// password.
 //
 // account and ip must not be empty. An error from a limiter is returned
-// wrapped, with a zero GuardDecision; to decide such attempts anyway, wrap
-// the limiters in a [Failover] (for a login, [FailClosed] or [Fallback]).
+// wrapped, with a zero GuardDecision (what it counted is given back); to
+// decide such attempts anyway, wrap the limiters in a [Failover] (for a
+// login, [FailClosed] or [Fallback]).
 func (g *Guard) Check(ctx context.Context, account, ip string) (GuardDecision, error) {
-	if err := checkGuardArgs("check", account, ip); err != nil {
-		return GuardDecision{}, err
+	return g.decide(ctx, account, ip, true)
+}
+
+// Peek reports what [Guard.Check] would decide now, counting nothing: for a
+// page that shows a challenge before the form is sent, say.
+func (g *Guard) Peek(ctx context.Context, account, ip string) (GuardDecision, error) {
+	return g.decide(ctx, account, ip, false)
+}
+
+// guardLimit is one limit of a Guard, as decide asks it.
+type guardLimit struct {
+	by  GuardLimit
+	l   Refunder
+	key string
+	d   Decision
+}
+
+func (g *Guard) decide(ctx context.Context, account, ip string, count bool) (GuardDecision, error) {
+	op := "peek"
+	if count {
+		op = "check"
 	}
-	gd := GuardDecision{Allowed: true}
-	peek := func(by GuardLimit, l Limiter, key string, n int64) error {
-		d, err := l.Peek(ctx, key, n)
-		if err != nil {
-			return fmt.Errorf("core: guard: check %s: %w", by, err)
-		}
-		if !d.Allowed && (gd.Allowed || d.RetryAfter > gd.RetryAfter) {
-			gd = GuardDecision{RetryAfter: d.RetryAfter, BlockedBy: by}
-		}
-		return nil
+	if err := checkGuardArgs(op, account, ip); err != nil {
+		return GuardDecision{}, err
 	}
 	ak := accountKey(account)
-	if err := peek(GuardAccount, g.account, ak, 1); err != nil {
-		return GuardDecision{}, err
-	}
-	if err := peek(GuardIP, g.ip, ipKey(ip), 1); err != nil {
-		return GuardDecision{}, err
-	}
+	limits := make([]guardLimit, 0, 3)
+	limits = append(limits, guardLimit{by: GuardAccount, l: g.account, key: ak}, guardLimit{by: GuardIP, l: g.ip, key: ipKey(ip)})
 	if g.pair != nil {
-		if err := peek(GuardAccountIP, g.pair, pairKey(account, ip), 1); err != nil {
-			return GuardDecision{}, err
-		}
+		limits = append(limits, guardLimit{by: GuardAccountIP, l: g.pair, key: pairKey(account, ip)})
 	}
+	// A locked account counts nothing anywhere.
+	var lock Decision
 	if g.lockout != nil {
-		if err := peek(GuardLockout, g.lockout.lock, ak, g.lockout.full); err != nil {
-			return GuardDecision{}, err
+		var err error
+		if lock, err = g.lockout.lock.Peek(ctx, ak, g.lockout.full); err != nil {
+			return GuardDecision{}, fmt.Errorf("core: guard: %s %s: %w", op, GuardLockout, err)
+		}
+		count = count && lock.Allowed
+	}
+	var at time.Time
+	if count {
+		at = g.clock.Now()
+	}
+	counted := 0
+	var err error
+	for i := range limits {
+		gl := &limits[i]
+		if count {
+			gl.d, err = gl.l.AllowN(ctx, gl.key, 1)
+		} else {
+			gl.d, err = gl.l.Peek(ctx, gl.key, 1)
+		}
+		if err != nil {
+			err = fmt.Errorf("core: guard: %s %s: %w", op, gl.by, err)
+			break
+		}
+		counted++
+	}
+	gd := GuardDecision{Allowed: true}
+	if err == nil {
+		for _, gl := range limits {
+			if !gl.d.Allowed && (gd.Allowed || gl.d.RetryAfter > gd.RetryAfter) {
+				gd = GuardDecision{RetryAfter: gl.d.RetryAfter, BlockedBy: gl.by}
+			}
+		}
+		if !lock.Allowed && g.lockout != nil && (gd.Allowed || lock.RetryAfter > gd.RetryAfter) {
+			gd = GuardDecision{RetryAfter: lock.RetryAfter, BlockedBy: GuardLockout}
 		}
 	}
+	if !count {
+		if err != nil {
+			return GuardDecision{}, err
+		}
+		return gd, nil
+	}
+	if err != nil || !gd.Allowed {
+		// All or nothing: give back what the limits that allowed counted.
+		elapsed := g.clock.Now().Sub(at)
+		for _, gl := range limits[:counted] {
+			if gl.d.Allowed {
+				if rerr := gl.l.Refund(ctx, gl.key, 1, elapsed); rerr != nil && err == nil {
+					err = fmt.Errorf("core: guard: %s %s: give back: %w", op, gl.by, rerr)
+				}
+			}
+		}
+		if err != nil {
+			return GuardDecision{}, err
+		}
+		return gd, nil
+	}
+	gd.attempt = &guardAttempt{account: account, ip: ip, at: at, last: limits[0].d.Remaining == 0}
 	return gd, nil
 }
 
-// Fail records a failed attempt on account from ip: one failure against
-// the account, the IP and, with [WithAccountIPPolicy], the pair. Call it
-// for every wrong password and every unknown account alike. With
-// [WithLockout], the failure that brings the account to its limit locks
-// it.
+// Fail records that the attempt d, allowed by [Guard.Check], failed: a
+// wrong password or an unknown account alike. Its failure stays counted
+// against the account, the IP and the pair; with [WithLockout], the
+// failure that brought the account to its limit locks it. Fail of a
+// blocked attempt, or of one already told, does nothing.
 //
-// A limit that is already exhausted simply does not count the failure (an
-// attempt that raced past [Guard.Check]); that is not an error. Every limit
-// is tried even when one fails; the first error is returned, wrapped. A
-// handler should pass a context that the client cannot cancel by hanging
+// A handler should pass a context that the client cannot cancel by hanging
 // up, such as context.WithoutCancel(r.Context()), with the store's own
 // timeout bounding the calls.
-func (g *Guard) Fail(ctx context.Context, account, ip string) error {
-	if err := checkGuardArgs("fail", account, ip); err != nil {
-		return err
+func (g *Guard) Fail(ctx context.Context, d GuardDecision) error {
+	a := d.attempt
+	if a == nil || !a.done.CompareAndSwap(false, true) {
+		return nil
+	}
+	if g.lockout != nil && a.last {
+		if err := g.lockout.start(ctx, accountKey(a.account)); err != nil {
+			return fmt.Errorf("core: guard: fail %s: %w", GuardLockout, err)
+		}
+	}
+	return nil
+}
+
+// Succeed records that the attempt d, allowed by [Guard.Check], succeeded:
+// it gives the attempt back to the IP's limit (a right password is not a
+// failure of the address) and forgets the account's failures, those of the
+// account from that IP ([WithAccountIPPolicy]) and the account's lockout
+// level and lock ([WithLockout]). The IP's earlier failures stay: one right
+// password does not vouch for the other accounts an address tried. Succeed
+// of a blocked attempt, or of one already told, does nothing.
+//
+// Every step is tried even when one fails; the first error is returned,
+// wrapped.
+func (g *Guard) Succeed(ctx context.Context, d GuardDecision) error {
+	a := d.attempt
+	if a == nil || !a.done.CompareAndSwap(false, true) {
+		return nil
 	}
 	var first error
 	note := func(by GuardLimit, err error) {
 		if err != nil && first == nil {
-			first = fmt.Errorf("core: guard: fail %s: %w", by, err)
-		}
-	}
-	ak := accountKey(account)
-	d, accErr := g.account.AllowN(ctx, ak, 1)
-	note(GuardAccount, accErr)
-	_, err := g.ip.AllowN(ctx, ipKey(ip), 1)
-	note(GuardIP, err)
-	if g.pair != nil {
-		_, err := g.pair.AllowN(ctx, pairKey(account, ip), 1)
-		note(GuardAccountIP, err)
-	}
-	if g.lockout != nil && accErr == nil && d.Allowed && d.Remaining == 0 {
-		note(GuardLockout, g.lockout.start(ctx, ak))
-	}
-	return first
-}
-
-// Succeed records a successful login to account from ip: it forgets the
-// account's failures, those of the account from ip ([WithAccountIPPolicy])
-// and the account's lockout level and lock ([WithLockout]). The IP's
-// failures stay: one right password does not vouch for the other accounts
-// an address tried.
-//
-// Every reset is tried even when one fails; the first error is returned,
-// wrapped.
-func (g *Guard) Succeed(ctx context.Context, account, ip string) error {
-	if err := checkGuardArgs("succeed", account, ip); err != nil {
-		return err
-	}
-	var first error
-	reset := func(by GuardLimit, l Limiter, key string) {
-		if err := l.Reset(ctx, key); err != nil && first == nil {
 			first = fmt.Errorf("core: guard: succeed %s: %w", by, err)
 		}
 	}
-	ak := accountKey(account)
-	reset(GuardAccount, g.account, ak)
+	elapsed := g.clock.Now().Sub(a.at)
+	note(GuardIP, g.ip.Refund(ctx, ipKey(a.ip), 1, elapsed))
+	ak := accountKey(a.account)
+	note(GuardAccount, g.account.Reset(ctx, ak))
 	if g.pair != nil {
-		reset(GuardAccountIP, g.pair, pairKey(account, ip))
+		note(GuardAccountIP, g.pair.Reset(ctx, pairKey(a.account, a.ip)))
 	}
 	if g.lockout != nil {
-		reset(GuardLockout, g.lockout.level, ak)
-		reset(GuardLockout, g.lockout.lock, ak)
+		note(GuardLockout, g.lockout.level.Reset(ctx, ak))
+		note(GuardLockout, g.lockout.lock.Reset(ctx, ak))
 	}
 	return first
 }

@@ -27,10 +27,10 @@ func ExampleGuard() {
 		case !d.Allowed:
 			return fmt.Sprintf("429 (%v, retry in %v)", d.BlockedBy, d.RetryAfter)
 		case !passwordOK:
-			guard.Fail(ctx, account, ip)
+			guard.Fail(ctx, d)
 			return "401"
 		}
-		guard.Succeed(ctx, account, ip)
+		guard.Succeed(ctx, d)
 		return "200"
 	}
 
@@ -65,9 +65,10 @@ func ExampleWithLockout() {
 	var locks []string
 	for range 8 {
 		for range 3 {
-			guard.Fail(ctx, "ana@example.com", "203.0.113.7")
+			d, _ := guard.Check(ctx, "ana@example.com", "203.0.113.7")
+			guard.Fail(ctx, d)
 		}
-		d, _ := guard.Check(ctx, "ana@example.com", "203.0.113.7")
+		d, _ := guard.Peek(ctx, "ana@example.com", "203.0.113.7")
 		locks = append(locks, d.RetryAfter.String())
 		clock.Advance(d.RetryAfter)
 	}

@@ -44,37 +44,43 @@ func TestGuardScenarios(t *testing.T) {
 	limitertest.RunGuard(t, newMemoryGuard)
 }
 
-// Concurrent failures on one account count exactly: the limit is reached
-// by one of them, which starts exactly one lockout.
+// Concurrent attempts on one account count exactly: the limit is reached
+// by one of them, which starts exactly one lockout, and a success gives
+// its attempt back to the IP.
 func TestGuardConcurrentFailures(t *testing.T) {
 	clock := core.NewManualClock(limitertest.Start)
-	g := newMemoryGuard(t, clock, shortWindow, core.WithLockout(time.Minute, time.Hour))
+	g := newMemoryGuard(t, clock, core.GuardClock(clock), shortWindow, core.WithLockout(time.Minute, time.Hour))
 	const workers = 16
 	var start, done sync.WaitGroup
 	start.Add(1)
 	errs := make(chan error, 3*workers)
+	attempt := func(account, ip string, ok bool) error {
+		d, err := g.Check(ctx, account, ip)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return g.Succeed(ctx, d)
+		}
+		return g.Fail(ctx, d)
+	}
 	for i := range workers {
 		done.Add(3)
 		go func() {
 			defer done.Done()
 			start.Wait()
-			errs <- g.Fail(ctx, ana, fmt.Sprint("192.0.2.", i))
+			errs <- attempt(ana, fmt.Sprint("192.0.2.", i), false)
 		}()
 		go func() {
 			defer done.Done()
 			start.Wait()
-			_, err := g.Check(ctx, ana, ipA)
+			_, err := g.Peek(ctx, ana, ipA)
 			errs <- err
 		}()
 		go func() {
 			defer done.Done()
 			start.Wait()
-			who := fmt.Sprint("u", i, "@example.com")
-			if err := g.Fail(ctx, who, ipB); err != nil {
-				errs <- err
-				return
-			}
-			errs <- g.Succeed(ctx, who, ipB)
+			errs <- attempt(fmt.Sprint("u", i, "@example.com"), ipB, true)
 		}()
 	}
 	start.Done()
@@ -85,12 +91,14 @@ func TestGuardConcurrentFailures(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// One lockout: the next is the second level.
+	// One lockout: the next is the second level. The successes left
+	// nothing on ipB.
 	limitertest.RunGuardSteps(t, clock, g, []limitertest.GuardStep{
-		{Op: limitertest.GuardCheck, Account: ana, IP: ipA, Want: blocked(time.Minute, core.GuardLockout)},
+		{Op: limitertest.GuardPeek, Account: ana, IP: ipA, Want: blocked(time.Minute, core.GuardLockout)},
 		{Advance: time.Minute, Op: limitertest.GuardFail, Account: ana, IP: ipA, N: 3},
-		{Op: limitertest.GuardCheck, Account: ana, IP: ipA, Want: blocked(2*time.Minute, core.GuardLockout)},
-		{Op: limitertest.GuardCheck, Account: "u0@example.com", IP: ipB, Want: allowed},
+		{Op: limitertest.GuardPeek, Account: ana, IP: ipA, Want: blocked(2*time.Minute, core.GuardLockout)},
+		{Op: limitertest.GuardFail, Account: "v%d@example.com", IP: ipB, N: 49},
+		{Op: limitertest.GuardPeek, Account: "u0@example.com", IP: ipB, Want: allowed},
 	})
 }
 
@@ -110,22 +118,30 @@ func TestGuardKeysNamespaced(t *testing.T) {
 	}
 	limitertest.RunGuardSteps(t, clock, g, []limitertest.GuardStep{
 		{Op: limitertest.GuardFail, Account: "x", IP: "a:b", N: 2},
-		{Op: limitertest.GuardCheck, Account: "y", IP: "x", Want: allowed}, // account "x" is not IP "x"
-		{Op: limitertest.GuardCheck, Account: "x", IP: "a:b", Want: blocked(time.Hour, core.GuardAccount)},
-		{Op: limitertest.GuardCheck, Account: "xa", IP: ":b", Want: allowed}, // pair ("x", "a:b") is not ("xa", ":b")
-		{Op: limitertest.GuardCheck, Account: "q", IP: "a:b", Want: blocked(time.Hour, core.GuardIP)},
+		{Op: limitertest.GuardPeek, Account: "y", IP: "x", Want: allowed}, // account "x" is not IP "x"
+		{Op: limitertest.GuardPeek, Account: "x", IP: "a:b", Want: blocked(time.Hour, core.GuardAccount)},
+		{Op: limitertest.GuardPeek, Account: "xa", IP: ":b", Want: allowed}, // pair ("x", "a:b") is not ("xa", ":b")
+		{Op: limitertest.GuardPeek, Account: "q", IP: "a:b", Want: blocked(time.Hour, core.GuardIP)},
 	})
 }
 
 func TestGuardEmptyKeys(t *testing.T) {
 	g := newMemoryGuard(t, core.NewManualClock(limitertest.Start))
 	for _, args := range [][2]string{{"", ipA}, {ana, ""}} {
-		_, err := g.Check(ctx, args[0], args[1])
-		for _, err := range []error{err, g.Fail(ctx, args[0], args[1]), g.Succeed(ctx, args[0], args[1])} {
+		_, cerr := g.Check(ctx, args[0], args[1])
+		_, perr := g.Peek(ctx, args[0], args[1])
+		for _, err := range []error{cerr, perr} {
 			if !errors.Is(err, core.ErrEmptyKey) || !strings.HasPrefix(err.Error(), "core: guard: ") {
 				t.Errorf("%q, %q: got %v, want core: guard: ... ErrEmptyKey", args[0], args[1], err)
 			}
 		}
+	}
+	// The outcome of an attempt that was never allowed is nothing to record.
+	if err := g.Fail(ctx, core.GuardDecision{}); err != nil {
+		t.Errorf("Fail of a zero decision: %v", err)
+	}
+	if err := g.Succeed(ctx, core.GuardDecision{}); err != nil {
+		t.Errorf("Succeed of a zero decision: %v", err)
 	}
 }
 
@@ -174,55 +190,92 @@ func TestNewGuardErrors(t *testing.T) {
 
 var errBroken = errors.New("store broken")
 
-// brokenLimiter fails every call, and counts them.
+// brokenLimiter is a memory limiter that fails every call once broken, and
+// counts the calls it failed.
 type brokenLimiter struct {
-	mu    sync.Mutex
-	calls int
+	*core.Memory
+	mu     sync.Mutex
+	broken bool
+	calls  int
 }
 
 func (b *brokenLimiter) call() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if !b.broken {
+		return nil
+	}
 	b.calls++
 	return errBroken
 }
 
-func (b *brokenLimiter) AllowN(context.Context, string, int64) (core.Decision, error) {
-	return core.Decision{}, b.call()
+func (b *brokenLimiter) AllowN(ctx context.Context, key string, n int64) (core.Decision, error) {
+	if err := b.call(); err != nil {
+		return core.Decision{}, err
+	}
+	return b.Memory.AllowN(ctx, key, n)
 }
 
-func (b *brokenLimiter) Peek(context.Context, string, int64) (core.Decision, error) {
-	return core.Decision{}, b.call()
+func (b *brokenLimiter) Peek(ctx context.Context, key string, n int64) (core.Decision, error) {
+	if err := b.call(); err != nil {
+		return core.Decision{}, err
+	}
+	return b.Memory.Peek(ctx, key, n)
 }
-func (b *brokenLimiter) Reset(context.Context, string) error { return b.call() }
 
-// A broken store is an error from every method, and Fail and Succeed
-// still try every limit.
+func (b *brokenLimiter) Reset(ctx context.Context, key string) error {
+	if err := b.call(); err != nil {
+		return err
+	}
+	return b.Memory.Reset(ctx, key)
+}
+
+func (b *brokenLimiter) Refund(ctx context.Context, key string, n int64, elapsed time.Duration) error {
+	if err := b.call(); err != nil {
+		return err
+	}
+	return b.Memory.Refund(ctx, key, n, elapsed)
+}
+
+// A broken store is an error from every method, and Succeed still tries
+// every step.
 func TestGuardStoreErrors(t *testing.T) {
-	b := &brokenLimiter{}
-	g, err := core.NewGuard(func(core.Policy) (core.Limiter, error) { return b, nil },
-		core.WithAccountIPPolicy(core.Policy{Limit: 1, Window: time.Minute}), core.WithLockout(time.Minute, time.Hour))
+	var limiters []*brokenLimiter
+	g, err := core.NewGuard(func(p core.Policy) (core.Limiter, error) {
+		m, err := core.New(p)
+		b := &brokenLimiter{Memory: m}
+		limiters = append(limiters, b)
+		return b, err
+	}, core.WithAccountIPPolicy(core.Policy{Limit: 1, Window: time.Minute}), core.WithLockout(time.Minute, time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
+	ok, err := g.Check(ctx, ana, ipA)
+	if err != nil || !ok.Allowed {
+		t.Fatalf("Check before the store broke: %+v, %v", ok, err)
+	}
+	calls := func() int {
+		n := 0
+		for _, b := range limiters {
+			n += b.calls
+		}
+		return n
+	}
+	for _, b := range limiters {
+		b.broken = true
+	}
 	d, err := g.Check(ctx, ana, ipA)
-	if d != (core.GuardDecision{}) || !errors.Is(err, errBroken) || err.Error() != "core: guard: check account: store broken" {
+	if d.Allowed || !errors.Is(err, errBroken) || err.Error() != "core: guard: check lockout: store broken" {
 		t.Errorf("Check: got %+v, %v", d, err)
 	}
-	for _, tc := range []struct {
-		name      string
-		call      func() error
-		want      string
-		wantCalls int
-	}{
-		{"Fail", func() error { return g.Fail(ctx, ana, ipA) }, "core: guard: fail account: store broken", 3},
-		{"Succeed", func() error { return g.Succeed(ctx, ana, ipA) }, "core: guard: succeed account: store broken", 4},
-	} {
-		b.calls = 0
-		err := tc.call()
-		if !errors.Is(err, errBroken) || err.Error() != tc.want || b.calls != tc.wantCalls {
-			t.Errorf("%s: got %v after %d calls, want %s after %d", tc.name, err, b.calls, tc.want, tc.wantCalls)
-		}
+	d, err = g.Peek(ctx, ana, ipA)
+	if d.Allowed || !errors.Is(err, errBroken) || err.Error() != "core: guard: peek lockout: store broken" {
+		t.Errorf("Peek: got %+v, %v", d, err)
+	}
+	before := calls()
+	err = g.Succeed(ctx, ok)
+	if want := "core: guard: succeed ip: store broken"; !errors.Is(err, errBroken) || err.Error() != want || calls()-before != 5 {
+		t.Errorf("Succeed: got %v after %d calls, want %s after 5", err, calls()-before, want)
 	}
 }
 

@@ -21,7 +21,7 @@ func newRedisGuard(t *testing.T, client redis.UniversalClient, prefix string, cl
 	t.Helper()
 	g, err := core.NewGuard(func(p core.Policy) (core.Limiter, error) {
 		return New(client, p, WithClock(clock), WithPrefix(prefix))
-	}, opts...)
+	}, append([]core.GuardOption{core.GuardClock(clock)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,12 @@ func TestGuardAcrossServers(t *testing.T) {
 		go func() {
 			defer done.Done()
 			start.Wait()
-			errs <- guards[i%2].Fail(ctx, "ana@example.com", fmt.Sprint("192.0.2.", i))
+			g := guards[i%2]
+			d, err := g.Check(ctx, "ana@example.com", fmt.Sprint("192.0.2.", i))
+			if err == nil {
+				err = g.Fail(ctx, d)
+			}
+			errs <- err
 		}()
 	}
 	start.Done()
@@ -84,13 +89,13 @@ func TestGuardAcrossServers(t *testing.T) {
 	}
 	for _, g := range guards {
 		limitertest.RunGuardSteps(t, clock, g, []limitertest.GuardStep{
-			{Op: limitertest.GuardCheck, Account: ana, IP: ipA, Want: locked(time.Minute)},
+			{Op: limitertest.GuardPeek, Account: ana, IP: ipA, Want: locked(time.Minute)},
 		})
 	}
 	limitertest.RunGuardSteps(t, clock, guards[1], []limitertest.GuardStep{
-		{Advance: time.Minute, Op: limitertest.GuardCheck, Account: ana, IP: ipA, Want: core.GuardDecision{Allowed: true}},
+		{Advance: time.Minute, Op: limitertest.GuardPeek, Account: ana, IP: ipA, Want: core.GuardDecision{Allowed: true}},
 		{Op: limitertest.GuardFail, Account: ana, IP: ipA, N: 3},
-		{Op: limitertest.GuardCheck, Account: ana, IP: ipA, Want: locked(2 * time.Minute)},
-		{Advance: 2 * time.Minute, Op: limitertest.GuardCheck, Account: ana, IP: ipA, Want: core.GuardDecision{Allowed: true}},
+		{Op: limitertest.GuardPeek, Account: ana, IP: ipA, Want: locked(2 * time.Minute)},
+		{Advance: 2 * time.Minute, Op: limitertest.GuardPeek, Account: ana, IP: ipA, Want: core.GuardDecision{Allowed: true}},
 	})
 }

@@ -1,7 +1,8 @@
-// Command login serves POST /login protected by a [core.Guard]: failed
-// attempts are counted per account and per client IP, a success clears the
-// account's count, and an account that keeps failing is locked for longer
-// each time.
+// Command login serves POST /login protected by a [core.Guard]: every
+// attempt is counted per account and per client IP before its password is
+// checked (so parallel guesses cannot all pass), a success gives its
+// attempt back and clears the account's count, and an account that keeps
+// failing is locked for longer each time.
 //
 //	go run ./examples/login                        # counts in this process
 //	go run ./examples/login -redis 127.0.0.1:6379  # counts in Redis (or RATEKIT_REDIS=...)
@@ -181,6 +182,9 @@ type config struct {
 	iterations int
 	// logf logs store errors. Default: none.
 	logf func(format string, args ...any)
+	// clock is the limiters' clock, which the Guard reads to give back a
+	// successful attempt exactly. Default: the system clock.
+	clock core.Clock
 }
 
 type server struct {
@@ -223,6 +227,7 @@ func newServer(cfg config) (http.Handler, error) {
 	}
 	guard, err := core.NewGuard(cfg.newLimiter,
 		core.WithLockout(time.Minute, time.Hour), // 5 failures per 15 minutes, then 1m, 2m, 4m … 1h locks
+		core.GuardClock(cfg.clock),
 	)
 	if err != nil {
 		return nil, err
@@ -283,7 +288,7 @@ func (s *server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	d, err := s.guard.Check(r.Context(), account, ip)
+	d, err := s.guard.Check(r.Context(), account, ip) // counts the attempt
 	if err != nil {
 		s.logf("check: %v", err)
 		writeJSON(w, http.StatusServiceUnavailable, bodyUnavailable)
@@ -294,20 +299,20 @@ func (s *server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	// The failure is counted even if the client hangs up meanwhile.
+	// The outcome is recorded even if the client hangs up meanwhile.
 	ctx := context.WithoutCancel(r.Context())
 	c, known := s.users[account]
 	if !known {
 		c = s.unknown // the same work, and never a match
 	}
 	if !c.matches(password, s.iterations) || !known {
-		if err := s.guard.Fail(ctx, account, ip); err != nil {
+		if err := s.guard.Fail(ctx, d); err != nil {
 			s.logf("fail: %v", err)
 		}
 		writeJSON(w, http.StatusUnauthorized, bodyInvalid)
 		return
 	}
-	if err := s.guard.Succeed(ctx, account, ip); err != nil {
+	if err := s.guard.Succeed(ctx, d); err != nil {
 		s.logf("succeed: %v", err)
 	}
 	// A real application starts a session here.

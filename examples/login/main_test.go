@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,6 +32,7 @@ func newTestServer(t *testing.T) (*core.ManualClock, http.Handler) {
 		users:      demoUsers,
 		iterations: 1000,
 		logf:       t.Logf,
+		clock:      clock,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -310,4 +312,43 @@ func TestRun(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("run: %v", err)
 	}
+}
+
+// Guesses sent in parallel cannot all reach the password check: each
+// attempt is counted before its password is hashed, so of 23 wrong guesses
+// for one account sent at once at most 5 are checked (401) and the rest
+// are refused (429); the right password, sent after them, is refused too.
+func TestParallelGuessesCapped(t *testing.T) {
+	clock := core.NewManualClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	h, err := newServer(config{
+		newLimiter: func(p core.Policy) (core.Limiter, error) { return core.New(p, core.WithClock(clock)) },
+		users:      demoUsers,
+		iterations: 20_000, // slow enough that the attempts overlap
+		logf:       t.Logf,
+		clock:      clock,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const guesses = 23
+	statuses := make(chan int, guesses)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range guesses {
+		wg.Go(func() {
+			<-start
+			statuses <- login(t, h, fmt.Sprint("192.0.2.", i), "ana@example.com", "wrong").StatusCode
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(statuses)
+	count := map[int]int{}
+	for s := range statuses {
+		count[s]++
+	}
+	if count[http.StatusUnauthorized] > 5 || count[http.StatusUnauthorized]+count[http.StatusTooManyRequests] != guesses {
+		t.Errorf("statuses %v: want at most 5 passwords checked (401) and every other guess refused (429)", count)
+	}
+	expect(t, "the right password after them", login(t, h, ipB, "ana@example.com", "ana-secret"), http.StatusTooManyRequests, "900")
 }
