@@ -44,5 +44,3 @@ var driver = adaptertest.Driver{
 func TestBehaviour(t *testing.T) { adaptertest.Run(t, driver) }
 
 func TestEndToEnd(t *testing.T) { adaptertest.RunEndToEnd(t, driver) }
-
-func TestBody(t *testing.T) { adaptertest.RunBody(t, driver) }

@@ -50,8 +50,6 @@ func TestBehaviour(t *testing.T) { adaptertest.Run(t, driver) }
 
 func TestEndToEnd(t *testing.T) { adaptertest.RunEndToEnd(t, driver) }
 
-func TestBody(t *testing.T) { adaptertest.RunBody(t, driver) }
-
 // TestBodyAfterDecompress keys a gzip body that echo's Decompress has
 // already decoded, leaving Content-Encoding: gzip in place, by its email;
 // a gzip bomb is still refused within the bound.

@@ -41,8 +41,15 @@ import (
 // configuration mistake, found when the server starts.
 func New(l core.Limiter, opts ...httplimit.Option) fiber.Handler {
 	e := httplimit.MustNew(l, opts...)
+	bounded := e.MaxBodyBytes() != keyfunc.DefaultMaxBodyBytes
 	return func(c *fiber.Ctx) error {
-		res := e.Check(request{c})
+		var req keyfunc.Request = request{c}
+		if bounded {
+			// A view of two words costs an allocation: only when the bound
+			// is not the default.
+			req = boundedRequest{request{c}, e.MaxBodyBytes()}
+		}
+		res := e.Check(req)
 		res.WriteHeaders(&c.Response().Header)
 		if !res.Serve() {
 			if c.Request().IsBodyStream() {
@@ -92,15 +99,28 @@ func (r request) Header(name string) []string {
 // keyfunc.DecodeBody, which bounds every layer: c.Body() would decode it
 // whole first, however large it inflates.
 func (r request) Field(name string) (string, error) {
+	return r.field(name, keyfunc.DefaultMaxBodyBytes)
+}
+
+// boundedRequest is a request whose body bound is not the default
+// ([httplimit.WithMaxBodyBytes]).
+type boundedRequest struct {
+	request
+	maxBody int64
+}
+
+func (r boundedRequest) Field(name string) (string, error) { return r.field(name, r.maxBody) }
+
+func (r request) field(name string, maxBody int64) (string, error) {
 	req := r.c.Request()
 	ct := string(req.Header.ContentType())
 	var body []byte
 	if keyfunc.HasBodyFields(ct) {
-		raw, err := r.rawBody(keyfunc.DefaultMaxBodyBytes)
+		raw, err := r.rawBody(maxBody)
 		if err != nil {
 			return "", err
 		}
-		body, err = keyfunc.DecodeBody(r.Header("Content-Encoding"), raw, keyfunc.DefaultMaxBodyBytes)
+		body, err = keyfunc.DecodeBody(r.Header("Content-Encoding"), raw, maxBody)
 		if err != nil {
 			return "", err
 		}

@@ -90,8 +90,6 @@ func TestBehaviour(t *testing.T) { adaptertest.Run(t, driver) }
 
 func TestEndToEnd(t *testing.T) { adaptertest.RunEndToEnd(t, driver) }
 
-func TestBody(t *testing.T) { adaptertest.RunBody(t, driver) }
-
 // TestStreamedBody runs the body cases with StreamRequestBody, where
 // fasthttp hands the body over as a stream: a body of a declared length
 // up to the bound is keyed and put back for the handler, as sent; one

@@ -111,6 +111,9 @@ func New(l core.Limiter, opts ...Option) (*Engine, error) {
 	if c.clock == nil {
 		c.clock = core.SystemClock{}
 	}
+	if c.maxBody <= 0 {
+		c.maxBody = keyfunc.DefaultMaxBodyBytes
+	}
 	if c.countIf != nil {
 		// Counting after the handler cannot hold under parallel requests:
 		// the request is counted first and given back, which needs a
@@ -136,6 +139,11 @@ func MustNew(l core.Limiter, opts ...Option) *Engine {
 	}
 	return e
 }
+
+// MaxBodyBytes returns the bound on the request body a [keyfunc.Request]
+// view may read and decode to find a field ([WithMaxBodyBytes]), for an
+// adapter whose framework reads bodies its own way.
+func (e *Engine) MaxBodyBytes() int64 { return e.cfg.maxBody }
 
 // Result is what [Engine.Check] decided for one request: serve it (after
 // setting the rate headers) or refuse it with a [Response]. An adapter uses
@@ -252,6 +260,9 @@ func (r *Result) Done(status int) {
 func (e *Engine) Check(req keyfunc.Request) Result {
 	res := Result{e: e, req: req}
 	c := &e.cfg
+	if hr, ok := req.(*httpRequest); ok {
+		hr.maxBody = c.maxBody
+	}
 	if c.skip != nil && c.skip(req) {
 		res.serve = true
 		return res

@@ -180,20 +180,45 @@ func TestWriteHeadersAgree(t *testing.T) {
 	}
 }
 
-func TestNonPositiveCostIsAnError(t *testing.T) {
+// A cost below 1 is the request's fault: refused with 400, even under the
+// default fail-open error policy, and reported.
+func TestNonPositiveCostIsRefused(t *testing.T) {
 	var got error
 	e := httplimit.MustNew(newLimiter(t, core.Policy{Limit: 1, Window: time.Minute}),
 		httplimit.WithCost(func(keyfunc.Request) (int64, error) { return 0, nil }),
 		httplimit.WithErrorHook(func(_ keyfunc.Request, err error) { got = err }))
 	res := e.Check(httplimit.HTTPRequest(httptest.NewRequest("GET", "/", nil), ""))
-	if !res.Serve() || !errors.Is(got, core.ErrInvalidCost) {
-		t.Errorf("served %v, hook got %v; want fail open with ErrInvalidCost", res.Serve(), got)
+	if res.Serve() || res.Response().Status != 400 || !errors.Is(got, core.ErrInvalidCost) {
+		t.Errorf("served %v, status %d, hook got %v; want 400 and ErrInvalidCost", res.Serve(), res.Response().Status, got)
 	}
 }
 
+// WithCountIf needs a limiter that can give units back.
+func TestCountIfNeedsRefunder(t *testing.T) {
+	_, err := httplimit.New(plainLimiter{}, httplimit.WithCountIf(httplimit.Failures))
+	if err == nil || !strings.Contains(err.Error(), "cannot give units back") {
+		t.Errorf("New with a limiter that cannot refund: %v", err)
+	}
+}
+
+// plainLimiter is a Limiter and nothing more.
+type plainLimiter struct{}
+
+func (plainLimiter) AllowN(context.Context, string, int64) (core.Decision, error) {
+	return core.Decision{Allowed: true}, nil
+}
+func (plainLimiter) Peek(context.Context, string, int64) (core.Decision, error) {
+	return core.Decision{Allowed: true}, nil
+}
+func (plainLimiter) Reset(context.Context, string) error { return nil }
+
 func TestDoneChargesOnce(t *testing.T) {
-	l := newLimiter(t, core.Policy{Limit: 2, Window: time.Minute})
-	e := httplimit.MustNew(l, httplimit.WithCountIf(httplimit.Failures))
+	clock := core.NewManualClock(start)
+	l, err := core.New(core.Policy{Limit: 2, Window: time.Minute}, core.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := httplimit.MustNew(l, httplimit.WithCountIf(httplimit.Failures), httplimit.WithClock(clock))
 	req := httptest.NewRequest("GET", "/", nil)
 	res := e.Check(httplimit.HTTPRequest(req, ""))
 	if !res.Counting() {

@@ -28,6 +28,7 @@ type config struct {
 	noKey     KeyPolicy
 	badKey    KeyPolicy
 	clock     core.Clock
+	maxBody   int64
 	errs      []error // invalid options, reported by New
 }
 
@@ -160,12 +161,23 @@ func WithNoKey(p KeyPolicy) Option { return func(c *config) { c.noKey = p } }
 // Default: [RefuseKey]: 400 with a [ProblemInvalidKey] body.
 func WithInvalidKey(p KeyPolicy) Option { return func(c *config) { c.badKey = p } }
 
-// WithClock sets the clock read for the epoch time of X-RateLimit-Reset
-// ([XRateLimitHeaders]), the only absolute time the middleware writes. Give
-// it the limiter's clock in tests.
+// WithClock sets the clock the middleware reads: for the epoch time of
+// X-RateLimit-Reset ([XRateLimitHeaders]), the only absolute time it
+// writes, and, with [WithCountIf], to measure how long the handler took
+// before a request is given back. Give it the limiter's clock in tests.
 //
 // Default: [core.SystemClock].
 func WithClock(clk core.Clock) Option { return func(c *config) { c.clock = clk } }
+
+// WithMaxBodyBytes bounds the request body a key function may read to find
+// a field ([keyfunc.Email], a form or JSON field): at most n bytes as sent
+// and at most n after decoding a gzip or deflate Content-Encoding, so that a
+// small compressed body cannot inflate into memory before the limit
+// decides. A body over the bound, or in another encoding, is refused as
+// [WithInvalidKey] says. n <= 0 means the default.
+//
+// Default: [keyfunc.DefaultMaxBodyBytes] (1 MiB).
+func WithMaxBodyBytes(n int64) Option { return func(c *config) { c.maxBody = n } }
 
 // HeaderStyle is a set of rate header styles for [WithHeaders]; combine them
 // with | or by passing several.

@@ -30,6 +30,7 @@ type httpRequest struct {
 	route     string
 	routeFunc func(*http.Request) string
 	full      keyfunc.Request // keyfunc.FromHTTP(r), built when first needed
+	maxBody   int64           // the Engine's WithMaxBodyBytes, set by Check
 	// slots holds the per-request header value slices, so that they cost
 	// no allocation of their own.
 	slots headerSlots
@@ -56,7 +57,7 @@ func (h *httpRequest) Field(name string) (string, error) { return h.fromHTTP().F
 
 func (h *httpRequest) fromHTTP() keyfunc.Request {
 	if h.full == nil {
-		h.full = keyfunc.FromHTTP(h.r)
+		h.full = keyfunc.FromHTTP(h.r, keyfunc.MaxBodyBytes(h.maxBody))
 	}
 	return h.full
 }

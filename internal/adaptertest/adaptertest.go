@@ -56,16 +56,24 @@ type App struct {
 	Use    *Limit
 	Routes []Route
 
-	calls atomic.Int64
-	ctxs  sync.Map // ID -> context.Context
-	ctxID atomic.Int64
+	calls  atomic.Int64
+	ctxs   sync.Map // ID -> context.Context
+	ctxID  atomic.Int64
+	gate   chan struct{} // when not nil, Handle waits for it to close
+	inside atomic.Int64  // handlers waiting at the gate
 }
 
 // Handle is the app's handler: drivers call it with the request's
 // StatusHeader value and body. It records the call and returns the status
 // to answer with (200 by default) and a body echoing the request body.
+// While a case holds the app's gate, Handle waits for it to open first, as
+// a slow password check would.
 func (a *App) Handle(statusHeader string, body []byte) (int, []byte) {
 	a.calls.Add(1)
+	if a.gate != nil {
+		a.inside.Add(1)
+		<-a.gate
+	}
 	status := http.StatusOK
 	if n, err := strconv.Atoi(statusHeader); err == nil {
 		status = n
@@ -278,11 +286,16 @@ type Case struct {
 	App      func(t *testing.T, env *Env) *App
 	Steps    []Step
 	Synctest bool // run in a synctest bubble (timers)
+	// Run, when set, runs after Steps with the app's serve function, for
+	// cases that are no sequence of requests (parallel requests).
+	Run func(t *testing.T, env *Env, app *App, serve func(*http.Request) *http.Response)
 }
 
-// Run runs every case of [Cases] with d.
+// Run runs every case of [Cases] and [AbuseCases] with d, and the body
+// abuse cases of [RunBody].
 func Run(t *testing.T, d Driver) {
-	for _, c := range Cases() {
+	t.Run("abuse/bodies", func(t *testing.T) { RunBody(t, d) })
+	for _, c := range append(Cases(), AbuseCases()...) {
 		t.Run(c.Name, func(t *testing.T) {
 			if c.Synctest {
 				synctest.Test(t, func(t *testing.T) { runCase(t, d, c) })
@@ -315,6 +328,9 @@ func runCase(t *testing.T, d Driver, c Case) {
 		resp.Body.Close()
 		called := app.calls.Load() > before
 		check(t, "step "+strconv.Itoa(i+1)+" "+req.Method+" "+req.URL.Path, env, resp, body, called, elapsed, s.Want)
+	}
+	if c.Run != nil {
+		c.Run(t, env, app, serve)
 	}
 }
 

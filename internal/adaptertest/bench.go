@@ -32,6 +32,7 @@ func BenchHTTP(b *testing.B, h http.Handler) {
 	b.ReportAllocs()
 	for b.Loop() {
 		w.status = 0
+		clear(w.h) // a response's headers start empty
 		h.ServeHTTP(w, req)
 	}
 	if w.status != http.StatusOK {

@@ -204,11 +204,11 @@ func Cases() []Case {
 			Steps: steps(Want{Status: 429, Problem: httplimit.ProblemCostTooHigh, RetryAfter: "-", NoRate: true, Hooks: true, Errors: 1}),
 		},
 		{
-			Name: "cost/error follows the error policy",
+			Name: "cost/error refused whatever the error policy",
 			App: func(t *testing.T, env *Env) *App {
 				return use(env.Limiter(t, api), opts(env, httplimit.WithCost(func(keyfunc.Request) (int64, error) { return 0, errors.New(Secret) }), httplimit.WithErrorPolicy(httplimit.FailClosed))...)
 			},
-			Steps: steps(Want{Status: 503, Problem: httplimit.ProblemUnavailable, RetryAfter: "1", Hooks: true, Errors: 1}),
+			Steps: steps(Want{Status: 400, Problem: httplimit.ProblemInvalidCost, RetryAfter: "-", NoRate: true, Hooks: true, Errors: 1}),
 		},
 		{
 			Name: "count only failures/login",
@@ -217,6 +217,7 @@ func Cases() []Case {
 				return &App{Routes: []Route{{Method: "POST", Pattern: "/login", Limit: &Limit{Limiter: l, Options: []httplimit.Option{
 					httplimit.WithKey(keyfunc.Email("email")),
 					httplimit.WithCountIf(httplimit.Failures),
+					httplimit.WithClock(env.Clock),
 				}}}}}
 			},
 			Steps: func() []Step {
