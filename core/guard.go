@@ -234,7 +234,7 @@ func NewGuard(newLimiter func(Policy) (Limiter, error), opts ...GuardOption) (*G
 		if err != nil {
 			return nil, err
 		}
-		r, ok := l.(Refunder)
+		r, ok := AsRefunder(l)
 		if !ok {
 			return nil, fmt.Errorf("core: guard: %s policy: %T cannot give attempts back (Refunder)", what, l)
 		}

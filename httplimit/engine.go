@@ -119,7 +119,7 @@ func New(l core.Limiter, opts ...Option) (*Engine, error) {
 		// the request is counted first and given back, which needs a
 		// limiter that can give back.
 		for _, lim := range []core.Limiter{l, c.onError.fallback} {
-			if _, ok := lim.(core.Refunder); lim != nil && !ok {
+			if _, ok := core.AsRefunder(lim); lim != nil && !ok {
 				return nil, fmt.Errorf("httplimit: WithCountIf: %T cannot give units back (core.Refunder)", lim)
 			}
 		}
