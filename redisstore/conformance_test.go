@@ -21,3 +21,20 @@ func TestConformance(t *testing.T) {
 		return l
 	})
 }
+
+// The refund suite on a single node, for a Limiter and for a Layered of
+// one layer, which refunds as a Limiter of its policy.
+func TestRefundConformance(t *testing.T) {
+	t.Parallel()
+	client := newClient(t, singleNode(t))
+	t.Run("Limiter", func(t *testing.T) {
+		limitertest.RunRefund(t, func(t *testing.T, p core.Policy, clock *core.ManualClock) core.Limiter {
+			return mustNew(t, client, p, WithClock(clock), WithPrefix(uniquePrefix(t.Name())))
+		})
+	})
+	t.Run("Layered", func(t *testing.T) {
+		limitertest.RunRefund(t, func(t *testing.T, p core.Policy, clock *core.ManualClock) core.Limiter {
+			return mustLayered(t, client, []core.Policy{p}, WithClock(clock), WithPrefix(uniquePrefix(t.Name())))
+		})
+	})
+}

@@ -10,7 +10,8 @@
 // # One round trip
 //
 // Each algorithm is one Lua script that reads the key's state, decides,
-// writes the new state and its expiry in one atomic step, run with EVALSHA
+// writes the new state and its expiry in one atomic step (or, for a
+// refund, gives units back, as [core.Memory.Refund] does), run with EVALSHA
 // (EVAL, once, when the server answers NOSCRIPT, as it does after a restart
 // or a SCRIPT FLUSH: the EVALSHA did not run). A policy's constants are
 // written into its script, so a call passes only the key, the time and the
@@ -60,9 +61,11 @@
 // is the Cluster hash tag, with '{', '}' and '%' escaped, so every limit of
 // one caller lands on one slot and no caller can pick a slot or break out of
 // the tag. Every write sets the key's expiry to the decision's ResetAfter
-// plus a margin ([WithExpiryMargin]): no key exists without one, and a key
-// that has expired decides exactly as a new one. A denied request, a Peek
-// and a Reset of an unknown key write nothing.
+// (a refund's: the ResetAfter of the state it leaves) plus a margin
+// ([WithExpiryMargin]), or keeps the later expiry the key had (a refund of
+// a sliding log): no key exists without one, and a key that has expired
+// decides exactly as a new one. A denied request, a Peek,
+// and a Reset or a refund of an unknown key write nothing.
 //
 // # Time
 //

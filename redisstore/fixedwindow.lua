@@ -1,5 +1,5 @@
 -- Fixed window: one string key, "idx:count", the window's index since the
--- epoch and the units counted in it. core's fixedWindow.decide.
+-- epoch and the units counted in it. core's fixedWindow.
 --
 -- Constants: L, W.
 local idx = floor(now / W)
@@ -16,6 +16,28 @@ if v then
 end
 
 local untilEnd = (idx + 1) * W - now
+if elapsed then
+	-- A refund: if s = now - elapsed lies in the current window (s >=
+	-- idx·W; it is never past its end), the count loses n, not below 0, and
+	-- the current window is stored, as core keeps it. Else the units were
+	-- counted in a window already forgotten, or may have been.
+	if v and elapsed <= now - idx * W then
+		count = count - n
+		local px = margin
+		if count > 0 then
+			px = ceil(untilEnd / 1000) + margin
+		else
+			count = 0
+		end
+		if px > 0 then
+			redis.call('SET', KEYS[1], string.format('%d:%d', idx, count), 'PX', px)
+		else
+			redis.call('DEL', KEYS[1])
+		end
+	end
+	return 0
+end
+
 if count + n > L then
 	local reset = 0
 	if count > 0 then

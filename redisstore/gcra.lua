@@ -2,14 +2,18 @@
 -- theoretical arrival time as whole microseconds and a remainder in 1/q µs
 -- (0 <= frac < q), so that no value passes 2^53: "tat" when the remainder
 -- is 0 (always, when q is 1), "tat:frac" otherwise. The arithmetic is
--- core's gcra.decide, in units of 1/q µs.
+-- core's gcra, in units of 1/q µs.
 --
--- Constants: q, T, C, dmax = floor(2C/q) + 1, leaky (a boolean).
+-- Constants: q, T, C, dcap = 2^52, dmax = floor(dcap/q), leaky (a boolean).
 
--- d is the backlog TAT - now in 1/q µs; outside [0, 2C] it reads as a full
--- bucket. diff beyond dmax means d > 2C, so d is formed only when it is
--- below 2C + q.
-local d = 0
+-- raw is the backlog TAT - now in 1/q µs, and d the backlog a decision
+-- reads: a raw one at most 0 (a key idle since TAT) is a full bucket, d = 0;
+-- a positive one is the true backlog, however far a clock stepped back put
+-- TAT ahead of now (the key waits until the clock catches up), capped at
+-- dcap so that every sum below stays under 2^53. diff beyond dmax means
+-- raw > dcap, so raw is formed only when it is below dcap + q; beyond, it
+-- is set to dcap + 1, which says as much.
+local d, raw = 0, 0
 local v = redis.call('GET', KEYS[1])
 if v then
 	local tat, frac = tonumber(v), 0
@@ -18,15 +22,53 @@ if v then
 		tat, frac = tonumber(us), tonumber(f)
 	end
 	local diff = tat - now
-	if diff >= 0 and diff <= dmax then
-		d = diff * q + frac
-		if d > 2 * C then
-			d = 0
-		end
+	if diff > dmax then
+		raw = dcap + 1
+	elseif diff >= 0 then
+		raw = diff * q + frac
+	end
+	if raw > dcap then
+		d = dcap
+	elseif raw > 0 then
+		d = raw
 	end
 end
 
--- need <= 3C < 2^53.
+-- set stores TAT = now + b (b in 1/q µs, 0 <= b < 2^53), expiring when the
+-- bucket is full again, plus the margin; a state that is full now and has
+-- no margin is deleted instead.
+local function set(b)
+	local whole = floor(b / q)
+	local frac = b - whole * q
+	local px = ceil(ceil(b / q) / 1000) + margin
+	if px <= 0 then
+		redis.call('DEL', KEYS[1])
+	elseif frac == 0 then
+		redis.call('SET', KEYS[1], now + whole, 'PX', px)
+	else
+		redis.call('SET', KEYS[1], string.format('%d:%d', now + whole, frac), 'PX', px)
+	end
+end
+
+if elapsed then
+	-- A refund: the refill has already returned elapsed·q of the n·T
+	-- counted, so at most g = n·T - elapsed·q still count; the backlog
+	-- becomes max(0, raw - g). A full bucket, or a raw backlog beyond dcap
+	-- (which decisions read capped), is left alone. elapsed·q reaches
+	-- 2^58, but it is compared with n·T <= 2^51, which a rounded product
+	-- compares with as the exact one does, and subtracted only below it.
+	local give = n * T
+	if raw > 0 and raw <= dcap and elapsed * q < give then
+		local b = raw - (give - elapsed * q)
+		if b < 0 then
+			b = 0
+		end
+		set(b)
+	end
+	return 0
+end
+
+-- need <= dcap + C < 2^53.
 local need = d + n * T
 if need > C then
 	local room = C - d
@@ -41,13 +83,6 @@ if leaky then
 	delay = ceil((d + (n - 1) * T) / q)
 end
 if commit then
-	local whole = floor(need / q)
-	local frac = need - whole * q
-	local px = ceil(reset / 1000) + margin
-	if frac == 0 then
-		redis.call('SET', KEYS[1], now + whole, 'PX', px)
-	else
-		redis.call('SET', KEYS[1], string.format('%d:%d', now + whole, frac), 'PX', px)
-	end
+	set(need)
 end
 return {1, floor((C - need) / T), 0, reset, delay}

@@ -27,15 +27,16 @@ var ErrCrossSlot = errors.New("the layers' keys lie in different Cluster slots")
 // policies on one request, such as 10 per second and 1,000 per day on the
 // same key, or one limit per client IP and another per account. A request
 // passes only if every layer passes, and a request denied by any layer
-// counts nothing in any layer.
+// counts nothing in any layer. It is a [core.Refunder] too: a refund gives
+// back in every layer.
 //
-// Each decision is one round trip: one Lua script, made of the layers'
-// algorithm scripts, checks every layer and writes only if all pass,
-// atomically. Its decisions are those of a [core.Layered] over [core.Memory]
-// layers of the same policies on the same clock, field for field: the same
-// most restrictive layer ([core.MostRestrictive] picks it), the same
-// Layers. Each layer keeps its state where a [Limiter] of its policy with
-// the same prefix keeps it, so the two share counts.
+// Each decision, and each refund, is one round trip: one Lua script, made of
+// the layers' algorithm scripts, checks every layer and writes only if all
+// pass, atomically. Its decisions are those of a [core.Layered] over
+// [core.Memory] layers of the same policies on the same clock, field for
+// field: the same most restrictive layer ([core.MostRestrictive] picks it),
+// the same Layers. Each layer keeps its state where a [Limiter] of its
+// policy with the same prefix keeps it, so the two share counts.
 //
 // # Keys and Cluster
 //
@@ -62,7 +63,7 @@ type Layered struct {
 }
 
 var (
-	_ core.Limiter        = (*Layered)(nil)
+	_ core.Refunder       = (*Layered)(nil)
 	_ core.LayeredLimiter = (*Layered)(nil)
 )
 
@@ -256,6 +257,61 @@ func (l *Layered) ResetKeys(ctx context.Context, keys []string) error {
 	return nil
 }
 
+// Refund gives back n units that AllowN(ctx, key, n) counted for key at
+// most elapsed ago, in every layer, in one round trip and atomically, each
+// layer exactly as a [Limiter] of its policy (and [core.Layered.Refund])
+// does; see [core.Refunder], and [Limiter.Refund] for elapsed with the
+// server's TIME. It fails, giving back nothing, for the arguments AllowN
+// rejects (a cost above any layer's capacity included) and for a negative
+// elapsed ([core.ErrInvalidElapsed]). Errors from Redis are wrapped; when
+// one is returned, the units may have been given back in every layer,
+// never twice and never in some layers only.
+func (l *Layered) Refund(ctx context.Context, key string, n int64, elapsed time.Duration) error {
+	return l.RefundKeys(ctx, []string{key}, n, elapsed)
+}
+
+// RefundKeys is Refund with a key per layer, as for [Layered.AllowKeys].
+func (l *Layered) RefundKeys(ctx context.Context, keys []string, n int64, elapsed time.Duration) error {
+	if err := l.checkKeys(keys); err != nil {
+		return err
+	}
+	for i, m := range l.layers {
+		if err := checkCost(layerKey(keys, i), n, m.cost, i); err != nil {
+			return err
+		}
+	}
+	if err := checkElapsed(elapsed); err != nil {
+		return err
+	}
+	rkeys, err := l.redisKeys(keys)
+	if err != nil {
+		return err
+	}
+	now, err := l.run.now()
+	if err != nil {
+		return err
+	}
+	// EVALSHA sha numkeys keys... now n elapsed
+	args := make([]any, 0, 6+len(rkeys))
+	args = append(args, "evalsha", l.run.sha, strconv.Itoa(len(rkeys)))
+	for _, k := range rkeys {
+		args = append(args, k)
+	}
+	args = append(args, now, n, elapsedMicros(elapsed))
+	ctx, cancel := l.run.withTimeout(ctx)
+	defer cancel()
+	cmd := redis.NewCmd(ctx, args...)
+	if l.run.batch != nil {
+		cmd, err = l.run.batch.run(ctx, cmd)
+	} else {
+		cmd, err = l.run.run(ctx, cmd)
+	}
+	if err != nil {
+		return l.wrap("eval", err)
+	}
+	return refunded(cmd)
+}
+
 func (l *Layered) checkKeys(keys []string) error {
 	if len(keys) != 1 && len(keys) != len(l.layers) {
 		return fmt.Errorf("redisstore: layered: %d keys for %d layers; want one, or one per layer", len(keys), len(l.layers))
@@ -311,16 +367,7 @@ func (l *Layered) decide(ctx context.Context, keys []string, n int64, commit boo
 		return ld, err
 	}
 	for i, m := range l.layers {
-		var err error
-		switch k := layerKey(keys, i); {
-		case k == "":
-			err = fmt.Errorf("redisstore: %w", core.ErrEmptyKey)
-		case n <= 0:
-			err = fmt.Errorf("redisstore: cost %d: %w", n, core.ErrInvalidCost)
-		case n > m.cost:
-			err = fmt.Errorf("redisstore: cost %d, at most %d for layer %d: %w", n, m.cost, i, core.ErrCostTooHigh)
-		}
-		if err != nil {
+		if err := checkCost(layerKey(keys, i), n, m.cost, i); err != nil {
 			d := core.Decision{Limit: m.policy.Limit, Policy: m.policy}
 			return core.LayeredDecision{Decision: d, Layer: i}, err
 		}
@@ -329,14 +376,9 @@ func (l *Layered) decide(ctx context.Context, keys []string, n int64, commit boo
 	if err != nil {
 		return ld, err
 	}
-	var now any = "" // the server's TIME
-	if l.run.clock != nil {
-		t := l.run.clock.Now()
-		us := unixMicro(t)
-		if us <= -maxMicros || us >= maxMicros {
-			return ld, fmt.Errorf("redisstore: clock reads %v, outside the years 1685 to 2255 that Lua counts exactly", t)
-		}
-		now = us
+	now, err := l.run.now()
+	if err != nil {
+		return ld, err
 	}
 	if !commit {
 		n = -n // a Peek

@@ -14,8 +14,15 @@
 -- layer or in none, and one layer decides exactly as its own script.
 --
 -- Returns every layer's {allowed, remaining, retryAfter, resetAfter,
--- delay}, one after the other.
+-- delay}, one after the other. A refund (elapsed given) is made in every
+-- layer and returns 0.
 local count = #layers
+if elapsed then
+	for i = 1, count do
+		layers[i](keys[i], n, true)
+	end
+	return 0
+end
 local ds, pass = {}, true
 for i = 1, count - 1 do
 	ds[i] = layers[i](keys[i], n, false)

@@ -21,17 +21,18 @@ const DefaultExpiryMargin = time.Second
 
 // Limiter is a [core.Limiter] whose state lives in Redis: one [core.Policy]
 // enforced over any number of keys, shared by every process that builds a
-// Limiter with the same policy, prefix and Redis.
+// Limiter with the same policy, prefix and Redis. It is a [core.Refunder]
+// too: it gives back units it counted.
 //
-// Each decision is one round trip: one Lua script that reads, decides and
-// writes atomically, so concurrent requests from any number of servers are
-// counted exactly (8 servers racing on a new key with Limit 1: exactly one
-// is allowed). The decisions are those of [core.Memory] for the same clock,
-// field for field. State per key: the token and leaky buckets keep one
-// string (the theoretical arrival time), the fixed and sliding windows one
-// string each (window index and counters), the sliding log a sorted set with
-// one member per distinct request time in the last window plus a string with
-// their units.
+// Each decision, and each refund, is one round trip: one Lua script that
+// reads, decides and writes atomically, so concurrent requests from any
+// number of servers are counted exactly (8 servers racing on a new key with
+// Limit 1: exactly one is allowed). The decisions and refunds are those of
+// [core.Memory] for the same clock, field for field. State per key: the
+// token and leaky buckets keep one string (the theoretical arrival time),
+// the fixed and sliding windows one string each (window index and counters),
+// the sliding log a sorted set with one member per distinct request time in
+// the last window plus a string with their units.
 //
 // A Limiter is safe for concurrent use. The zero value is not usable; create
 // one with [New].
@@ -49,7 +50,7 @@ type Limiter struct {
 	batch   *batcher // nil without WithBatching
 }
 
-var _ core.Limiter = (*Limiter)(nil)
+var _ core.Refunder = (*Limiter)(nil)
 
 // Option configures a [Limiter].
 type Option func(*options)
@@ -227,24 +228,118 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	return nil
 }
 
-func (l *Limiter) decide(ctx context.Context, key string, n int64, commit bool) (core.Decision, error) {
-	d := core.Decision{Limit: l.policy.Limit, Policy: l.policy}
+// Refund gives back n units that AllowN(ctx, key, n) counted for key at
+// most elapsed ago, in one round trip, exactly as [core.Memory.Refund]
+// does; see [core.Refunder]. A key that holds nothing is left alone; no key
+// is created. It fails for the arguments AllowN rejects and for a negative
+// elapsed ([core.ErrInvalidElapsed]). Errors from Redis are wrapped; when
+// one is returned, the units may have been given back, never twice.
+//
+// The units count from now - elapsed on, now being the time the script
+// reads: the server's TIME unless [WithClock] says otherwise. With the
+// server's TIME that is after the refund's trip to Redis, which the caller
+// cannot measure: add its expected time to elapsed. Otherwise, when the
+// refund's trip takes longer than the AllowN's did, a sliding log may not
+// find the request's entry and give back nothing (or another, later
+// request's units), and a window may give back nothing just after a
+// boundary; a longer elapsed never leaves more room.
+func (l *Limiter) Refund(ctx context.Context, key string, n int64, elapsed time.Duration) error {
+	if err := checkCost(key, n, l.cost, -1); err != nil {
+		return err
+	}
+	if err := checkElapsed(elapsed); err != nil {
+		return err
+	}
+	now, err := l.now()
+	if err != nil {
+		return err
+	}
+	k := l.key(key)
+	ctx, cancel := l.withTimeout(ctx)
+	defer cancel()
+	var cmd *redis.Cmd
+	if l.twoKeys {
+		cmd = redis.NewCmd(ctx, "evalsha", l.sha, "2", k, k+":n", now, n, elapsedMicros(elapsed))
+	} else {
+		cmd = redis.NewCmd(ctx, "evalsha", l.sha, "1", k, now, n, elapsedMicros(elapsed))
+	}
+	if l.batch != nil {
+		cmd, err = l.batch.run(ctx, cmd)
+	} else {
+		cmd, err = l.run(ctx, cmd)
+	}
+	if err != nil {
+		return fmt.Errorf("redisstore: eval: %w", err)
+	}
+	return refunded(cmd)
+}
+
+// checkCost validates a key and a cost as AllowN does, for a capacity of
+// maxCost; a cost too high names the layer, unless it is negative.
+func checkCost(key string, n, maxCost int64, layer int) error {
 	switch {
 	case key == "":
-		return d, fmt.Errorf("redisstore: %w", core.ErrEmptyKey)
+		return fmt.Errorf("redisstore: %w", core.ErrEmptyKey)
 	case n <= 0:
-		return d, fmt.Errorf("redisstore: cost %d: %w", n, core.ErrInvalidCost)
-	case n > l.cost:
-		return d, fmt.Errorf("redisstore: cost %d, at most %d: %w", n, l.cost, core.ErrCostTooHigh)
+		return fmt.Errorf("redisstore: cost %d: %w", n, core.ErrInvalidCost)
+	case n > maxCost && layer >= 0:
+		return fmt.Errorf("redisstore: cost %d, at most %d for layer %d: %w", n, maxCost, layer, core.ErrCostTooHigh)
+	case n > maxCost:
+		return fmt.Errorf("redisstore: cost %d, at most %d: %w", n, maxCost, core.ErrCostTooHigh)
 	}
-	var now any = "" // the server's TIME
-	if l.clock != nil {
-		t := l.clock.Now()
-		us := unixMicro(t)
-		if us <= -maxMicros || us >= maxMicros {
-			return d, fmt.Errorf("redisstore: clock reads %v, outside the years 1685 to 2255 that Lua counts exactly", t)
-		}
-		now = us
+	return nil
+}
+
+// checkElapsed validates the elapsed time of a refund.
+func checkElapsed(elapsed time.Duration) error {
+	if elapsed < 0 {
+		return fmt.Errorf("redisstore: refund: elapsed %v: %w", elapsed, core.ErrInvalidElapsed)
+	}
+	return nil
+}
+
+// elapsedMicros returns a refund's elapsed time in microseconds, rounded up
+// as the memory store rounds it, and at most maxBacklog, 2^52: a longer one
+// gives back what 2^52 µs does in every algorithm (it passes every window,
+// and the refill of the largest bucket), and the scripts count it exactly.
+func elapsedMicros(elapsed time.Duration) int64 {
+	us := elapsed / time.Microsecond
+	if elapsed%time.Microsecond != 0 {
+		us++
+	}
+	return min(int64(us), maxBacklog)
+}
+
+// refunded checks the answer of a refund script.
+func refunded(cmd *redis.Cmd) error {
+	if v, ok := cmd.Val().(int64); !ok || v != 0 {
+		return fmt.Errorf("redisstore: eval: refund script returned %v, want 0", cmd.Val())
+	}
+	return nil
+}
+
+// now returns the time argument of a script: the clock's reading in Unix
+// microseconds with [WithClock], or "" for the server's TIME.
+func (l *Limiter) now() (any, error) {
+	if l.clock == nil {
+		return "", nil
+	}
+	t := l.clock.Now()
+	us := unixMicro(t)
+	if us <= -maxMicros || us >= maxMicros {
+		return nil, fmt.Errorf("redisstore: clock reads %v, outside the years 1685 to 2255 that Lua counts exactly", t)
+	}
+	return us, nil
+}
+
+func (l *Limiter) decide(ctx context.Context, key string, n int64, commit bool) (core.Decision, error) {
+	d := core.Decision{Limit: l.policy.Limit, Policy: l.policy}
+	if err := checkCost(key, n, l.cost, -1); err != nil {
+		return d, err
+	}
+	now, err := l.now()
+	if err != nil {
+		return d, err
 	}
 	if !commit {
 		n = -n // a Peek
@@ -260,7 +355,6 @@ func (l *Limiter) decide(ctx context.Context, key string, n int64, commit bool) 
 	} else {
 		cmd = redis.NewCmd(ctx, "evalsha", l.sha, "1", k, now, n)
 	}
-	var err error
 	if l.batch != nil {
 		cmd, err = l.batch.run(ctx, cmd)
 	} else {

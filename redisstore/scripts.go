@@ -37,9 +37,15 @@ func scriptFor(src string) *redis.Script {
 	return s.(*redis.Script)
 }
 
+// maxBacklog is the largest backlog, in 1/q µs, that the token and leaky
+// buckets read, as core's do: a clock stepped back further waits as if
+// stepped back this far. Below it, backlog + C stays under 2^53, exact in
+// Lua's float64 numbers.
+const maxBacklog = 1 << 52
+
 // scriptSource returns the script of p: its constants are written into the
-// source as Lua locals, so that a call passes only the time and the cost,
-// and Redis parses nothing else per call. One script is loaded per policy
+// source as Lua locals, so that a call passes only the time and the cost
+// (and a refund's elapsed time), and Redis parses nothing else per call. One script is loaded per policy
 // (and margin); the token and leaky buckets share their code. The script is
 // p's head, the prelude, then p's body (see policyParts).
 func scriptSource(p core.Policy, marginMs int64) string {
@@ -64,8 +70,8 @@ func policyParts(p core.Policy, marginMs int64) (head, body string) {
 		}[p.Algorithm]
 	default:
 		e := p.Emission()
-		consts = fmt.Sprintf("local q, T, C, dmax, leaky = %d, %d, %d, %d, %t\n",
-			e.Scale, e.Interval, e.Capacity, 2*e.Capacity/e.Scale+1, p.Algorithm == core.LeakyBucket)
+		consts = fmt.Sprintf("local q, T, C, dcap, dmax, leaky = %d, %d, %d, %d, %d, %t\n",
+			e.Scale, e.Interval, e.Capacity, maxBacklog, maxBacklog/e.Scale, p.Algorithm == core.LeakyBucket)
 		body = gcraLua
 	}
 	head = fmt.Sprintf("-- ratekit %v %d/%v burst %d\nlocal margin = %d\n",

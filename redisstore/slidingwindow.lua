@@ -1,5 +1,5 @@
 -- Sliding window counter: one string key, "idx:prev:cur". core's
--- slidingWindow.decide. The estimate's comparison
+-- slidingWindow, decide and refund. The estimate's comparison
 -- prev*(W-e) + (cur+n)*W <= L*W reaches 2^80; it is made exactly as
 -- cur + n + ceil(prev*(W-e)/W) <= L, the ceiling by muldiv.
 --
@@ -45,9 +45,44 @@ if v then
 		sidx, prev, cur = si, tonumber(sp), tonumber(sc)
 	end
 end
-local e = now - sidx * W
+local into = now - sidx * W
+local e = into
 if e < 0 then
 	e = 0
+end
+
+if elapsed then
+	-- A refund: s = now - elapsed in the current window (s >= sidx·W; it is
+	-- never past its end): cur loses n; in the previous one: prev loses n
+	-- (the units may be in cur, which weighs more, so this gives back
+	-- less); older: nothing. Neither goes below 0. The rolled state is
+	-- stored, as core keeps it, expiring at its ResetAfter plus the margin.
+	if v and elapsed <= into + W then
+		if elapsed <= into then
+			cur = cur - n
+			if cur < 0 then
+				cur = 0
+			end
+		else
+			prev = prev - n
+			if prev < 0 then
+				prev = 0
+			end
+		end
+		local reset = 0
+		if cur > 0 then
+			reset = 2 * W - e
+		elseif prev > 0 then
+			reset = W - e
+		end
+		local px = ceil(reset / 1000) + margin
+		if px > 0 then
+			redis.call('SET', KEYS[1], string.format('%d:%d:%d', sidx, prev, cur), 'PX', px)
+		else
+			redis.call('DEL', KEYS[1])
+		end
+	end
+	return 0
 end
 
 -- weight is ceil(prev*(W-e)/W), the previous window's share.
