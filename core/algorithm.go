@@ -18,6 +18,13 @@ type algorithm[S any] interface {
 	// fresh reports whether s carries no information at now: a key in that
 	// state decides exactly as a new one, so dropping it changes nothing.
 	fresh(s S, now int64) bool
+	// holds returns what s still counts at now: the units it holds against
+	// its key (what dropping it could let the key spend again) and the
+	// microseconds until it is fresh, if nothing is written to it. Both
+	// are 0 exactly when s is fresh. The memory store evicts the entry
+	// that holds the fewest units, and keeps a lower bound on when any of
+	// a shard's entries can become fresh.
+	holds(s S, now int64) (units, until int64)
 	// refund returns s at now after giving back n units counted at since
 	// or later (since <= now), as refund.go describes: never more than n
 	// units, never past fresh, never more room than if the units had not

@@ -30,6 +30,14 @@ func (f *fixedWindow) current(s fwState, now int64) fwState {
 
 func (f *fixedWindow) fresh(s fwState, now int64) bool { return f.current(s, now).count == 0 }
 
+// holds returns the count of the current window and the time to its end.
+func (f *fixedWindow) holds(s fwState, now int64) (units, until int64) {
+	if c := f.current(s, now); c.count > 0 {
+		return c.count, (c.idx+1)*f.window - now
+	}
+	return 0, 0
+}
+
 func (f *fixedWindow) decide(s fwState, now, n int64, commit bool) (verdict, fwState) {
 	cur := f.current(s, now)
 	untilEnd := (cur.idx+1)*f.window - now

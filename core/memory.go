@@ -18,17 +18,19 @@ const DefaultMaxKeys = 1 << 20
 // Keys live in a sharded LRU (64 shards, fewer for a small maximum, each
 // behind its own mutex), so requests for different keys rarely wait for each
 // other and a key's check-and-update is atomic. A key's state is created
-// exactly once, by the first request that is allowed. Entries that have
-// become fresh (a full bucket, an empty window) are dropped first when room is
-// needed: they decide exactly as a new key would, so dropping them changes no
-// decision. New keys also sweep keys that have been fresh for a window (a
-// bucket: for the time it takes to fill) off the tail of their shard's LRU,
-// so memory follows the keys in use when clients come and go. The number of
-// keys never exceeds the maximum ([WithMaxKeys], default [DefaultMaxKeys]):
-// under a flood of new keys the shard evicts the key at its LRU tail,
-// passing over keys requested since they last reached it (they go back to
-// the front, up to eight per new key), and [Memory.Stats] counts those
-// evictions, the only way this limiter forgets usage. No background goroutine runs.
+// exactly once, by the first request that is allowed. The number of keys
+// never exceeds the maximum ([WithMaxKeys], default [DefaultMaxKeys]). New
+// keys sweep keys that have been fresh (a full bucket, an empty window) for
+// a window (a bucket: for the time it takes to fill) off the tail of their
+// shard's LRU, so memory follows the keys in use when clients come and go;
+// no background goroutine runs. A new key in a full shard takes the place of
+// a fresh entry, which decides exactly as a new key would, if one is among
+// the 16 entries the shard looks at from its tail (and up to 8 more it
+// passes because they were requested since it last looked); otherwise it
+// evicts, of the entries looked at, the one that holds the fewest units, so
+// keys that made one request go before a key that has used up its limit.
+// [Memory.Stats] counts those evictions, the only way this limiter forgets
+// usage.
 //
 // State per key: the token and leaky buckets keep one int64, the fixed window
 // two, the sliding window an int64 and two counters, the sliding log one entry

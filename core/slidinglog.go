@@ -62,6 +62,16 @@ func (l *slidingLog) fresh(s *logState, now int64) bool {
 	return s == nil || len(s.entries) == 0 || s.entries[len(s.entries)-1].at <= now-l.window
 }
 
+// holds returns the units in the window and the time until the last entry
+// leaves it.
+func (l *slidingLog) holds(s *logState, now int64) (units, until int64) {
+	if l.fresh(s, now) {
+		return 0, 0
+	}
+	_, units = l.live(s, now)
+	return units, s.entries[len(s.entries)-1].at + l.window - now
+}
+
 func (l *slidingLog) decide(s *logState, now, n int64, commit bool) (verdict, *logState) {
 	var sum int64
 	first := 0

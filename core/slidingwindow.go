@@ -44,6 +44,14 @@ func (w *slidingWindow) fresh(s swState, now int64) bool {
 	return c.prev == 0 && c.cur == 0
 }
 
+// holds returns the estimate, rounded up, and the time until both counters
+// have left the window.
+func (w *slidingWindow) holds(s swState, now int64) (units, until int64) {
+	c, e := w.current(s, now)
+	prev, cur := int64(c.prev), int64(c.cur)
+	return cur + int64(mulDivCeil(uint64(prev), uint64(w.window-e), uint64(w.window))), w.resetAfter(prev, cur, e)
+}
+
 // fits reports whether prev·(W-e) + (cur+n)·W <= L·W.
 func (w *slidingWindow) fits(prev, cur, n, e int64) bool {
 	W := uint64(w.window)

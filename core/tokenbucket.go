@@ -139,6 +139,12 @@ func (g *gcra) empty(now int64) uint64 { return g.scaled(now) }
 
 func (g *gcra) fresh(tat uint64, now int64) bool { return g.backlog(tat, now) == 0 }
 
+// holds returns the backlog in units of cost, rounded up, and in µs.
+func (g *gcra) holds(tat uint64, now int64) (units, until int64) {
+	d := g.backlog(tat, now)
+	return int64(g.perUnit.div(uint64(d + g.unit - 1))), g.toMicros(d)
+}
+
 func (g *gcra) decide(tat uint64, now, n int64, commit bool) (verdict, uint64) {
 	d := g.backlog(tat, now)
 	need := d + n*g.unit
