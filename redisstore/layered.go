@@ -279,9 +279,9 @@ func (l *Layered) RefundKeys(ctx context.Context, keys []string, n int64, elapse
 		if err := checkCost(layerKey(keys, i), n, m.cost, i); err != nil {
 			return err
 		}
-	}
-	if err := checkElapsed(elapsed); err != nil {
-		return err
+		if err := checkElapsed(elapsed); err != nil {
+			return err // checked in core.Layered's order
+		}
 	}
 	rkeys, err := l.redisKeys(keys)
 	if err != nil {
