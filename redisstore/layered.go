@@ -297,15 +297,11 @@ func (l *Layered) RefundKeys(ctx context.Context, keys []string, n int64, elapse
 	for _, k := range rkeys {
 		args = append(args, k)
 	}
-	args = append(args, now, n, elapsedMicros(elapsed))
+	args = append(args, now, n, elapsedMicros(l.run.padded(elapsed)))
 	ctx, cancel := l.run.withTimeout(ctx)
 	defer cancel()
 	cmd := redis.NewCmd(ctx, args...)
-	if l.run.batch != nil {
-		cmd, err = l.run.batch.run(ctx, cmd)
-	} else {
-		cmd, err = l.run.run(ctx, cmd)
-	}
+	cmd, err = l.run.process(ctx, cmd)
 	if err != nil {
 		return l.wrap("eval", err)
 	}
@@ -393,11 +389,7 @@ func (l *Layered) decide(ctx context.Context, keys []string, n int64, commit boo
 	ctx, cancel := l.run.withTimeout(ctx)
 	defer cancel()
 	cmd := redis.NewCmd(ctx, args...)
-	if l.run.batch != nil {
-		cmd, err = l.run.batch.run(ctx, cmd)
-	} else {
-		cmd, err = l.run.run(ctx, cmd)
-	}
+	cmd, err = l.run.process(ctx, cmd)
 	if err != nil {
 		return ld, l.wrap("eval", err)
 	}

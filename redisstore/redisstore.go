@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratekit/ratekit/core"
@@ -48,6 +49,10 @@ type Limiter struct {
 	timeout time.Duration
 	cost    int64    // largest cost ever allowed
 	batch   *batcher // nil without WithBatching
+	// trip is a recent script call's duration, in ns, a decaying maximum
+	// kept on the server's TIME only: Refund pads elapsed with it (see
+	// Refund).
+	trip atomic.Int64
 }
 
 var _ core.Refunder = (*Limiter)(nil)
@@ -236,13 +241,14 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 // one is returned, the units may have been given back, never twice.
 //
 // The units count from now - elapsed on, now being the time the script
-// reads: the server's TIME unless [WithClock] says otherwise. With the
-// server's TIME that is after the refund's trip to Redis, which the caller
-// cannot measure: add its expected time to elapsed. Otherwise, when the
-// refund's trip takes longer than the AllowN's did, a sliding log may not
-// find the request's entry and give back nothing (or another, later
-// request's units), and a window may give back nothing just after a
-// boundary; a longer elapsed never leaves more room.
+// reads. With the server's TIME (the default), that is after the refund's
+// own trip to Redis, which may take longer than the AllowN's did; so the
+// limiter adds to elapsed twice the longest recent script call it measured
+// (a maximum that decays by a sixteenth per call) and a quarter of a
+// millisecond, to keep now - elapsed at or before the time the units were
+// counted. A longer elapsed never leaves more room; a trip slower than
+// that allowance can make a sliding log miss the request's entry, and give
+// back nothing. With [WithClock], elapsed is taken as it is.
 func (l *Limiter) Refund(ctx context.Context, key string, n int64, elapsed time.Duration) error {
 	if err := checkCost(key, n, l.cost, -1); err != nil {
 		return err
@@ -259,15 +265,11 @@ func (l *Limiter) Refund(ctx context.Context, key string, n int64, elapsed time.
 	defer cancel()
 	var cmd *redis.Cmd
 	if l.twoKeys {
-		cmd = redis.NewCmd(ctx, "evalsha", l.sha, "2", k, k+":n", now, n, elapsedMicros(elapsed))
+		cmd = redis.NewCmd(ctx, "evalsha", l.sha, "2", k, k+":n", now, n, elapsedMicros(l.padded(elapsed)))
 	} else {
-		cmd = redis.NewCmd(ctx, "evalsha", l.sha, "1", k, now, n, elapsedMicros(elapsed))
+		cmd = redis.NewCmd(ctx, "evalsha", l.sha, "1", k, now, n, elapsedMicros(l.padded(elapsed)))
 	}
-	if l.batch != nil {
-		cmd, err = l.batch.run(ctx, cmd)
-	} else {
-		cmd, err = l.run(ctx, cmd)
-	}
+	cmd, err = l.process(ctx, cmd)
 	if err != nil {
 		return fmt.Errorf("redisstore: eval: %w", err)
 	}
@@ -355,11 +357,7 @@ func (l *Limiter) decide(ctx context.Context, key string, n int64, commit bool) 
 	} else {
 		cmd = redis.NewCmd(ctx, "evalsha", l.sha, "1", k, now, n)
 	}
-	if l.batch != nil {
-		cmd, err = l.batch.run(ctx, cmd)
-	} else {
-		cmd, err = l.run(ctx, cmd)
-	}
+	cmd, err = l.process(ctx, cmd)
 	if err != nil {
 		return d, fmt.Errorf("redisstore: eval: %w", err)
 	}
@@ -384,6 +382,43 @@ func (l *Limiter) decide(ctx context.Context, key string, n int64, commit bool) 
 // run sends cmd, an EVALSHA, and returns the command that answered: cmd,
 // or, if the server did not have the script (NOSCRIPT: nothing ran), the
 // EVAL of the source sent once in its place.
+// process runs cmd, batched with WithBatching, and on the server's TIME
+// records how long the call took (see Refund).
+func (l *Limiter) process(ctx context.Context, cmd *redis.Cmd) (*redis.Cmd, error) {
+	var start time.Time
+	if l.clock == nil {
+		start = time.Now()
+	}
+	var err error
+	if l.batch != nil {
+		cmd, err = l.batch.run(ctx, cmd)
+	} else {
+		cmd, err = l.run(ctx, cmd)
+	}
+	if l.clock == nil && err == nil {
+		took := int64(time.Since(start))
+		if old := l.trip.Load(); took > old-old/16 {
+			l.trip.Store(took)
+		} else {
+			l.trip.Store(old - old/16)
+		}
+	}
+	return cmd, err
+}
+
+// padded returns elapsed plus, on the server's TIME, a recent call's
+// duration (see Refund).
+func (l *Limiter) padded(elapsed time.Duration) time.Duration {
+	if l.clock != nil {
+		return elapsed
+	}
+	return elapsed + 2*time.Duration(l.trip.Load()) + tripSlack
+}
+
+// tripSlack is added to a refund's elapsed on the server's TIME beyond
+// twice the recent calls' duration (see Refund).
+const tripSlack = 250 * time.Microsecond
+
 func (l *Limiter) run(ctx context.Context, cmd *redis.Cmd) (*redis.Cmd, error) {
 	err := l.client.Process(ctx, cmd)
 	if isNoScript(err) {

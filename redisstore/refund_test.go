@@ -91,25 +91,37 @@ func TestRefundKeysExpiry(t *testing.T) {
 // leaves the key with its whole capacity, but for the refill of the
 // elapsed time in a bucket. elapsed is measured from before AllowN, on
 // this process's clock, and applied at the time the refund's script runs,
-// later by its trip to Redis: the test adds 50 ms for that trip (see
-// Limiter.Refund), which a bucket does not give back. The windows are a
-// year long, so that no boundary falls between the two calls.
+// later by its trip to Redis, which the limiter adds (see
+// Limiter.Refund): without it, a sliding log missed its entry in about
+// half of these. The windows are a year long, so that no boundary falls
+// between the two calls.
 func TestRefundServerTime(t *testing.T) {
 	client := newClient(t, singleNode(t))
 	limitertest.ForEachAlgorithm(t, core.Policy{Limit: 1000, Window: core.MaxWindow}, func(t *testing.T, p core.Policy) {
 		l := mustNew(t, client, p, WithPrefix(uniquePrefix(t.Name())))
-		for i := range 20 {
+		missed := 0
+		for i := range 200 {
 			key := fmt.Sprint("k", i)
 			began := time.Now()
 			if d, err := l.AllowN(ctx, key, 7); err != nil || !d.Allowed {
 				t.Fatalf("AllowN: %+v, %v", d, err)
 			}
-			if err := l.Refund(ctx, key, 7, time.Since(began)+50*time.Millisecond); err != nil {
+			if err := l.Refund(ctx, key, 7, time.Since(began)); err != nil {
 				t.Fatal(err)
 			}
-			if d, err := l.Peek(ctx, key, p.Capacity()); err != nil || !d.Allowed && (!p.Algorithm.Burstable() || d.RetryAfter > 100*time.Millisecond) {
-				t.Fatalf("after the refund: %+v, %v; want the whole capacity allowed, or within 100 ms for a bucket", d, err)
+			d, err := l.Peek(ctx, key, p.Capacity())
+			if err != nil {
+				t.Fatal(err)
 			}
+			if !d.Allowed && (!p.Algorithm.Burstable() || d.RetryAfter > 50*time.Millisecond) {
+				missed++
+				t.Logf("refund %d: after it %+v; want the whole capacity allowed, or within 50 ms for a bucket", i, d)
+			}
+		}
+		// A trip slower than the allowance can still miss (a scheduler's
+		// pause): a few in 200 under load, about 100 without it.
+		if missed > 10 {
+			t.Errorf("%d of 200 refunds missed their units", missed)
 		}
 	})
 }
