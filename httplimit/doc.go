@@ -1,8 +1,8 @@
 // Package httplimit is the HTTP behaviour of ratekit's middleware, written
 // once for every framework: which requests are limited and by what key, what
 // they cost, the rate headers, the 429 and its problem+json body, what
-// happens when the limiter fails, dry runs, and charging only some
-// responses.
+// happens when the limiter fails, dry runs, and giving back the requests
+// whose responses are not counted.
 //
 // The framework adapters (ginlimit, echolimit, chilimit, fiberlimit) are glue
 // around an [Engine]: they build a [keyfunc.Request] view of the request,
@@ -21,5 +21,7 @@
 // Without options a request is keyed by its socket peer's address
 // ([keyfunc.PeerIP]; no forwarding header is trusted), costs 1, gets the IETF
 // RateLimit-Policy and RateLimit headers, and is served unlimited if the
-// limiter fails ([FailOpen]). See [Engine] for the responses.
+// limiter fails ([FailOpen]). A request's own faults (no key, a bad cost, a
+// body over [WithMaxBodyBytes]) are refused with 400, whatever the error
+// policy. See [Engine] for the responses.
 package httplimit

@@ -37,7 +37,8 @@ import (
 // Cache-Control: no-store and an application/problem+json body of type
 // [ProblemRateLimited]; the handler is not called. The other refusals are
 // listed with the problem types ([ProblemCostTooHigh],
-// [ProblemUnavailable], [ProblemInvalidKey], [ProblemCanceled]). Nothing a
+// [ProblemUnavailable], [ProblemInvalidKey], [ProblemInvalidCost],
+// [ProblemCanceled]). Nothing a
 // request carries makes the Engine panic, and no error text is ever written
 // to a client.
 //
@@ -151,7 +152,7 @@ func (e *Engine) MaxBodyBytes() int64 { return e.cfg.maxBody }
 type Result struct {
 	e      *Engine
 	req    keyfunc.Request
-	lim    core.Limiter // the limiter that decided, to charge in Done
+	lim    core.Limiter // the limiter that decided, to give back to in Done
 	key    string
 	cost   int64
 	d      core.Decision
