@@ -15,6 +15,7 @@ import (
 	"github.com/ratekit/ratekit/echolimit"
 	"github.com/ratekit/ratekit/httplimit"
 	"github.com/ratekit/ratekit/internal/adaptertest"
+	"github.com/ratekit/ratekit/internal/bodytest"
 	"github.com/ratekit/ratekit/keyfunc"
 )
 
@@ -79,13 +80,13 @@ func TestBodyAfterDecompress(t *testing.T) {
 		return w.Code, w.Body.Bytes()
 	}
 	json := adaptertest.JSONBody("ana@example.com", 0)
-	if status, got := post(adaptertest.Encode(t, json, "gzip"), "gzip"); status != http.StatusOK || !bytes.Equal(got, json) {
+	if status, got := post(bodytest.Encode(t, json, "gzip"), "gzip"); status != http.StatusOK || !bytes.Equal(got, json) {
 		t.Fatalf("gzip body: %d %q, want 200 and the decoded body", status, got)
 	}
 	if status, _ := post(json, ""); status != http.StatusTooManyRequests {
 		t.Errorf("same email again: %d, want 429", status)
 	}
-	if status, _ := post(adaptertest.GzipBomb(t, 1), "gzip"); status != http.StatusBadRequest {
+	if status, _ := post(bodytest.GzipBomb(t, 1), "gzip"); status != http.StatusBadRequest {
 		t.Errorf("gzip bomb: %d, want 400", status)
 	}
 }

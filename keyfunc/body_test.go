@@ -2,86 +2,26 @@ package keyfunc
 
 import (
 	"bytes"
-	"compress/gzip"
-	"compress/zlib"
 	"errors"
-	"io"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/ratekit/ratekit/internal/bodytest"
 )
-
-// encode returns body encoded with codings in the order given, as
-// Content-Encoding lists them.
-func encode(t testing.TB, body []byte, codings ...string) []byte {
-	t.Helper()
-	for _, c := range codings {
-		var buf bytes.Buffer
-		var w io.WriteCloser
-		switch c {
-		case "gzip":
-			w = gzip.NewWriter(&buf)
-		case "deflate":
-			w = zlib.NewWriter(&buf)
-		default:
-			t.Fatalf("encode: unknown coding %q", c)
-		}
-		w.Write(body)
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-		body = buf.Bytes()
-	}
-	return body
-}
-
-// bombSize is the decoded size of gzipBomb's body: 256 MiB.
-const bombSize = 256 << 20
-
-var bomb struct {
-	sync.Once
-	layers [2][]byte
-}
-
-// gzipBomb returns {"email":"a@b.c","pad":"aaa…"} of bombSize bytes,
-// gzipped layers (1 or 2) times: 330 KB, or 1.5 KB. The decoded body is
-// never held in memory.
-func gzipBomb(t testing.TB, layers int) []byte {
-	t.Helper()
-	bomb.Do(func() {
-		var buf bytes.Buffer
-		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
-		head, tail := `{"email":"a@b.c","pad":"`, `"}`
-		io.WriteString(zw, head)
-		chunk := bytes.Repeat([]byte{'a'}, 1<<20)
-		for pad := bombSize - len(head) - len(tail); pad > 0; pad -= len(chunk) {
-			zw.Write(chunk[:min(pad, len(chunk))])
-		}
-		io.WriteString(zw, tail)
-		zw.Close()
-		bomb.layers[0] = buf.Bytes()
-		var buf2 bytes.Buffer
-		zw, _ = gzip.NewWriterLevel(&buf2, gzip.BestCompression)
-		zw.Write(bomb.layers[0])
-		zw.Close()
-		bomb.layers[1] = buf2.Bytes()
-	})
-	return bomb.layers[layers-1]
-}
 
 func TestDecodeBody(t *testing.T) {
 	const json = `{"email":"ana@example.com"}`
 	plain := []byte(json)
-	gz := encode(t, plain, "gzip")
-	gzDeflate := encode(t, plain, "deflate", "gzip")
+	gz := bodytest.Encode(t, plain, "gzip")
+	gzDeflate := bodytest.Encode(t, plain, "deflate", "gzip")
 	padded := []byte(`{"email":"ana@example.com","pad":"` + strings.Repeat("a", 200) + `"}`)
-	gzPadded := encode(t, padded, "gzip")
+	gzPadded := bodytest.Encode(t, padded, "gzip")
 	// Empty gzip members, one after another: each decodes to nothing, so
 	// the body is empty, but the layer above produces all of them.
 	var empties []byte
 	for len(empties) < 8<<10 {
-		empties = append(empties, encode(t, nil, "gzip")...)
+		empties = append(empties, bodytest.Encode(t, nil, "gzip")...)
 	}
 	tests := []struct {
 		name     string
@@ -97,10 +37,10 @@ func TestDecodeBody(t *testing.T) {
 		{"gzip", []string{"gzip"}, gz, 0, json, false},
 		{"x-gzip", []string{"x-gzip"}, gz, 0, json, false},
 		{"case and spaces", []string{" GZip\t"}, gz, 0, json, false},
-		{"deflate", []string{"deflate"}, encode(t, plain, "deflate"), 0, json, false},
-		{"deflate then gzip", []string{"deflate, gzip"}, encode(t, plain, "deflate", "gzip"), 0, json, false},
-		{"codings on two lines", []string{"deflate", "identity, gzip"}, encode(t, plain, "deflate", "gzip"), 0, json, false},
-		{"gzip twice", []string{"gzip, gzip"}, encode(t, plain, "gzip", "gzip"), 0, json, false},
+		{"deflate", []string{"deflate"}, bodytest.Encode(t, plain, "deflate"), 0, json, false},
+		{"deflate then gzip", []string{"deflate, gzip"}, bodytest.Encode(t, plain, "deflate", "gzip"), 0, json, false},
+		{"codings on two lines", []string{"deflate", "identity, gzip"}, bodytest.Encode(t, plain, "deflate", "gzip"), 0, json, false},
+		{"gzip twice", []string{"gzip, gzip"}, bodytest.Encode(t, plain, "gzip", "gzip"), 0, json, false},
 		// Not a zlib stream: taken as decoded, and no JSON.
 		{"in the wrong order", []string{"gzip, deflate"}, gzDeflate, 0, string(gzDeflate), false},
 		{"already decoded", []string{"gzip"}, plain, 0, json, false},
@@ -108,7 +48,7 @@ func TestDecodeBody(t *testing.T) {
 		{"br", []string{"br"}, gz, 0, "", true},
 		{"zstd after gzip", []string{"gzip, zstd"}, gz, 0, "", true},
 		{"unknown", []string{"gzip;q=1"}, gz, 0, "", true},
-		{"three codings", []string{"gzip, gzip, gzip"}, encode(t, plain, "gzip", "gzip", "gzip"), 0, "", true},
+		{"three codings", []string{"gzip, gzip, gzip"}, bodytest.Encode(t, plain, "gzip", "gzip", "gzip"), 0, "", true},
 		{"truncated", []string{"gzip"}, gz[:len(gz)-4], 0, "", true},
 		{"bad checksum", []string{"gzip"}, append(gz[:len(gz)-8:len(gz)-8], 0, 0, 0, 0, 27, 0, 0, 0), 0, "", true},
 		{"trailing garbage", []string{"gzip"}, append(gz[:len(gz):len(gz)], "garbage"...), 0, "", true},
@@ -118,8 +58,8 @@ func TestDecodeBody(t *testing.T) {
 		{"encoded over the bound", []string{"gzip"}, gz, int64(len(gz)) - 1, "", true},
 		{"decoded at the bound", []string{"gzip"}, gzPadded, int64(len(padded)), string(padded), false},
 		{"decoded over the bound", []string{"gzip"}, gzPadded, int64(len(padded)) - 1, "", true},
-		{"inner layer over the bound", []string{"gzip, gzip"}, encode(t, empties, "gzip"), 4 << 10, "", true},
-		{"inner layer at the bound", []string{"gzip, gzip"}, encode(t, empties, "gzip"), int64(len(empties)), "", false},
+		{"inner layer over the bound", []string{"gzip, gzip"}, bodytest.Encode(t, empties, "gzip"), 4 << 10, "", true},
+		{"inner layer at the bound", []string{"gzip, gzip"}, bodytest.Encode(t, empties, "gzip"), int64(len(empties)), "", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -142,7 +82,7 @@ func TestDecodeBody(t *testing.T) {
 
 func TestDecodeBodyBomb(t *testing.T) {
 	for layers := 1; layers <= 2; layers++ {
-		b := gzipBomb(t, layers)
+		b := bodytest.GzipBomb(t, layers)
 		enc := strings.TrimSuffix(strings.Repeat("gzip,", layers), ",")
 		alloc := allocated(func() {
 			if got, err := DecodeBody([]string{enc}, b, 0); !errors.Is(err, ErrInvalidKey) {

@@ -10,6 +10,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/ratekit/ratekit/internal/bodytest"
 )
 
 func TestFromHTTP(t *testing.T) {
@@ -262,14 +264,14 @@ func TestFromHTTPFieldEncoded(t *testing.T) {
 		max         int64
 		wantErr     bool // an error wrapping ErrInvalidKey
 	}{
-		{"gzip json", "application/json", []string{"gzip"}, encode(t, json, "gzip"), 0, false},
-		{"deflate form", "application/x-www-form-urlencoded", []string{"deflate"}, encode(t, form, "deflate"), 0, false},
-		{"deflate then gzip", "application/json", []string{"deflate", "gzip"}, encode(t, json, "deflate", "gzip"), 0, false},
+		{"gzip json", "application/json", []string{"gzip"}, bodytest.Encode(t, json, "gzip"), 0, false},
+		{"deflate form", "application/x-www-form-urlencoded", []string{"deflate"}, bodytest.Encode(t, form, "deflate"), 0, false},
+		{"deflate then gzip", "application/json", []string{"deflate", "gzip"}, bodytest.Encode(t, json, "deflate", "gzip"), 0, false},
 		// echo's Decompress leaves the header on the decoded body.
 		{"decoded by earlier middleware", "application/json", []string{"gzip"}, json, 0, false},
 		{"br", "application/json", []string{"br"}, json, 0, true},
-		{"corrupt", "application/json", []string{"gzip"}, encode(t, json, "gzip")[:20], 0, true},
-		{"decoded over the bound", "application/json", []string{"gzip"}, encode(t, json, "gzip"), int64(len(json)) - 1, true},
+		{"corrupt", "application/json", []string{"gzip"}, bodytest.Encode(t, json, "gzip")[:20], 0, true},
+		{"decoded over the bound", "application/json", []string{"gzip"}, bodytest.Encode(t, json, "gzip"), int64(len(json)) - 1, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -292,7 +294,7 @@ func TestFromHTTPFieldEncoded(t *testing.T) {
 
 func TestFromHTTPFieldEncodedViews(t *testing.T) {
 	json := []byte(`{"email":"ana@example.com","pad":"` + strings.Repeat("a", 100) + `"}`)
-	gz := encode(t, json, "gzip")
+	gz := bodytest.Encode(t, json, "gzip")
 	hr := httptest.NewRequest("POST", "/login", bytes.NewReader(gz))
 	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set("Content-Encoding", "gzip")
@@ -318,7 +320,7 @@ func TestFromHTTPFieldEncodedViews(t *testing.T) {
 // reads the 1.5 KB sent.
 func TestFromHTTPFieldBomb(t *testing.T) {
 	for _, chunked := range []bool{false, true} {
-		b := gzipBomb(t, 2)
+		b := bodytest.GzipBomb(t, 2)
 		hr := httptest.NewRequest("POST", "/login", bytes.NewReader(b))
 		if chunked {
 			hr.Body = io.NopCloser(io.MultiReader(bytes.NewReader(b)))

@@ -2,20 +2,17 @@ package adaptertest
 
 import (
 	"bytes"
-	"compress/gzip"
-	"compress/zlib"
 	"crypto/sha256"
 	"io"
 	"net/http"
 	"runtime"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/httplimit"
+	"github.com/ratekit/ratekit/internal/bodytest"
 	"github.com/ratekit/ratekit/keyfunc"
 )
 
@@ -23,100 +20,12 @@ import (
 // assume: the default, [keyfunc.DefaultMaxBodyBytes].
 const BodyBound = keyfunc.DefaultMaxBodyBytes
 
-// BombSize is the decoded size of a [GzipBomb]: 256 MiB, 256 times
-// [BodyBound].
-const BombSize = 256 << 20
-
-// BombEmail is the email address at the start of a [GzipBomb].
-const BombEmail = "a@b.c"
-
 // MaxBombAlloc is the most a request carrying a [GzipBomb] may allocate,
 // middleware, framework and test transport together, in the body cases,
 // besides 16 bytes per byte sent for the copies the test transport and the
 // framework make of the body as sent (under the race detector, sync.Pool
 // drops buffers at random, so the framework allocates more of them).
 const MaxBombAlloc = 8 << 20
-
-var bombs struct {
-	sync.Mutex
-	layers [][]byte // layers[i]: gzipped i+1 times
-}
-
-// GzipBomb returns the JSON object {"email":"a@b.c","pad":"aaa…"} of
-// [BombSize] bytes gzipped layers times, to be sent with the
-// Content-Encoding of [GzipEncoding](layers): about 330 KB for one layer,
-// 1.5 KB for two, 300 bytes for three. The decoded body is never held in
-// memory; the result is built once per layers and shared, so callers must
-// not modify it. It fails t if layers < 1.
-func GzipBomb(t testing.TB, layers int) []byte {
-	t.Helper()
-	if layers < 1 {
-		t.Fatalf("GzipBomb: %d layers, want at least 1", layers)
-	}
-	bombs.Lock()
-	defer bombs.Unlock()
-	for len(bombs.layers) < layers {
-		var buf bytes.Buffer
-		if len(bombs.layers) == 0 {
-			// BestSpeed: a tenth of the time of the other levels for 256
-			// MiB; the next layer squeezes what it leaves.
-			zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
-			head := `{"email":"` + BombEmail + `","pad":"`
-			tail := `"}`
-			io.WriteString(zw, head)
-			chunk := bytes.Repeat([]byte{'a'}, 1<<20)
-			pad := BombSize - len(head) - len(tail)
-			for pad > 0 {
-				n := min(pad, len(chunk))
-				zw.Write(chunk[:n])
-				pad -= n
-			}
-			io.WriteString(zw, tail)
-			if err := zw.Close(); err != nil {
-				t.Fatal(err)
-			}
-		} else {
-			zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
-			zw.Write(bombs.layers[len(bombs.layers)-1])
-			if err := zw.Close(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		bombs.layers = append(bombs.layers, buf.Bytes())
-	}
-	return bombs.layers[layers-1]
-}
-
-// GzipEncoding returns the Content-Encoding of a body gzipped layers
-// times: "gzip, gzip" for 2.
-func GzipEncoding(layers int) string {
-	return strings.TrimSuffix(strings.Repeat("gzip, ", layers), ", ")
-}
-
-// Encode returns body encoded with codings in the order given, as
-// Content-Encoding lists them (the last one applied last): "gzip" and
-// "deflate" (zlib, as HTTP means it). It fails t on any other coding.
-func Encode(t testing.TB, body []byte, codings ...string) []byte {
-	t.Helper()
-	for _, c := range codings {
-		var buf bytes.Buffer
-		var w io.WriteCloser
-		switch c {
-		case "gzip":
-			w = gzip.NewWriter(&buf)
-		case "deflate":
-			w = zlib.NewWriter(&buf)
-		default:
-			t.Fatalf("Encode: unknown coding %q", c)
-		}
-		w.Write(body)
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-		body = buf.Bytes()
-	}
-	return body
-}
 
 // JSONBody returns the JSON object {"email":email,"pad":"aaa…"} padded to
 // exactly n bytes, or shorter when n is too small for the email alone.
@@ -204,14 +113,14 @@ func bodyCases(t *testing.T) []bodyCase {
 	refused := Want{Status: http.StatusBadRequest, Problem: httplimit.ProblemInvalidKey}
 	served := Want{Status: http.StatusOK, Called: true}
 	bomb := func(layers int) BodyReq {
-		return BodyReq{Body: GzipBomb(t, layers), Encoding: GzipEncoding(layers)}
+		return BodyReq{Body: bodytest.GzipBomb(t, layers), Encoding: bodytest.GzipEncoding(layers)}
 	}
 	// A key policy that serves what cannot be keyed by its body: the
 	// handler must still read the body as sent.
 	lenient := []httplimit.Option{httplimit.WithInvalidKey(httplimit.FallbackKey(keyfunc.PeerIP))}
-	over := OversizedBody(BombEmail)
-	at := JSONBody(BombEmail, BodyBound)
-	gz := Encode(t, email("gz@example.com"), "gzip")
+	over := OversizedBody(bodytest.BombEmail)
+	at := JSONBody(bodytest.BombEmail, BodyBound)
+	gz := bodytest.Encode(t, email("gz@example.com"), "gzip")
 	return []bodyCase{
 		{name: "gzip bomb, two layers", steps: []bodyStep{
 			{req: bomb(2), want: refused, maxAlloc: MaxBombAlloc},
@@ -240,18 +149,18 @@ func bodyCases(t *testing.T) []bodyCase {
 		{name: "body at the bound", steps: []bodyStep{
 			{req: BodyReq{Body: at}, want: served, echo: true},
 			// Keyed by its email: the same account is now limited.
-			{req: BodyReq{Body: email(BombEmail)}, want: Want{Status: http.StatusTooManyRequests, Problem: httplimit.ProblemRateLimited}},
+			{req: BodyReq{Body: email(bodytest.BombEmail)}, want: Want{Status: http.StatusTooManyRequests, Problem: httplimit.ProblemRateLimited}},
 		}},
 		{name: "chunked body under the bound", steps: []bodyStep{
 			{req: BodyReq{Body: at, Chunked: true}, want: served, echo: true},
-			{req: BodyReq{Body: email(BombEmail)}, want: Want{Status: http.StatusTooManyRequests, Problem: httplimit.ProblemRateLimited}},
+			{req: BodyReq{Body: email(bodytest.BombEmail)}, want: Want{Status: http.StatusTooManyRequests, Problem: httplimit.ProblemRateLimited}},
 		}},
 		{name: "gzip body keyed by its decoded email", steps: []bodyStep{
 			{req: BodyReq{Body: gz, Encoding: "gzip"}, want: served, echo: true},
 			{req: BodyReq{Body: email("gz@example.com")}, want: Want{Status: http.StatusTooManyRequests, Problem: httplimit.ProblemRateLimited}},
 		}},
 		{name: "deflate then gzip keyed by its decoded email", steps: []bodyStep{
-			{req: BodyReq{Body: Encode(t, email("dg@example.com"), "deflate", "gzip"), Encoding: "deflate, gzip"}, want: served, echo: true},
+			{req: BodyReq{Body: bodytest.Encode(t, email("dg@example.com"), "deflate", "gzip"), Encoding: "deflate, gzip"}, want: served, echo: true},
 			{req: BodyReq{Body: email("dg@example.com")}, want: Want{Status: http.StatusTooManyRequests, Problem: httplimit.ProblemRateLimited}},
 		}},
 		{name: "encoding not decoded for a key", steps: []bodyStep{
