@@ -137,7 +137,7 @@ func BenchmarkMiddlewareFiber(b *testing.B) {
 				app.Use(mw())
 			}
 			app.Get("/hello", hello)
-			adaptertest.BenchFiber(b, app)
+			benchFiber(b, app)
 		})
 	}
 }

@@ -1,4 +1,4 @@
-package adaptertest
+package benchmarks
 
 import (
 	"testing"
@@ -7,10 +7,10 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// BenchFiber is BenchHTTP for fiber: it calls app's handler for GET /hello
-// b.N times on one reused fasthttp.RequestCtx, without a connection, and
-// fails the benchmark if the last response is not 200 OK.
-func BenchFiber(b *testing.B, app *fiber.App) {
+// benchFiber is adaptertest.BenchHTTP for fiber: it calls app's handler for
+// GET /hello b.N times on one reused fasthttp.RequestCtx, without a
+// connection, and fails the benchmark if the last response is not 200 OK.
+func benchFiber(b *testing.B, app *fiber.App) {
 	h := app.Handler()
 	var ctx fasthttp.RequestCtx
 	ctx.Request.Header.SetMethod("GET")
