@@ -30,6 +30,10 @@ type algorithm[S any] interface {
 	// units, never past fresh, never more room than if the units had not
 	// been counted. It may reuse s.
 	refund(s S, now, since, n int64) S
+	// release is called when the store drops a key's state s for good
+	// (evicted, swept, replaced or reset), so that what s refers to out
+	// of line can be reused. States held inline release nothing.
+	release(s S)
 }
 
 // verdict is a Decision without the fields every algorithm shares.

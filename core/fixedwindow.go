@@ -18,6 +18,8 @@ type fwState struct {
 
 func (f *fixedWindow) empty(now int64) fwState { return fwState{idx: floorDiv(now, f.window)} }
 
+func (*fixedWindow) release(fwState) {}
+
 // current returns s as of now: a new, empty window once now has passed s's.
 // If the clock went backwards, s's window stays current (nothing is
 // forgotten early).

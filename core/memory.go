@@ -135,7 +135,7 @@ func New(p Policy, opts ...Option) (*Memory, error) {
 	case SlidingWindow:
 		m.eng = newStore[swState](&slidingWindow{limit: limit, window: window}, o.maxKeys, window)
 	case SlidingLog:
-		m.eng = newStore[*logState](&slidingLog{limit: limit, window: window}, o.maxKeys, window)
+		m.eng = newStore[logRef](&slidingLog{limit: limit, window: window, logs: newLogArena(o.maxKeys)}, o.maxKeys, window)
 	}
 	return m, nil
 }

@@ -131,9 +131,12 @@ func (m *Memory) Refund(_ context.Context, key string, n int64, elapsed time.Dur
 func (s *store[S, A]) refund(key string, now, since, n int64) {
 	sh, h, check := s.locate(key)
 	sh.mu.Lock()
-	if sl, ok := sh.lru.Peek(h); ok && sl.check == check {
-		at := s.slabs[h&s.mask].at(sl.state)
-		*at = s.alg.refund(*at, now, since, n)
+	if i, res := sh.find(h&tagHash|tagUsed, check); res == found {
+		e := &sh.slots[i]
+		e.state = s.alg.refund(e.state, now, since, n)
+		// A refund may make the state fresh sooner than the shard's
+		// bound on fresh times says.
+		s.track(sh, e.state, now)
 	}
 	sh.mu.Unlock()
 }
@@ -174,9 +177,10 @@ func (w *slidingWindow) refund(s swState, now, since, n int64) swState {
 	return c
 }
 
-func (l *slidingLog) refund(s *logState, now, since, n int64) *logState {
+func (l *slidingLog) refund(r logRef, now, since, n int64) logRef {
+	s := l.logs.at(r)
 	if s == nil || since <= now-l.window {
-		return s
+		return r
 	}
 	first, _ := l.live(s, now)
 	l.drop(s, first)
@@ -205,5 +209,5 @@ func (l *slidingLog) refund(s *logState, now, since, n int64) *logState {
 	if len(s.entries) == s.head {
 		s.entries, s.head = s.entries[:0], 0
 	}
-	return s
+	return r
 }

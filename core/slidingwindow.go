@@ -25,6 +25,8 @@ type swState struct {
 
 func (w *slidingWindow) empty(now int64) swState { return swState{idx: floorDiv(now, w.window)} }
 
+func (*slidingWindow) release(swState) {}
+
 // current rolls s forward to now's window and returns it with the time into
 // that window. If the clock went backwards, s's window stays current and the
 // time into it is taken as 0 (the previous window weighs fully).

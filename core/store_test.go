@@ -216,10 +216,12 @@ func TestHashCollisionIsDetected(t *testing.T) {
 		t.Fatal("first request denied")
 	}
 	s := m.eng.(*store[uint64, *gcra])
-	sh, h, _ := s.locate("victim")
-	sl, _ := sh.lru.Peek(h)
-	sl.check ^= 1 // the entry now belongs to "another key" with the same index
-	sh.lru.Add(h, sl)
+	sh, h, check := s.locate("victim")
+	i, res := sh.find(h&tagHash|tagUsed, check)
+	if res != found {
+		t.Fatal("the key is not in its shard")
+	}
+	sh.slots[i].check ^= 1 // the entry now belongs to "another key" with the same index
 	d, _ := m.Allow(ctx, "victim")
 	if !d.Allowed || d.Remaining != 0 {
 		t.Fatalf("after a collision: %+v, want a fresh state (allowed, 0 left)", d)
@@ -279,16 +281,21 @@ func TestSecondChancesAreBounded(t *testing.T) {
 			t.Fatalf("round %d: Stats %+v, want 64 keys", round, st)
 		}
 	}
-	// The first new key moves maxSecondChances keys from the tail to the
-	// front and evicts the next one, requested or not.
+	// The first new key passes maxSecondChances keys from the hand,
+	// clearing their bits, and evicts the next one, requested or not.
+	keys := make([]string, 64)
+	for i := range keys {
+		keys[i] = "k-" + strconv.Itoa(i)
+	}
+	order := handOrder(t, m.eng.(*store[uint64, *gcra]), keys)
 	m.Allow(ctx, "new-0")
-	for i := range maxSecondChances + 1 {
+	for i, k := range order[:maxSecondChances+1] {
 		want := int64(6) // 3 requests counted, 1 more asked
 		if i == maxSecondChances {
 			want = 9 // evicted: a new key
 		}
-		if d, _ := m.Peek(ctx, "k-"+strconv.Itoa(i), 1); d.Remaining != want {
-			t.Fatalf("k-%d after one new key: %+v, want Remaining %d", i, d, want)
+		if d, _ := m.Peek(ctx, k, 1); d.Remaining != want {
+			t.Fatalf("%s, the hand's %d-th, after one new key: %+v, want Remaining %d", k, i, d, want)
 		}
 	}
 	for i := 1; i < 100; i++ {
@@ -299,11 +306,11 @@ func TestSecondChancesAreBounded(t *testing.T) {
 	}
 }
 
-// The slab reuses the index of every removed key and clears the state it
-// held: under a flood through a small store it never grows past the limit,
-// and every free index holds the zero state (a sliding log's entries are
-// not kept alive by an evicted key).
-func TestSlabReusesIndices(t *testing.T) {
+// The sliding log's arena reuses the index of every removed key's log and
+// empties the log it held: under a flood through a small store it never
+// hands out more indices than the limit allows, and every free index holds
+// an empty log (an evicted key's entries are not kept).
+func TestLogArenaReusesIndices(t *testing.T) {
 	clock := NewManualClock(time.Unix(1_800_000_000, 0))
 	m, _ := New(Policy{Algorithm: SlidingLog, Limit: 3, Window: time.Hour}, WithClock(clock), WithMaxKeys(100))
 	ctx := context.Background()
@@ -313,16 +320,22 @@ func TestSlabReusesIndices(t *testing.T) {
 			m.Reset(ctx, "flood-"+strconv.Itoa(i))
 		}
 	}
-	s := m.eng.(*store[*logState, *slidingLog])
-	for i := range s.slabs {
-		sb, sh := &s.slabs[i], &s.shards[i]
-		if sb.used > sh.limit || sb.used != sh.lru.Len()+len(sb.free) {
-			t.Fatalf("shard %d: %d indices handed out, %d keys, %d free, limit %d", i, sb.used, sh.lru.Len(), len(sb.free), sh.limit)
+	s := m.eng.(*store[logRef, *slidingLog])
+	a := s.alg.logs
+	held := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		if sh.n > sh.limit {
+			t.Fatalf("shard %d: %d keys, limit %d", i, sh.n, sh.limit)
 		}
-		for _, j := range sb.free {
-			if *sb.at(j) != nil {
-				t.Fatalf("shard %d: free index %d still holds a state", i, j)
-			}
+		held += sh.n
+	}
+	if used := int(a.next) - 1; used > 100+1 || used != held+len(a.free) {
+		t.Fatalf("%d log indices handed out, %d keys, %d free", used, held, len(a.free))
+	}
+	for _, r := range a.free {
+		if l := a.at(r); len(l.entries) != 0 || l.sum != 0 || l.head != 0 {
+			t.Fatalf("free index %d still holds a log: %+v", r, *l)
 		}
 	}
 }

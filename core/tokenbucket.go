@@ -137,6 +137,8 @@ func (g *gcra) toMicros(d int64) int64 {
 
 func (g *gcra) empty(now int64) uint64 { return g.scaled(now) }
 
+func (*gcra) release(uint64) {}
+
 func (g *gcra) fresh(tat uint64, now int64) bool { return g.backlog(tat, now) == 0 }
 
 // holds returns the backlog in units of cost, rounded up, and in µs.
