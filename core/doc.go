@@ -71,9 +71,7 @@
 // [NewFailover] wraps a remote limiter (Redis) with a failure mode for when
 // it is down, behind a circuit breaker. [NewLeased] takes units from a
 // remote limiter in batches for hot keys, and [NewDenialCache] answers a
-// denied key from memory until its RetryAfter. [NewGuard] protects a login: it
-// counts failures only, per account and per client IP, clears an account on
-// success, and can lock an account that keeps failing for longer each time.
+// denied key from memory until its RetryAfter.
 //
 // # Example
 //

@@ -27,10 +27,6 @@ func TestNilOption(t *testing.T) {
 			_, err := core.NewDenialCache(remote, nil)
 			return err
 		},
-		"NewGuard": func() error {
-			_, err := core.NewGuard(func(p core.Policy) (core.Limiter, error) { return core.New(p) }, nil)
-			return err
-		},
 	} {
 		err := build()
 		if err == nil || !strings.Contains(err.Error(), name+": option") || !strings.Contains(err.Error(), "is nil") {

@@ -151,8 +151,8 @@ func problemResponse(p Problem) Response {
 // net/http response: 429, Retry-After (d.RetryAfter in whole seconds,
 // rounded up, at least 1), Cache-Control: no-store and the problem+json body
 // of [DeniedResponse]. It is for handlers that decide without the middleware,
-// such as a login handler asking a [core.Guard]; it writes no RateLimit
-// headers.
+// such as a login handler asking a [github.com/ratekit/ratekit/guard.Guard];
+// it writes no RateLimit headers.
 func WriteDenied(w http.ResponseWriter, d core.Decision) {
 	res := DeniedResponse(d)
 	h := w.Header()

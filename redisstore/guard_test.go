@@ -10,18 +10,20 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/limitertest"
+	"github.com/ratekit/ratekit/guard"
+	"github.com/ratekit/ratekit/guard/guardtest"
 )
 
-// The core.Guard scenarios of limitertest.RunGuard on Redis: the Guard's
+// The guard.Guard scenarios of guardtest.Run on Redis: the Guard's
 // limiters are Redis limiters reading a manual clock, on a single node and
 // on a Cluster, so that every server sharing the Redis shares the counts.
 
 // newRedisGuard returns a Guard on Redis limiters with their own prefix.
-func newRedisGuard(t *testing.T, client redis.UniversalClient, prefix string, clock *core.ManualClock, opts ...core.GuardOption) *core.Guard {
+func newRedisGuard(t *testing.T, client redis.UniversalClient, prefix string, clock *core.ManualClock, opts ...guard.Option) *guard.Guard {
 	t.Helper()
-	g, err := core.NewGuard(func(p core.Policy) (core.Limiter, error) {
+	g, err := guard.New(func(p core.Policy) (core.Limiter, error) {
 		return New(client, p, WithClock(clock), WithPrefix(prefix))
-	}, append([]core.GuardOption{core.GuardClock(clock)}, opts...)...)
+	}, append([]guard.Option{guard.WithClock(clock)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +40,7 @@ func TestGuard(t *testing.T) {
 	} {
 		t.Run(store.name, func(t *testing.T) {
 			client := store.client(t)
-			limitertest.RunGuard(t, func(t *testing.T, clock *core.ManualClock, opts ...core.GuardOption) *core.Guard {
+			guardtest.Run(t, func(t *testing.T, clock *core.ManualClock, opts ...guard.Option) *guard.Guard {
 				return newRedisGuard(t, client, uniquePrefix(t.Name()), clock, opts...)
 			})
 		})
@@ -52,9 +54,9 @@ func TestGuardAcrossServers(t *testing.T) {
 	addr := singleNode(t)
 	prefix := uniquePrefix(t.Name())
 	clock := core.NewManualClock(limitertest.Start)
-	shortWindow := core.WithAccountPolicy(core.Policy{Algorithm: core.SlidingLog, Limit: 3, Window: 10 * time.Second})
-	lockout := core.WithLockout(time.Minute, time.Hour)
-	guards := []*core.Guard{
+	shortWindow := guard.WithAccountPolicy(core.Policy{Algorithm: core.SlidingLog, Limit: 3, Window: 10 * time.Second})
+	lockout := guard.WithLockout(time.Minute, time.Hour)
+	guards := []*guard.Guard{
 		newRedisGuard(t, newClient(t, addr), prefix, clock, shortWindow, lockout),
 		newRedisGuard(t, newClient(t, addr), prefix, clock, shortWindow, lockout),
 	}
@@ -84,18 +86,18 @@ func TestGuardAcrossServers(t *testing.T) {
 		}
 	}
 	const ana, ipA = "ana@example.com", "203.0.113.7"
-	locked := func(d time.Duration) core.GuardDecision {
-		return core.GuardDecision{RetryAfter: d, BlockedBy: core.GuardLockout}
+	locked := func(d time.Duration) guard.Decision {
+		return guard.Decision{RetryAfter: d, BlockedBy: guard.ByLockout}
 	}
 	for _, g := range guards {
-		limitertest.RunGuardSteps(t, clock, g, []limitertest.GuardStep{
-			{Op: limitertest.GuardPeek, Account: ana, IP: ipA, Want: locked(time.Minute)},
+		guardtest.RunSteps(t, clock, g, []guardtest.Step{
+			{Op: guardtest.Peek, Account: ana, IP: ipA, Want: locked(time.Minute)},
 		})
 	}
-	limitertest.RunGuardSteps(t, clock, guards[1], []limitertest.GuardStep{
-		{Advance: time.Minute, Op: limitertest.GuardPeek, Account: ana, IP: ipA, Want: core.GuardDecision{Allowed: true}},
-		{Op: limitertest.GuardFail, Account: ana, IP: ipA, N: 3},
-		{Op: limitertest.GuardPeek, Account: ana, IP: ipA, Want: locked(2 * time.Minute)},
-		{Advance: 2 * time.Minute, Op: limitertest.GuardPeek, Account: ana, IP: ipA, Want: core.GuardDecision{Allowed: true}},
+	guardtest.RunSteps(t, clock, guards[1], []guardtest.Step{
+		{Advance: time.Minute, Op: guardtest.Peek, Account: ana, IP: ipA, Want: guard.Decision{Allowed: true}},
+		{Op: guardtest.Fail, Account: ana, IP: ipA, N: 3},
+		{Op: guardtest.Peek, Account: ana, IP: ipA, Want: locked(2 * time.Minute)},
+		{Advance: 2 * time.Minute, Op: guardtest.Peek, Account: ana, IP: ipA, Want: guard.Decision{Allowed: true}},
 	})
 }

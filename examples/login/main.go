@@ -1,4 +1,4 @@
-// Command login serves POST /login protected by a [core.Guard]: every
+// Command login serves POST /login protected by a [guard.Guard]: every
 // attempt is counted per account and per client IP before its password is
 // checked (so parallel guesses cannot all pass), a success gives its
 // attempt back and clears the account's count, and an account that keeps
@@ -48,6 +48,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/guard"
 	"github.com/ratekit/ratekit/httplimit"
 	"github.com/ratekit/ratekit/keyfunc"
 	"github.com/ratekit/ratekit/redisstore"
@@ -188,7 +189,7 @@ type config struct {
 }
 
 type server struct {
-	guard      *core.Guard
+	guard      *guard.Guard
 	users      map[string]credential // by normalized email
 	unknown    credential            // checked for unknown emails, so they take as long
 	iterations int
@@ -225,15 +226,15 @@ func newServer(cfg config) (http.Handler, error) {
 	if cfg.logf == nil {
 		cfg.logf = func(string, ...any) {}
 	}
-	guard, err := core.NewGuard(cfg.newLimiter,
-		core.WithLockout(time.Minute, time.Hour), // 5 failures per 15 minutes, then 1m, 2m, 4m … 1h locks
-		core.GuardClock(cfg.clock),
+	g, err := guard.New(cfg.newLimiter,
+		guard.WithLockout(time.Minute, time.Hour), // 5 failures per 15 minutes, then 1m, 2m, 4m … 1h locks
+		guard.WithClock(cfg.clock),
 	)
 	if err != nil {
 		return nil, err
 	}
 	s := &server{
-		guard:      guard,
+		guard:      g,
 		users:      make(map[string]credential, len(cfg.users)),
 		iterations: cfg.iterations,
 		email:      keyfunc.Email("email"),

@@ -1,4 +1,4 @@
-package core_test
+package guard_test
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/guard"
 )
 
 // A login handler's use of a Guard, on a manual clock. Five wrong
@@ -13,24 +14,24 @@ import (
 // whatever the password; a success clears its count.
 func ExampleGuard() {
 	clock := core.NewManualClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
-	guard, err := core.NewGuard(func(p core.Policy) (core.Limiter, error) {
+	g, err := guard.New(func(p core.Policy) (core.Limiter, error) {
 		return core.New(p, core.WithClock(clock)) // or redisstore.New(client, p)
-	})
+	}, guard.WithClock(clock))
 	if err != nil {
 		panic(err)
 	}
 	login := func(account, ip string, passwordOK bool) string {
-		d, err := guard.Check(ctx, account, ip)
+		d, err := g.Check(ctx, account, ip)
 		switch {
 		case err != nil:
 			return "503"
 		case !d.Allowed:
 			return fmt.Sprintf("429 (%v, retry in %v)", d.BlockedBy, d.RetryAfter)
 		case !passwordOK:
-			guard.Fail(ctx, d)
+			g.Fail(ctx, d)
 			return "401"
 		}
-		guard.Succeed(ctx, d)
+		g.Succeed(ctx, d)
 		return "200"
 	}
 
@@ -54,21 +55,22 @@ func ExampleGuard() {
 // shows as it is.
 func ExampleWithLockout() {
 	clock := core.NewManualClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
-	guard, err := core.NewGuard(func(p core.Policy) (core.Limiter, error) {
+	g, err := guard.New(func(p core.Policy) (core.Limiter, error) {
 		return core.New(p, core.WithClock(clock))
 	},
-		core.WithAccountPolicy(core.Policy{Algorithm: core.SlidingLog, Limit: 3, Window: 10 * time.Second}),
-		core.WithLockout(time.Minute, time.Hour))
+		guard.WithClock(clock),
+		guard.WithAccountPolicy(core.Policy{Algorithm: core.SlidingLog, Limit: 3, Window: 10 * time.Second}),
+		guard.WithLockout(time.Minute, time.Hour))
 	if err != nil {
 		panic(err)
 	}
 	var locks []string
 	for range 8 {
 		for range 3 {
-			d, _ := guard.Check(ctx, "ana@example.com", "203.0.113.7")
-			guard.Fail(ctx, d)
+			d, _ := g.Check(ctx, "ana@example.com", "203.0.113.7")
+			g.Fail(ctx, d)
 		}
-		d, _ := guard.Peek(ctx, "ana@example.com", "203.0.113.7")
+		d, _ := g.Peek(ctx, "ana@example.com", "203.0.113.7")
 		locks = append(locks, d.RetryAfter.String())
 		clock.Advance(d.RetryAfter)
 	}

@@ -1,0 +1,436 @@
+package guard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratekit/ratekit/core"
+)
+
+// Guard counts the failed attempts to log in, per account, per client IP
+// and optionally per account and IP together, and blocks an attempt while
+// any of them is at its limit (or the account is locked, [WithLockout]).
+//
+// [Guard.Check] counts an attempt before its password is checked, in every
+// limit or in none, so that parallel attempts cannot all pass; tell the
+// outcome with [Guard.Fail], which keeps it counted, or [Guard.Succeed],
+// which gives it back to the IP and clears the account. [Guard.Peek]
+// counts nothing. Call Fail for an unknown account exactly as for a wrong
+// password, so the two cannot be told apart. The caller normalizes the
+// account and keys the IP (see the package doc).
+//
+// A Guard is safe for concurrent use. Create one with [New].
+type Guard struct {
+	account core.Refunder
+	ip      core.Refunder
+	pair    core.Refunder // nil unless WithAccountIPPolicy
+	lockout *lockout      // nil unless WithLockout
+	clock   core.Clock    // measures how long an attempt took, for Succeed
+}
+
+// Limit names a limit of a [Guard]: the one that blocked an attempt, in
+// [Decision.BlockedBy].
+type Limit uint8
+
+const (
+	// ByNone: no limit blocked; the attempt may proceed.
+	ByNone Limit = iota
+	// ByAccount: the account's failures reached its limit.
+	ByAccount
+	// ByIP: the client IP's failures reached its limit.
+	ByIP
+	// ByAccountIP: the failures of the account from this IP reached their
+	// limit ([WithAccountIPPolicy]).
+	ByAccountIP
+	// ByLockout: the account is locked ([WithLockout]).
+	ByLockout
+)
+
+var limitNames = [...]string{
+	ByNone:      "none",
+	ByAccount:   "account",
+	ByIP:        "ip",
+	ByAccountIP: "account+ip",
+	ByLockout:   "lockout",
+}
+
+// String returns the limit's name: "none", "account", "ip", "account+ip" or
+// "lockout".
+func (l Limit) String() string {
+	if int(l) < len(limitNames) {
+		return limitNames[l]
+	}
+	return "Limit(" + strconv.Itoa(int(l)) + ")"
+}
+
+// Decision is what [Guard.Check] or [Guard.Peek] decides for one attempt.
+// Give Check's Decision to [Guard.Fail] or [Guard.Succeed] to tell the
+// attempt's outcome; for any other Decision (blocked, from Peek, the zero
+// value, already told) they do nothing. A Decision holds no counter: how
+// many failures an account has left is nobody's business but the Guard's,
+// and must not reach a response.
+type Decision struct {
+	// Allowed reports whether the attempt may proceed to the password
+	// check.
+	Allowed bool
+	// RetryAfter is zero when allowed. When blocked, it is the exact wait
+	// after which every blocking limit lets the attempt through, if no
+	// other failure arrives in between: the largest of their waits.
+	RetryAfter time.Duration
+	// BlockedBy is the limit whose wait is RetryAfter (the first of
+	// account, IP, account+IP, lockout on a tie); [ByNone] when allowed.
+	BlockedBy Limit
+
+	attempt *attempt // the counted attempt; nil unless Check counted it
+}
+
+// attempt is what Fail and Succeed need of an attempt Check counted.
+type attempt struct {
+	account, ip string
+	at          time.Time // the Guard's clock before counting
+	last        bool      // it took the account's last unit: a failure locks
+	done        atomic.Bool
+}
+
+// The default policies use the sliding log: exactly "at most Limit failures
+// in any Window", with one timestamp per failure.
+
+// DefaultAccountPolicy returns the limit on failures per account of a
+// Guard without [WithAccountPolicy]: 5 in any 15 minutes, on a sliding
+// log, named "login-account".
+func DefaultAccountPolicy() core.Policy {
+	return core.Policy{Name: accountName, Algorithm: core.SlidingLog, Limit: 5, Window: 15 * time.Minute}
+}
+
+// DefaultIPPolicy returns the limit on failures per client IP of a Guard
+// without [WithIPPolicy]: 50 in any 15 minutes, on a sliding log, named
+// "login-ip".
+func DefaultIPPolicy() core.Policy {
+	return core.Policy{Name: ipName, Algorithm: core.SlidingLog, Limit: 50, Window: 15 * time.Minute}
+}
+
+// Names of the policies a Guard gives to limiters whose policy has none.
+const (
+	accountName   = "login-account"
+	ipName        = "login-ip"
+	accountIPName = "login-account-ip"
+	levelName     = "login-lockout-level"
+	lockName      = "login-lockout"
+)
+
+// Option configures a [Guard]; pass options to [New].
+type Option func(*config)
+
+type config struct {
+	account, ip, pair core.Policy
+	lockBase, lockMax time.Duration
+	clock             core.Clock
+}
+
+// WithAccountPolicy sets the limit on failures per account. A policy
+// without a Name is named "login-account". Default (or the zero Policy):
+// [DefaultAccountPolicy], 5 per 15 minutes.
+func WithAccountPolicy(p core.Policy) Option { return func(c *config) { c.account = p } }
+
+// WithIPPolicy sets the limit on failures per client IP. A policy without
+// a Name is named "login-ip". Default (or the zero Policy):
+// [DefaultIPPolicy], 50 per 15 minutes.
+func WithIPPolicy(p core.Policy) Option { return func(c *config) { c.ip = p } }
+
+// WithAccountIPPolicy adds a limit on the failures of one account from one
+// client IP, for a limit tighter than the account's for one source while
+// the account stays open to others (then raise the account's limit). A
+// policy without a Name is named "login-account-ip". Default (or the zero
+// Policy): none.
+func WithAccountIPPolicy(p core.Policy) Option { return func(c *config) { c.pair = p } }
+
+// WithLockout locks an account for a growing time each time a failure
+// brings it to its limit: base the first time, then twice as long each
+// time (base, 2·base, 4·base, …), at most maxLock. The level counts the
+// account's lockouts in the last 24 hours (or 2·maxLock, if longer;
+// counting stops at the first lockout that lasts maxLock), so it falls
+// back by itself once the account is left alone, and [Guard.Succeed]
+// resets it. A lock always ends after its time: never permanent. A lock
+// shorter than what is left of the account's Window changes nothing: the
+// larger wait decides.
+//
+// base and maxLock must be whole microseconds with 0 < base <= maxLock <=
+// [core.MaxWindow]/2. Default: no lockout.
+func WithLockout(base, maxLock time.Duration) Option {
+	// Without a lockout, a patient attacker may try the account's Limit
+	// every Window forever (480 passwords a day at 5 per 15 minutes); with
+	// WithLockout(time.Minute, time.Hour), once the lock has grown, about
+	// Limit an hour.
+	return func(c *config) { c.lockBase, c.lockMax = base, maxLock }
+}
+
+// WithClock sets the clock a Guard reads to measure how long an attempt
+// took, so that [Guard.Succeed] gives back exactly what still counts; give
+// it the clock of the Guard's limiters. Default (or nil):
+// [core.SystemClock].
+func WithClock(c core.Clock) Option { return func(g *config) { g.clock = c } }
+
+// New returns a Guard whose limiters newLimiter builds, one per policy
+// (two more with [WithLockout]). newLimiter decides where the counts live:
+//
+//	func(p core.Policy) (core.Limiter, error) { return core.New(p) }               // this process
+//	func(p core.Policy) (core.Limiter, error) { return redisstore.New(client, p) } // every server
+//
+// newLimiter must return a limiter that enforces the policy it is given
+// and can give units back ([core.AsRefunder]); wrapping it, in a
+// [core.Failover] for instance, is fine. Guards that share a store need
+// their own policy names, or their own prefix on Redis.
+//
+// New fails if newLimiter is nil, fails (its error is wrapped) or returns
+// a limiter that cannot give units back, or if an option is invalid.
+func New(newLimiter func(core.Policy) (core.Limiter, error), opts ...Option) (*Guard, error) {
+	if newLimiter == nil {
+		return nil, errors.New("guard: New: a limiter constructor is required")
+	}
+	var c config
+	for i, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("guard: New: option %d is nil", i+1)
+		}
+		opt(&c)
+	}
+	build := func(what string, p, def core.Policy, name string) (core.Limiter, error) {
+		if p == (core.Policy{}) {
+			p = def
+		}
+		if p.Name == "" {
+			p.Name = name
+		}
+		l, err := newLimiter(p)
+		if err != nil {
+			return nil, fmt.Errorf("guard: %s policy: %w", what, err)
+		}
+		if l == nil {
+			return nil, fmt.Errorf("guard: %s policy: the constructor returned a nil limiter", what)
+		}
+		return l, nil
+	}
+	refunder := func(what string, p, def core.Policy, name string) (core.Refunder, error) {
+		l, err := build(what, p, def, name)
+		if err != nil {
+			return nil, err
+		}
+		r, ok := core.AsRefunder(l)
+		if !ok {
+			return nil, fmt.Errorf("guard: %s policy: %T cannot give attempts back (core.Refunder)", what, l)
+		}
+		return r, nil
+	}
+	if c.clock == nil {
+		c.clock = core.SystemClock{}
+	}
+	g := &Guard{clock: c.clock}
+	var err error
+	if g.account, err = refunder("account", c.account, DefaultAccountPolicy(), accountName); err != nil {
+		return nil, err
+	}
+	if g.ip, err = refunder("IP", c.ip, DefaultIPPolicy(), ipName); err != nil {
+		return nil, err
+	}
+	if c.pair != (core.Policy{}) {
+		if g.pair, err = refunder("account+IP", c.pair, c.pair, accountIPName); err != nil {
+			return nil, err
+		}
+	}
+	if c.lockBase != 0 || c.lockMax != 0 {
+		if g.lockout, err = newLockout(c.lockBase, c.lockMax, build); err != nil {
+			return nil, err
+		}
+	}
+	return g, nil
+}
+
+// Keys, namespaced per limit so that an account and an IP never share one,
+// even in a single limiter.
+func accountKey(account string) string { return "acct:" + account }
+func ipKey(ip string) string           { return "ip:" + ip }
+
+// pairKey joins the two length-prefixed, so that ("a:b", "c") and ("a",
+// "b:c") differ.
+func pairKey(account, ip string) string {
+	return "acct+ip:" + strconv.Itoa(len(account)) + ":" + account + ip
+}
+
+func checkArgs(op, account, ip string) error {
+	switch {
+	case account == "":
+		return fmt.Errorf("guard: %s: account: %w", op, core.ErrEmptyKey)
+	case ip == "":
+		return fmt.Errorf("guard: %s: ip: %w", op, core.ErrEmptyKey)
+	}
+	return nil
+}
+
+// Check decides whether an attempt to log in to account from ip may
+// proceed and, if so, counts it as a failure against every limit, before
+// its password is checked: so that attempts running in parallel cannot all
+// pass. Tell the Guard the attempt's outcome with [Guard.Fail] or
+// [Guard.Succeed]. A blocked attempt counts nothing; do not check its
+// password.
+//
+// account and ip must not be empty. An error from a limiter is returned
+// wrapped, with a zero Decision (what it counted is given back); to decide
+// such attempts anyway, wrap the limiters in a [core.Failover] (for a
+// login, one that fails closed or falls back to a local limit).
+func (g *Guard) Check(ctx context.Context, account, ip string) (Decision, error) {
+	return g.decide(ctx, account, ip, true)
+}
+
+// Peek reports what [Guard.Check] would decide now, counting nothing: for a
+// page that shows a challenge before the form is sent, say. Its errors are
+// Check's.
+func (g *Guard) Peek(ctx context.Context, account, ip string) (Decision, error) {
+	return g.decide(ctx, account, ip, false)
+}
+
+// limitCheck is one limit of a Guard, as decide asks it.
+type limitCheck struct {
+	by  Limit
+	l   core.Refunder
+	key string
+	d   core.Decision
+}
+
+func (g *Guard) decide(ctx context.Context, account, ip string, count bool) (Decision, error) {
+	op := "peek"
+	if count {
+		op = "check"
+	}
+	if err := checkArgs(op, account, ip); err != nil {
+		return Decision{}, err
+	}
+	ak := accountKey(account)
+	limits := make([]limitCheck, 0, 3)
+	limits = append(limits, limitCheck{by: ByAccount, l: g.account, key: ak}, limitCheck{by: ByIP, l: g.ip, key: ipKey(ip)})
+	if g.pair != nil {
+		limits = append(limits, limitCheck{by: ByAccountIP, l: g.pair, key: pairKey(account, ip)})
+	}
+	// A locked account counts nothing anywhere.
+	var lock core.Decision
+	if g.lockout != nil {
+		var err error
+		if lock, err = g.lockout.lock.Peek(ctx, ak, g.lockout.full); err != nil {
+			return Decision{}, fmt.Errorf("guard: %s %s: %w", op, ByLockout, err)
+		}
+		count = count && lock.Allowed
+	}
+	var at time.Time
+	if count {
+		at = g.clock.Now()
+	}
+	counted := 0
+	var err error
+	for i := range limits {
+		lc := &limits[i]
+		if count {
+			lc.d, err = lc.l.AllowN(ctx, lc.key, 1)
+		} else {
+			lc.d, err = lc.l.Peek(ctx, lc.key, 1)
+		}
+		if err != nil {
+			err = fmt.Errorf("guard: %s %s: %w", op, lc.by, err)
+			break
+		}
+		counted++
+	}
+	d := Decision{Allowed: true}
+	if err == nil {
+		for _, lc := range limits {
+			if !lc.d.Allowed && (d.Allowed || lc.d.RetryAfter > d.RetryAfter) {
+				d = Decision{RetryAfter: lc.d.RetryAfter, BlockedBy: lc.by}
+			}
+		}
+		if !lock.Allowed && g.lockout != nil && (d.Allowed || lock.RetryAfter > d.RetryAfter) {
+			d = Decision{RetryAfter: lock.RetryAfter, BlockedBy: ByLockout}
+		}
+	}
+	if !count {
+		if err != nil {
+			return Decision{}, err
+		}
+		return d, nil
+	}
+	if err != nil || !d.Allowed {
+		// All or nothing: give back what the limits that allowed counted.
+		elapsed := g.clock.Now().Sub(at)
+		for _, lc := range limits[:counted] {
+			if lc.d.Allowed {
+				if rerr := lc.l.Refund(ctx, lc.key, 1, elapsed); rerr != nil && err == nil {
+					err = fmt.Errorf("guard: %s %s: give back: %w", op, lc.by, rerr)
+				}
+			}
+		}
+		if err != nil {
+			return Decision{}, err
+		}
+		return d, nil
+	}
+	d.attempt = &attempt{account: account, ip: ip, at: at, last: limits[0].d.Remaining == 0}
+	return d, nil
+}
+
+// Fail records that the attempt d, allowed by [Guard.Check], failed: a
+// wrong password or an unknown account alike. Its failure stays counted
+// against the account, the IP and the pair; with [WithLockout], the
+// failure that brought the account to its limit locks it. Fail of any
+// other Decision, or of one already told, does nothing.
+//
+// A handler should pass a context that the client cannot cancel by hanging
+// up, such as context.WithoutCancel(r.Context()), with the store's own
+// timeout bounding the calls.
+func (g *Guard) Fail(ctx context.Context, d Decision) error {
+	a := d.attempt
+	if a == nil || !a.done.CompareAndSwap(false, true) {
+		return nil
+	}
+	if g.lockout != nil && a.last {
+		if err := g.lockout.start(ctx, accountKey(a.account)); err != nil {
+			return fmt.Errorf("guard: fail %s: %w", ByLockout, err)
+		}
+	}
+	return nil
+}
+
+// Succeed records that the attempt d, allowed by [Guard.Check], succeeded:
+// it gives the attempt back to the IP's limit (a right password is not a
+// failure of the address) and forgets the account's failures, those of the
+// account from that IP ([WithAccountIPPolicy]) and the account's lockout
+// level and lock ([WithLockout]). The IP's earlier failures stay: one right
+// password does not vouch for the other accounts an address tried. Succeed
+// of any other Decision, or of one already told, does nothing.
+//
+// Every step is tried even when one fails; the first error is returned,
+// wrapped. Pass a context the client cannot cancel, as for [Guard.Fail].
+func (g *Guard) Succeed(ctx context.Context, d Decision) error {
+	a := d.attempt
+	if a == nil || !a.done.CompareAndSwap(false, true) {
+		return nil
+	}
+	var first error
+	note := func(by Limit, err error) {
+		if err != nil && first == nil {
+			first = fmt.Errorf("guard: succeed %s: %w", by, err)
+		}
+	}
+	elapsed := g.clock.Now().Sub(a.at)
+	note(ByIP, g.ip.Refund(ctx, ipKey(a.ip), 1, elapsed))
+	ak := accountKey(a.account)
+	note(ByAccount, g.account.Reset(ctx, ak))
+	if g.pair != nil {
+		note(ByAccountIP, g.pair.Reset(ctx, pairKey(a.account, a.ip)))
+	}
+	if g.lockout != nil {
+		note(ByLockout, g.lockout.level.Reset(ctx, ak))
+		note(ByLockout, g.lockout.lock.Reset(ctx, ak))
+	}
+	return first
+}
