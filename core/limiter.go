@@ -29,10 +29,10 @@ type Limiter interface {
 }
 
 // Refunder is a [Limiter] that can give back units it counted. HTTP
-// middleware with a count condition and the login guard use it to count an
-// attempt before it runs and give it back when its outcome is not counted:
-// checking first and counting afterwards cannot hold under parallel
-// requests, since every attempt in flight passes the check.
+// middleware with a count condition and a login's failure count use it to
+// count an attempt before it runs and give it back when its outcome is not
+// counted: checking first and counting afterwards cannot hold under
+// parallel requests, since every attempt in flight passes the check.
 //
 // The memory store ([Memory], [Layered], [Tiered]) and the Redis store
 // implement it. The wrappers in this package that pass requests to one
