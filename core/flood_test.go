@@ -233,11 +233,13 @@ func TestFreshEntryWithinReachGoesFirst(t *testing.T) {
 
 // Keys that hold one unit, the least a key with usage can, do not hide a
 // fresh entry from the hand: evicting the first of them at once is right
-// only while no entry of the shard can be fresh. None of them was requested
-// since it was added, so the hand's reach is handReach.
+// only while no entry of the shard can be fresh. None of them was requested,
+// or added, since the hand last passed it (placeHand), so the hand's reach
+// is handReach.
 func TestOneUnitKeysDoNotHideFreshOnes(t *testing.T) {
 	ctx := context.Background()
-	for _, before := range []int{handReach - 1, handReach} { // one-unit keys between the hand and the fresh one
+	const reach = handReach
+	for _, before := range []int{reach - 1, reach} { // one-unit keys between the hand and the fresh one
 		t.Run(strconv.Itoa(before), func(t *testing.T) {
 			clock := NewManualClock(time.Unix(1_800_000_000, 0))
 			m, err := New(Policy{Algorithm: TokenBucket, Limit: 100, Window: time.Minute}, WithClock(clock), WithMaxKeys(64))
@@ -252,13 +254,13 @@ func TestOneUnitKeysDoNotHideFreshOnes(t *testing.T) {
 			placeHand(t, m.eng, "light", before)
 			m.Allow(ctx, "new-0")
 			want := Stats{Keys: 64, FreshDrops: 1}
-			if before >= handReach {
+			if before >= reach {
 				want = Stats{Keys: 64, LossyEvictions: 1}
 			}
 			if got := m.Stats(); got != want {
 				t.Fatalf("the fresh entry behind %d one-unit ones: Stats %+v, want %+v", before, got, want)
 			}
-			if before >= handReach {
+			if before >= reach {
 				return
 			}
 			// No entry is fresh now, nor can be before 200 ms from now:
@@ -354,7 +356,8 @@ func calmHolds[S any, A algorithm[S]](t *testing.T, s *store[S, A], now int64, s
 
 // placeHand moves the hand of key's shard in e so that exactly before
 // entries lie between it and key's slot (the hand at key itself for 0),
-// and starts a lap there.
+// and starts a lap there, every entry added before it (none counts as new
+// to the hand; reference bits are kept).
 func placeHand(t *testing.T, e engine, key string, before int) {
 	t.Helper()
 	switch s := e.(type) {
@@ -388,6 +391,9 @@ func placeHandIn[S any, A algorithm[S]](t *testing.T, s *store[S, A], key string
 		}
 	}
 	sh.hand, sh.lapLeft = i, len(sh.slots)
+	for j := range sh.slots {
+		sh.slots[j].tag &^= tagNew
+	}
 }
 
 // handOrder returns keys in the order the hand of their shard in e meets

@@ -50,8 +50,8 @@ import (
 // # Recency and eviction (CLOCK)
 //
 // Each slot has a reference bit, set by every counted request for its key
-// (a hit moves nothing). A hand goes round the shard's slots; passing an
-// entry clears its bit. New keys are placed where their hash says, so
+// (a hit moves nothing), and a new bit, set when the key is added. A hand
+// goes round the shard's slots; passing an entry clears both. New keys are placed where their hash says, so
 // unlike an LRU list the hand's order is not the order of use: the bit is
 // what protects a key in use, and what an entry holds decides the rest.
 //
@@ -95,8 +95,8 @@ type keyShard[S any] struct {
 }
 
 // An entry is one slot: tag is 0 for an empty slot, else tagUsed, the
-// reference bit and the low 58 bits of the key's h; check is the key's
-// second hash.
+// reference and new bits, and the low 58 bits of the key's h; check is the
+// key's second hash.
 type entry[S any] struct {
 	tag   uint64
 	check uint64
@@ -105,7 +105,9 @@ type entry[S any] struct {
 
 const (
 	tagUsed  = 1 << 63
-	tagRef   = 1 << 62
+	tagRef   = 1 << 62 // requested since the hand last passed it
+	tagNew   = 1 << 61 // added since the hand last passed it
+	tagBits  = tagRef | tagNew
 	tagHash  = 1<<58 - 1
 	tagShard = 58 // h >> tagShard picks the shard
 )
@@ -181,15 +183,15 @@ const (
 	collided        // the slot of another key with the same tag
 )
 
-// find returns the slot of the key whose tag (without the reference bit)
-// and check are given, or of another key with the same tag, or else the
+// find returns the slot of the key whose tag (without the reference and new
+// bits) and check are given, or of another key with the same tag, or else the
 // empty slot where it would go.
 func (sh *keyShard[S]) find(tag, check uint64) (int, int) {
 	slots := sh.slots
 	m := uint64(len(slots) - 1)
 	for i := tag & m; ; i = (i + 1) & m {
 		e := &slots[i]
-		switch e.tag &^ tagRef {
+		switch e.tag &^ tagBits {
 		case tag:
 			if e.check == check {
 				return int(i), found
@@ -267,7 +269,7 @@ func (s *store[S, A]) insert(sh *keyShard[S], i, res int, tag, check uint64, nex
 		e := &sh.slots[i]
 		s.count(sh, e.state, now)
 		s.alg.release(e.state)
-		*e = entry[S]{tag: tag, check: check, state: next}
+		*e = entry[S]{tag: tag | tagNew, check: check, state: next}
 	} else {
 		moved := s.makeRoom(sh, now)
 		if sh.n >= sh.grow {
@@ -277,7 +279,7 @@ func (s *store[S, A]) insert(sh *keyShard[S], i, res int, tag, check uint64, nex
 		if moved {
 			i, _ = sh.find(tag, check)
 		}
-		sh.slots[i] = entry[S]{tag: tag, check: check, state: next}
+		sh.slots[i] = entry[S]{tag: tag | tagNew, check: check, state: next}
 		sh.n++
 	}
 	// After makeRoom, which may end the hand's lap: the new key counts in
@@ -314,6 +316,7 @@ func (s *store[S, A]) rehash(sh *keyShard[S], now int64) {
 			sh.fresh++
 			continue
 		}
+		e.tag &^= tagNew
 		_, until := s.alg.holds(e.state, now)
 		sh.calm = min(sh.calm, now+until)
 		i := int(e.tag) & m
@@ -363,17 +366,23 @@ func (sh *keyShard[S]) advance() {
 // It first sweeps up to two entries that have been fresh for at least
 // s.idle (they decide as new keys would, so nothing is lost). In a shard
 // with room, the hand looks at no more than sweepSlots slots for them and
-// stops, leaving the reference bits of the entries it passes as they are.
+// stops, leaving the reference bits of the entries it passes as they are
+// (it clears their new bits).
 //
 // In a full shard the new key takes the place of the first fresh entry the
 // hand finds (fresh at now: a full bucket, an empty window). The hand looks
 // at up to handReach entries, passing all but the last (clearing its
-// reference bit), and on top of them passes up to maxSecondChances
-// referenced ones. When none is fresh, it evicts the entry that holds the
-// fewest units (the most a dropped state can let its key spend again
-// early); of entries that hold as many, one passed for its reference bit
-// goes last, and otherwise the first looked at goes first. That eviction
-// is counted as lossy. A key that has used up its limit therefore outlives
+// reference and new bits), and on top of them passes up to
+// maxSecondChances referenced ones and up to maxNewPasses new ones (added
+// since the hand last passed them, and not requested again). When none is
+// fresh, it evicts the entry that holds the fewest units (the most a
+// dropped state can let its key spend again early); of entries that hold
+// as many, one passed for its reference or new bit goes last, and
+// otherwise the first looked at goes first. That eviction is counted as
+// lossy. The new bit gives a key added where the hand is about to look
+// what an LRU gives a key added at its front: one pass of the hand to be
+// requested again, so a key in steady use is not evicted between its
+// first request and its second by a flood of keys that make one each. A key that has used up its limit therefore outlives
 // every key within the hand's reach that holds less, such as an attacker's
 // keys minted one request at a time (or two, to set their bits): minting
 // keys cannot reset it while they fill its shard. Units decide, not the
@@ -394,11 +403,11 @@ func (sh *keyShard[S]) advance() {
 // 100/1m, only to allocate them again on their next request; a full shard
 // drops them anyway, before anything that holds usage.
 func (s *store[S, A]) makeRoom(sh *keyShard[S], now int64) (removed bool) {
-	swept, passed, seen, looked, visited := 0, 0, 0, 0, 0
+	swept, passed, spared, seen, looked, visited := 0, 0, 0, 0, 0, 0
 	reach := handReach
 	victim := -1
 	var least int64 // units the victim holds
-	var leastRef bool
+	var leastKept bool
 	for sh.n > 0 {
 		full := sh.n >= sh.limit
 		if !full {
@@ -429,30 +438,36 @@ func (s *store[S, A]) makeRoom(sh *keyShard[S], now int64) (removed bool) {
 				return true
 			}
 		}
-		ref := e.tag&tagRef != 0
+		ref, added := e.tag&tagRef != 0, e.tag&tagNew != 0
 		units, until := s.alg.holds(st, now)
 		if full {
-			// The hand passes the entries it looks at, clearing their
-			// reference bits, only when the shard is full: with room,
-			// the bits are left for when it is.
+			// The hand clears the reference bits of the entries it
+			// passes only when the shard is full: with room, they are
+			// left for when it is. New bits it clears in any case.
 			if seen == 0 && now < sh.calm {
 				reach = calmReach
 			}
 			// A referenced entry is passed, its bit counting in its
-			// favour, up to maxSecondChances times; past that, its bit
-			// no longer counts.
+			// favour, up to maxSecondChances times, and a new one (not
+			// requested since it was added) up to maxNewPasses times;
+			// past that, the bits no longer count.
 			chance := ref && passed < maxSecondChances
-			if seen++; seen == 1 || units < least || units == least && leastRef && !chance {
-				victim, least, leastRef = sh.hand, units, chance
-				if units == 1 && !chance && now < sh.calm {
+			spare := added && !ref && spared < maxNewPasses
+			kept := chance || spare
+			if seen++; seen == 1 || units < least || units == least && leastKept && !kept {
+				victim, least, leastKept = sh.hand, units, kept
+				if units == 1 && !kept && now < sh.calm {
 					s.remove(sh, sh.hand)
 					sh.lossy++
 					return true
 				}
 			}
-			if chance {
+			switch {
+			case chance:
 				passed++
-			} else {
+			case spare:
+				spared++
+			default:
 				looked++
 			}
 			if looked == reach || seen == sh.n {
@@ -460,6 +475,7 @@ func (s *store[S, A]) makeRoom(sh *keyShard[S], now int64) (removed bool) {
 			}
 			e.tag &^= tagRef
 		}
+		e.tag &^= tagNew
 		sh.lapMin = min(sh.lapMin, now+until)
 		sh.advance()
 	}
@@ -477,8 +493,8 @@ func (s *store[S, A]) makeRoom(sh *keyShard[S], now int64) (removed bool) {
 // to maxSecondChances) come on top. calmReach replaces it while no entry
 // of the shard can be fresh (now before calm), when only the second search
 // is left. One insertion thus looks at no more than handReach +
-// maxSecondChances + 2 entries (the 2 being swept), and in a shard with
-// room at no more than sweepSlots slots.
+// maxSecondChances + maxNewPasses + 2 entries (the 2 being swept), and in a
+// shard with room at no more than sweepSlots slots.
 //
 // Why 16: the hand's entries are consecutive slots, read in order (the
 // LRU store this table replaced paid three dependent cache misses per look,
@@ -504,8 +520,14 @@ const (
 )
 
 // maxSecondChances bounds how many referenced entries one insertion into a
-// full shard passes as second chances, on top of handReach.
-const maxSecondChances = 8
+// full shard passes as second chances, on top of handReach, and
+// maxNewPasses how many new ones. Two bounds, not one: keys that keep
+// asking (and are denied, holding as much as a minted key) are never
+// crowded out of their chances by a flood of new keys.
+const (
+	maxSecondChances = 8
+	maxNewPasses     = 16
+)
 
 // count records the removal of a state to make room for another key's (a
 // collided key's).

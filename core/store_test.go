@@ -287,6 +287,7 @@ func TestSecondChancesAreBounded(t *testing.T) {
 	for i := range keys {
 		keys[i] = "k-" + strconv.Itoa(i)
 	}
+	placeHand(t, m.eng, "k-0", 0)
 	order := handOrder(t, m.eng.(*store[uint64, *gcra]), keys)
 	m.Allow(ctx, "new-0")
 	for i, k := range order[:maxSecondChances+1] {
