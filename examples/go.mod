@@ -46,6 +46,7 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/quic-go/qpack v0.6.0 // indirect
 	github.com/quic-go/quic-go v0.59.0 // indirect
+	github.com/ratekit/ratekit/ratekitprom v0.0.0
 	github.com/rivo/uniseg v0.2.0 // indirect
 	github.com/twitchyliquid64/golang-asm v0.15.1 // indirect
 	github.com/ugorji/go/codec v1.3.1 // indirect
@@ -64,3 +65,5 @@ require (
 )
 
 replace github.com/ratekit/ratekit => ../
+
+replace github.com/ratekit/ratekit/ratekitprom => ../ratekitprom
