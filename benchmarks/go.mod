@@ -11,11 +11,17 @@ require (
 	github.com/gofiber/fiber/v2 v2.52.15
 	github.com/labstack/echo/v4 v4.16.0
 	github.com/ratekit/ratekit v0.0.0
+	github.com/ratekit/ratekit/chilimit v0.0.0
+	github.com/ratekit/ratekit/echolimit v0.0.0
+	github.com/ratekit/ratekit/fiberlimit v0.0.0
+	github.com/ratekit/ratekit/ginlimit v0.0.0
+	github.com/ratekit/ratekit/redisstore v0.0.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/sethvargo/go-limiter v0.7.1
 	github.com/throttled/throttled/v2 v2.15.0
 	github.com/tsenart/vegeta/v12 v12.13.0
 	github.com/ulule/limiter/v3 v3.11.2
+	github.com/valyala/fasthttp v1.51.0
 	golang.org/x/time v0.16.0
 )
 
@@ -62,7 +68,6 @@ require (
 	github.com/twitchyliquid64/golang-asm v0.15.1 // indirect
 	github.com/ugorji/go/codec v1.3.1 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
-	github.com/valyala/fasthttp v1.51.0 // indirect
 	github.com/valyala/fasttemplate v1.2.2 // indirect
 	github.com/valyala/tcplisten v1.0.0 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect
@@ -77,4 +82,11 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-replace github.com/ratekit/ratekit => ../
+replace (
+	github.com/ratekit/ratekit => ../
+	github.com/ratekit/ratekit/chilimit => ../chilimit
+	github.com/ratekit/ratekit/echolimit => ../echolimit
+	github.com/ratekit/ratekit/fiberlimit => ../fiberlimit
+	github.com/ratekit/ratekit/ginlimit => ../ginlimit
+	github.com/ratekit/ratekit/redisstore => ../redisstore
+)

@@ -46,7 +46,12 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/quic-go/qpack v0.6.0 // indirect
 	github.com/quic-go/quic-go v0.59.0 // indirect
+	github.com/ratekit/ratekit/chilimit v0.0.0
+	github.com/ratekit/ratekit/echolimit v0.0.0
+	github.com/ratekit/ratekit/fiberlimit v0.0.0
+	github.com/ratekit/ratekit/ginlimit v0.0.0
 	github.com/ratekit/ratekit/ratekitprom v0.0.0
+	github.com/ratekit/ratekit/redisstore v0.0.0
 	github.com/rivo/uniseg v0.2.0 // indirect
 	github.com/twitchyliquid64/golang-asm v0.15.1 // indirect
 	github.com/ugorji/go/codec v1.3.1 // indirect
@@ -67,3 +72,13 @@ require (
 replace github.com/ratekit/ratekit => ../
 
 replace github.com/ratekit/ratekit/ratekitprom => ../ratekitprom
+
+replace github.com/ratekit/ratekit/chilimit => ../chilimit
+
+replace github.com/ratekit/ratekit/echolimit => ../echolimit
+
+replace github.com/ratekit/ratekit/fiberlimit => ../fiberlimit
+
+replace github.com/ratekit/ratekit/ginlimit => ../ginlimit
+
+replace github.com/ratekit/ratekit/redisstore => ../redisstore
