@@ -31,8 +31,6 @@ type shard[V any] struct {
 	mu    sync.Mutex
 	lru   *simplelru.LRU[uint64, slot[V]]
 	limit int
-	fresh uint64 // fresh entries dropped
-	lossy uint64 // non-fresh entries evicted to make room
 	_     [64]byte
 }
 
@@ -46,13 +44,6 @@ type slot[V any] struct {
 // newTable returns a table of at most maxKeys keys. onEvict, if not nil, is
 // called with the shard locked for each value removed from an LRU.
 func newTable[V any](maxKeys int, onEvict func(V)) table[V] {
-	return newTableEach(maxKeys, func(int) func(V) { return onEvict })
-}
-
-// newTableEach is newTable with a removal callback for each shard:
-// onEvict(i), if not nil, is called with shard i locked for each value
-// removed from its LRU.
-func newTableEach[V any](maxKeys int, onEvict func(shard int) func(V)) table[V] {
 	n := shardCount(maxKeys)
 	t := table[V]{
 		mask:   uint64(n - 1),
@@ -60,17 +51,17 @@ func newTableEach[V any](maxKeys int, onEvict func(shard int) func(V)) table[V] 
 		seed2:  maphash.MakeSeed(),
 		shards: make([]shard[V], n),
 	}
+	var evict simplelru.EvictCallback[uint64, slot[V]]
+	if onEvict != nil {
+		evict = func(_ uint64, s slot[V]) { onEvict(s.state) }
+	}
 	for i := range t.shards {
 		limit := maxKeys / n
 		if i < maxKeys%n {
 			limit++
 		}
-		var evict simplelru.EvictCallback[uint64, slot[V]]
-		if f := onEvict(i); f != nil {
-			evict = func(_ uint64, s slot[V]) { f(s.state) }
-		}
 		// The LRU is one larger than the limit: the shard evicts before it
-		// adds, choosing and counting what goes, so the LRU never does.
+		// adds, so the LRU never does.
 		t.shards[i].lru, _ = simplelru.NewLRU(limit+1, evict)
 		t.shards[i].limit = limit
 	}

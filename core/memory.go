@@ -8,33 +8,36 @@ import (
 )
 
 // DefaultMaxKeys is the number of keys a [Memory] limiter holds unless
-// [WithMaxKeys] says otherwise: about 132 MB at the token bucket's ~126 bytes
-// per key.
+// [WithMaxKeys] says otherwise: at most about 50 MB for the token bucket
+// (50 bytes per key at a million keys, 67 for the windows).
 const DefaultMaxKeys = 1 << 20
 
 // Memory is the in-process [Limiter]: one [Policy] enforced over any number of
 // keys held in memory.
 //
-// Keys live in a sharded LRU (64 shards, fewer for a small maximum, each
-// behind its own mutex), so requests for different keys rarely wait for each
-// other and a key's check-and-update is atomic. A key's state is created
+// Keys live in a sharded hash table (64 shards, fewer for a small maximum,
+// each behind its own mutex), so requests for different keys rarely wait
+// for each other and a key's check-and-update is atomic. A key is kept as a
+// 128-bit seeded hash of it, never as the caller's string, beside its state
+// in a slot the garbage collector does not scan. A key's state is created
 // exactly once, by the first request that is allowed. The number of keys
-// never exceeds the maximum ([WithMaxKeys], default [DefaultMaxKeys]). New
-// keys sweep keys that have been fresh (a full bucket, an empty window) for
-// a window (a bucket: for the time it takes to fill) off the tail of their
-// shard's LRU, so memory follows the keys in use when clients come and go;
-// no background goroutine runs. A new key in a full shard takes the place of
-// a fresh entry, which decides exactly as a new key would, if one is among
-// the 16 entries the shard looks at from its tail (and up to 8 more it
-// passes because they were requested since it last looked); otherwise it
-// evicts, of the entries looked at, the one that holds the fewest units, so
-// keys that made one request go before a key that has used up its limit.
-// [Memory.Stats] counts those evictions, the only way this limiter forgets
-// usage.
+// never exceeds the maximum ([WithMaxKeys], default [DefaultMaxKeys]), and
+// memory grows with the most keys held at once, never past what the
+// maximum needs. New keys sweep keys that have
+// been fresh (a full bucket, an empty window) for a window (a bucket: for
+// the time it takes to fill), so memory follows the keys in use when
+// clients come and go; no background goroutine runs. A new key in a full
+// shard takes the place of a fresh entry, which decides exactly as a new
+// key would, if one is among the 16 entries the shard looks at (and up to
+// 8 more it passes because they were requested since it last looked, and
+// 16 more added since); otherwise it evicts, of the entries looked at, the
+// one that holds the fewest units, so keys that made one request go before
+// a key that has used up its limit. [Memory.Stats] counts those evictions,
+// the only way this limiter forgets usage.
 //
 // State per key: the token and leaky buckets keep one int64, the fixed window
 // two, the sliding window an int64 and two counters, the sliding log one entry
-// per distinct request time in the last window.
+// per distinct request time in the last window (out of line).
 //
 // A Memory is safe for concurrent use. Its methods ignore ctx: they never
 // block on anything but a shard's mutex.
@@ -92,7 +95,8 @@ type options struct {
 }
 
 // WithClock sets the clock the limiter reads once per decision.
-// Default: [SystemClock].
+// Default: [SystemClock]. A [CoarseClock] trades exactness (up to its
+// resolution) for a cheaper read.
 func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
 
 // WithMaxKeys bounds the number of keys held at once (at least 1).
