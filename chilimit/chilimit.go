@@ -17,6 +17,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/httplimit"
+	"github.com/ratekit/ratekit/internal/httpview"
 	"github.com/ratekit/ratekit/keyfunc"
 )
 
@@ -36,7 +37,7 @@ func New(l core.Limiter, opts ...httplimit.Option) func(http.Handler) http.Handl
 	e := httplimit.MustNew(l, opts...)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			res := e.Check(httplimit.HTTPRequestFunc(r, route))
+			res := e.Check(httpview.NewFunc(r, route))
 			if !res.WriteHTTP(w) {
 				return
 			}

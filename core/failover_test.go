@@ -14,6 +14,7 @@ import (
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/limitertest"
 	"github.com/ratekit/ratekit/httplimit"
+	"github.com/ratekit/ratekit/internal/httpview"
 )
 
 var errDown = errors.New("store: connection refused")
@@ -390,7 +391,7 @@ type httpStep struct {
 func checkHTTP(t *testing.T, e *httplimit.Engine, i int, want httpStep) {
 	t.Helper()
 	w := httptest.NewRecorder()
-	res := e.Check(httplimit.HTTPRequest(httptest.NewRequest("GET", "/", nil), "/"))
+	res := e.Check(httpview.New(httptest.NewRequest("GET", "/", nil), "/"))
 	served := res.WriteHTTP(w)
 	got := httpStep{served, w.Header().Get("RateLimit-Policy"), w.Header().Get("RateLimit")}
 	if got != want {
@@ -435,7 +436,7 @@ func TestFailoverLayersInHeaders(t *testing.T) {
 	for _, opt := range []core.FailoverOption{core.FailOpen(), core.FailClosed()} {
 		e := httplimit.MustNew(mustFailover(t, remote, opt, core.BreakerClock(clock)))
 		w := httptest.NewRecorder()
-		res := e.Check(httplimit.HTTPRequest(httptest.NewRequest("GET", "/", nil), "/"))
+		res := e.Check(httpview.New(httptest.NewRequest("GET", "/", nil), "/"))
 		res.WriteHTTP(w)
 		if got := w.Header().Get("RateLimit"); got != "" {
 			t.Errorf("failing open or closed: RateLimit %q, want none", got)
@@ -485,7 +486,7 @@ func TestFailoverOneLayerHeaders(t *testing.T) {
 				var got [2]*httptest.ResponseRecorder
 				for j, e := range engines {
 					got[j] = httptest.NewRecorder()
-					res := e.Check(httplimit.HTTPRequest(httptest.NewRequest("GET", "/", nil), "/"))
+					res := e.Check(httpview.New(httptest.NewRequest("GET", "/", nil), "/"))
 					res.WriteHTTP(got[j])
 				}
 				if got[0].Code != got[1].Code || got[0].Body.String() != got[1].Body.String() ||

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/httplimit"
+	"github.com/ratekit/ratekit/internal/httpview"
 )
 
 // New returns echo middleware that limits requests with l, configured by the
@@ -30,7 +31,7 @@ func New(l core.Limiter, opts ...httplimit.Option) echo.MiddlewareFunc {
 	e := httplimit.MustNew(l, opts...)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			res := e.Check(httplimit.HTTPRequest(c.Request(), c.Path()))
+			res := e.Check(httpview.New(c.Request(), c.Path()))
 			if !res.WriteHTTP(c.Response()) {
 				return nil
 			}

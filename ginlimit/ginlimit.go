@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/httplimit"
+	"github.com/ratekit/ratekit/internal/httpview"
 )
 
 // New returns gin middleware that limits requests with l, configured by the
@@ -25,7 +26,7 @@ import (
 func New(l core.Limiter, opts ...httplimit.Option) gin.HandlerFunc {
 	e := httplimit.MustNew(l, opts...)
 	return func(c *gin.Context) {
-		res := e.Check(httplimit.HTTPRequest(c.Request, c.FullPath()))
+		res := e.Check(httpview.New(c.Request, c.FullPath()))
 		if !res.WriteHTTP(c.Writer) {
 			c.Abort()
 			return

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/httplimit"
+	"github.com/ratekit/ratekit/internal/httpview"
 	"github.com/ratekit/ratekit/keyfunc"
 )
 
@@ -39,7 +40,7 @@ func BenchmarkCheck(b *testing.B) {
 	b.Run("check", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			res := e.Check(httplimit.HTTPRequest(req, "/hello"))
+			res := e.Check(httpview.New(req, "/hello"))
 			if !res.Serve() {
 				b.Fatal("refused")
 			}
@@ -49,7 +50,7 @@ func BenchmarkCheck(b *testing.B) {
 		b.ReportAllocs()
 		h := make(http.Header)
 		for b.Loop() {
-			res := e.Check(httplimit.HTTPRequest(req, "/hello"))
+			res := e.Check(httpview.New(req, "/hello"))
 			res.WriteHeaders(h)
 			clear(h) // a response's headers start empty
 		}
@@ -77,7 +78,7 @@ func BenchmarkCheckLayered(b *testing.B) {
 		b.ReportAllocs()
 		h := make(http.Header)
 		for b.Loop() {
-			res := e.Check(httplimit.HTTPRequest(req, "/hello"))
+			res := e.Check(httpview.New(req, "/hello"))
 			res.WriteHeaders(h)
 			clear(h) // a response's headers start empty
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/httpview"
 	"github.com/ratekit/ratekit/keyfunc"
 )
 
@@ -201,10 +202,10 @@ func (r *Result) WriteHeaders(h HeaderWriter) {
 
 func (r *Result) writeHeaders(h headerSink) {
 	if r.rate {
-		var slots *headerSlots
-		if hr, ok := r.req.(*httpRequest); ok {
-			slots = &hr.slots
-			slots.n = 0
+		var slots *httpview.Slots
+		if hr, ok := r.req.(*httpview.Request); ok {
+			slots = &hr.Slots
+			slots.Reset()
 		}
 		r.e.writeRateHeaders(h, r, slots)
 	}
@@ -261,8 +262,10 @@ func (r *Result) Done(status int) {
 func (e *Engine) Check(req keyfunc.Request) Result {
 	res := Result{e: e, req: req}
 	c := &e.cfg
-	if hr, ok := req.(*httpRequest); ok {
-		hr.maxBody = c.maxBody
+	// The view of the net/http adapters keeps the body bound and the
+	// header slots; any other view brings its own bound.
+	if hr, ok := req.(*httpview.Request); ok {
+		hr.MaxBody = c.maxBody
 	}
 	if c.skip != nil && c.skip(req) {
 		res.serve = true

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/httplimit"
+	"github.com/ratekit/ratekit/internal/httpview"
 	"github.com/ratekit/ratekit/keyfunc"
 )
 
@@ -99,7 +100,7 @@ func headers(t *testing.T, l core.Limiter, opts ...httplimit.Option) http.Header
 	t.Helper()
 	e := httplimit.MustNew(l, opts...)
 	w := httptest.NewRecorder()
-	res := e.Check(httplimit.HTTPRequest(httptest.NewRequest("GET", "/", nil), "/"))
+	res := e.Check(httpview.New(httptest.NewRequest("GET", "/", nil), "/"))
 	res.WriteHTTP(w)
 	return w.Header()
 }
@@ -158,8 +159,8 @@ func TestWriteHeadersAgree(t *testing.T) {
 	l := newLimiter(t, core.Policy{Name: "api", Limit: 1, Window: time.Minute})
 	e := httplimit.MustNew(l, httplimit.WithHeaders(httplimit.IETFHeaders, httplimit.LegacyHeaders))
 	req := httptest.NewRequest("GET", "/", nil)
-	e.Check(httplimit.HTTPRequest(req, ""))
-	res := e.Check(httplimit.HTTPRequest(req, "")) // denied
+	e.Check(httpview.New(req, ""))
+	res := e.Check(httpview.New(req, "")) // denied
 	if res.Serve() {
 		t.Fatal("second request served")
 	}
@@ -187,7 +188,7 @@ func TestNonPositiveCostIsRefused(t *testing.T) {
 	e := httplimit.MustNew(newLimiter(t, core.Policy{Limit: 1, Window: time.Minute}),
 		httplimit.WithCost(func(keyfunc.Request) (int64, error) { return 0, nil }),
 		httplimit.WithErrorHook(func(_ keyfunc.Request, err error) { got = err }))
-	res := e.Check(httplimit.HTTPRequest(httptest.NewRequest("GET", "/", nil), ""))
+	res := e.Check(httpview.New(httptest.NewRequest("GET", "/", nil), ""))
 	if res.Serve() || res.Response().Status != 400 || !errors.Is(got, core.ErrInvalidCost) {
 		t.Errorf("served %v, status %d, hook got %v; want 400 and ErrInvalidCost", res.Serve(), res.Response().Status, got)
 	}
@@ -220,7 +221,7 @@ func TestDoneChargesOnce(t *testing.T) {
 	}
 	e := httplimit.MustNew(l, httplimit.WithCountIf(httplimit.Failures), httplimit.WithClock(clock))
 	req := httptest.NewRequest("GET", "/", nil)
-	res := e.Check(httplimit.HTTPRequest(req, ""))
+	res := e.Check(httpview.New(req, ""))
 	if !res.Counting() {
 		t.Fatal("Counting false with WithCountIf")
 	}
@@ -230,43 +231,10 @@ func TestDoneChargesOnce(t *testing.T) {
 	if d.Remaining != 0 {
 		t.Errorf("after Done twice, remaining %d, want 0 (one charge)", d.Remaining)
 	}
-	res = e.Check(httplimit.HTTPRequest(req, ""))
+	res = e.Check(httpview.New(req, ""))
 	res.Done(200) // not a failure: not charged
 	if d, _ := l.Peek(context.Background(), "192.0.2.1", 1); !d.Allowed {
 		t.Error("a success was charged")
-	}
-}
-
-func TestHTTPRequest(t *testing.T) {
-	req := httptest.NewRequest("POST", "/items/7?x=1", strings.NewReader("email=ana%40example.com"))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Pattern = "POST /items/{id}"
-	if got := httplimit.HTTPRequest(req, "/items/:id").Route(); got != "/items/:id" {
-		t.Errorf("Route %q", got)
-	}
-	if got := httplimit.HTTPRequest(req, "").Route(); got != "/items/{id}" {
-		t.Errorf("Route without a router pattern %q, want the ServeMux pattern", got)
-	}
-	calls := 0
-	lazy := httplimit.HTTPRequestFunc(req, func(*http.Request) string { calls++; return "" })
-	if calls != 0 {
-		t.Error("route computed eagerly")
-	}
-	if got := lazy.Route(); got != "/items/{id}" || calls != 1 {
-		t.Errorf("Route %q after %d calls", got, calls)
-	}
-	r := httplimit.HTTPRequest(req, "")
-	if v, err := r.Field("email"); v != "ana@example.com" || err != nil {
-		t.Errorf("Field = %q, %v", v, err)
-	}
-	if v, _ := r.Field("x"); v != "1" {
-		t.Errorf("query Field = %q", v)
-	}
-	if err := req.ParseForm(); err != nil || req.PostForm.Get("email") != "ana@example.com" {
-		t.Errorf("the handler does not see the body: %v %v", req.PostForm, err)
-	}
-	if r.Method() != "POST" || r.RemoteAddr() != "192.0.2.1:1234" || r.Context() != req.Context() {
-		t.Error("view does not reflect the request")
 	}
 }
 
@@ -300,7 +268,7 @@ func TestConcurrentPolicies(t *testing.T) {
 		wg.Go(func() {
 			for range 200 {
 				w := httptest.NewRecorder()
-				res := e.Check(httplimit.HTTPRequest(httptest.NewRequest("GET", "/", nil), ""))
+				res := e.Check(httpview.New(httptest.NewRequest("GET", "/", nil), ""))
 				res.WriteHTTP(w)
 				pol, rl := w.Header().Get("RateLimit-Policy"), w.Header().Get("RateLimit")
 				if pol[:5] != rl[:5] {

@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/httpview"
 )
 
 // Canonical header names, as [http.CanonicalHeaderKey] spells them, so they
@@ -144,23 +145,12 @@ func (s writerSink) add(name string, v []string) {
 	}
 }
 
-// headerSlots backs the per-request value slice of RateLimit, the one
-// header value of the default style that is new on every request, so that it
-// costs no allocation of its own. The triples, which are options, allocate.
-type headerSlots struct {
-	v       [1]string
-	n       int
-	bufUsed bool
-	buf     [56]byte // the RateLimit value's bytes, written once
-}
-
-// rateLimitValue returns the RateLimit value "name";r=<r>;t=<t>. Its bytes
-// live in the slots' buffer when it is unused and large enough: the buffer
-// is written once and never again, so the string stays immutable.
-func (hs *headerSlots) rateLimitValue(prefix string, r, t int64) string {
-	if hs != nil && !hs.bufUsed && len(prefix)+2*20+3 <= len(hs.buf) {
-		hs.bufUsed = true
-		b := appendRateLimit(hs.buf[:0], prefix, r, t)
+// rateLimitValue returns the RateLimit value "name";r=<r>;t=<t>, its bytes
+// in the slots' buffer when it is free and large enough, so that the value
+// of the default style costs no allocation of its own.
+func rateLimitValue(slots *httpview.Slots, prefix string, r, t int64) string {
+	if b := slots.Buf(len(prefix) + 2*20 + 3); b != nil {
+		b = appendRateLimit(b, prefix, r, t)
 		return unsafe.String(&b[0], len(b))
 	}
 	var buf [96]byte
@@ -174,22 +164,12 @@ func appendRateLimit(b []byte, prefix string, r, t int64) []byte {
 	return strconv.AppendInt(b, t, 10)
 }
 
-// slice returns a one-element slice holding s, in a slot if one is left.
-func (hs *headerSlots) slice(s string) []string {
-	if hs == nil || hs.n == len(hs.v) {
-		return []string{s}
-	}
-	hs.v[hs.n] = s
-	hs.n++
-	return hs.v[hs.n-1 : hs.n : hs.n]
-}
-
 // writeRateHeaders writes the rate headers of res in the configured
 // styles, their value slices in slots when not nil. When denied, remaining
 // is 0 and the reset is the Retry-After value. The IETF fields of a
 // layered decision list every layer; the triples describe its most
 // restrictive layer.
-func (e *Engine) writeRateHeaders(h headerSink, res *Result, slots *headerSlots) {
+func (e *Engine) writeRateHeaders(h headerSink, res *Result, slots *httpview.Slots) {
 	style := e.cfg.headers
 	if style == NoHeaders {
 		return
@@ -201,7 +181,7 @@ func (e *Engine) writeRateHeaders(h headerSink, res *Result, slots *headerSlots)
 		ph = lh.single[res.layer]
 		if style&IETFHeaders != 0 {
 			h.add(hRateLimitPolicy, lh.ietf)
-			h.add(hRateLimit, slots.slice(lh.rateLimitValue(res.layers, denied, res.cost)))
+			h.add(hRateLimit, slots.Slice(lh.rateLimitValue(res.layers, denied, res.cost)))
 			style &^= IETFHeaders
 		}
 	} else {
@@ -222,12 +202,12 @@ func (e *Engine) writeRateHeaders(h headerSink, res *Result, slots *headerSlots)
 	}
 	if style&IETFHeaders != 0 {
 		h.add(hRateLimitPolicy, ph.ietf)
-		h.add(hRateLimit, slots.slice(slots.rateLimitValue(ph.rPrefix, r, t)))
+		h.add(hRateLimit, slots.Slice(rateLimitValue(slots, ph.rPrefix, r, t)))
 	}
 	if style&LegacyHeaders != 0 {
 		h.set(hLimit, ph.limit)
-		h.set(hRemaining, slots.slice(strconv.FormatInt(r, 10)))
-		h.set(hReset, slots.slice(strconv.FormatInt(t, 10)))
+		h.set(hRemaining, slots.Slice(strconv.FormatInt(r, 10)))
+		h.set(hReset, slots.Slice(strconv.FormatInt(t, 10)))
 	}
 	if style&XRateLimitHeaders != 0 {
 		at := e.cfg.clock.Now().Add(delta)
@@ -236,8 +216,8 @@ func (e *Engine) writeRateHeaders(h headerSink, res *Result, slots *headerSlots)
 			epoch++
 		}
 		h.set(hXLimit, ph.limit)
-		h.set(hXRemaining, slots.slice(strconv.FormatInt(r, 10)))
-		h.set(hXReset, slots.slice(strconv.FormatInt(epoch, 10)))
+		h.set(hXRemaining, slots.Slice(strconv.FormatInt(r, 10)))
+		h.set(hXReset, slots.Slice(strconv.FormatInt(epoch, 10)))
 	}
 }
 

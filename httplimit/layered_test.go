@@ -11,6 +11,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/httplimit"
+	"github.com/ratekit/ratekit/internal/httpview"
 )
 
 // A layered limiter's IETF fields, byte for byte: one member per layer, in
@@ -26,7 +27,7 @@ func TestLayeredHeaderValues(t *testing.T) {
 	e := httplimit.MustNew(l)
 	serve := func() (*httptest.ResponseRecorder, bool) {
 		w := httptest.NewRecorder()
-		res := e.Check(httplimit.HTTPRequest(httptest.NewRequest("GET", "/", nil), "/"))
+		res := e.Check(httpview.New(httptest.NewRequest("GET", "/", nil), "/"))
 		return w, res.WriteHTTP(w)
 	}
 	for range 5 {
@@ -83,7 +84,7 @@ func TestPlainLimiterAllocations(t *testing.T) {
 		h := make(http.Header)
 		allocs := testing.AllocsPerRun(200, func() {
 			clear(h) // a response's headers start empty
-			res := e.Check(httplimit.HTTPRequest(req, "/hello"))
+			res := e.Check(httpview.New(req, "/hello"))
 			res.WriteHeaders(h)
 		})
 		if allocs > 1 {
@@ -126,7 +127,7 @@ func TestOutageWithoutPolicyWritesNoRateHeaders(t *testing.T) {
 				t.Fatal(err)
 			}
 			w := httptest.NewRecorder()
-			res := httplimit.MustNew(f).Check(httplimit.HTTPRequest(httptest.NewRequest("GET", "/", nil), "/"))
+			res := httplimit.MustNew(f).Check(httpview.New(httptest.NewRequest("GET", "/", nil), "/"))
 			res.WriteHTTP(w)
 			if got := w.Header().Values("RateLimit"); len(got) != 0 || len(w.Header().Values("RateLimit-Policy")) != 0 {
 				t.Errorf("%T, fail %s: RateLimit %q, RateLimit-Policy %q, want none", remote, name, got, w.Header().Values("RateLimit-Policy"))

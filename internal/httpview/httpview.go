@@ -1,0 +1,136 @@
+// Package httpview is the [keyfunc.Request] view of a net/http request that
+// ratekit's net/http adapters (ginlimit, echolimit, chilimit) pass to
+// httplimit's Engine.Check: the request, the route pattern its router
+// matched, and the room the Engine keeps in it for one request, the body
+// bound and the header value slots.
+//
+// The Engine recognises a [*Request] and fills that room; any other view
+// works with it too, without the slots. A user's own adapter builds its view
+// with [keyfunc.FromHTTP] and the Engine's MaxBodyBytes, so nothing here is
+// public. The adapters live in modules of their own that import this
+// package: a change to it must keep compiling the adapters' released
+// versions, or they must require the root version that makes it.
+package httpview
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/ratekit/ratekit/keyfunc"
+)
+
+// Request is the view of a net/http request whose router knows the matched
+// route pattern. Build one per request with [New] or [NewFunc]; like any
+// [keyfunc.Request], it is used by one goroutine at a time.
+type Request struct {
+	r         *http.Request
+	route     string
+	routeFunc func(*http.Request) string
+	full      keyfunc.Request // keyfunc.FromHTTP(r), built when first needed
+
+	// MaxBody bounds the body Field reads and decodes, as
+	// [keyfunc.MaxBodyBytes] does; the Engine sets it before any key
+	// function runs. 0 means [keyfunc.DefaultMaxBodyBytes].
+	MaxBody int64
+
+	// Slots is the Engine's room for this request's header values.
+	Slots Slots
+}
+
+var _ keyfunc.Request = (*Request)(nil)
+
+// New returns the view of r for routers that keep the matched pattern on
+// their own context (gin's FullPath, echo's Path). route is the pattern
+// without the method, or "" when no route matched; then Route falls back to
+// [http.Request.Pattern] as [keyfunc.FromHTTP] does. Everything else
+// behaves as the view of [keyfunc.FromHTTP]; Field reads the body without
+// consuming it.
+func New(r *http.Request, route string) *Request {
+	return &Request{r: r, route: route}
+}
+
+// NewFunc is like [New] for routers whose route pattern costs something to
+// compute, such as chi's: route is called only when a key function asks for
+// the route, and "" from it means unknown.
+func NewFunc(r *http.Request, route func(*http.Request) string) *Request {
+	return &Request{r: r, routeFunc: route}
+}
+
+// RemoteAddr returns r.RemoteAddr.
+func (v *Request) RemoteAddr() string { return v.r.RemoteAddr }
+
+// Header returns the values of the named header of r.
+func (v *Request) Header(name string) []string { return v.r.Header.Values(name) }
+
+// Method returns r.Method.
+func (v *Request) Method() string { return v.r.Method }
+
+// Context returns r's context.
+func (v *Request) Context() context.Context { return v.r.Context() }
+
+// Route returns the router's pattern, else the [http.Request.Pattern] set by
+// [http.ServeMux] without its method, else "".
+func (v *Request) Route() string {
+	if v.route != "" {
+		return v.route
+	}
+	if v.routeFunc != nil {
+		if p := v.routeFunc(v.r); p != "" {
+			return p
+		}
+	}
+	return v.fromHTTP().Route()
+}
+
+// Field returns the named field of the body or query, as the view of
+// [keyfunc.FromHTTP] with [keyfunc.MaxBodyBytes](v.MaxBody) does, leaving
+// the body intact for the handler.
+func (v *Request) Field(name string) (string, error) { return v.fromHTTP().Field(name) }
+
+func (v *Request) fromHTTP() keyfunc.Request {
+	if v.full == nil {
+		v.full = keyfunc.FromHTTP(v.r, keyfunc.MaxBodyBytes(v.MaxBody))
+	}
+	return v.full
+}
+
+// Slots is room for the header values the Engine writes for one request,
+// so that the value of the RateLimit field, the one new on every request
+// in the default style, costs no allocation of its own. The methods accept
+// a nil *Slots, which has no room: they then allocate.
+type Slots struct {
+	v       [1]string
+	n       int
+	bufUsed bool
+	buf     [56]byte // one header value's bytes, written once
+}
+
+// Reset frees the value slots for another set of headers. The byte buffer
+// stays taken: strings built in it are immutable, so it is never reused.
+func (s *Slots) Reset() {
+	if s != nil {
+		s.n = 0
+	}
+}
+
+// Slice returns a one-element slice holding v, in a slot if one is free,
+// else newly allocated. The slice must not be appended to.
+func (s *Slots) Slice(v string) []string {
+	if s == nil || s.n == len(s.v) {
+		return []string{v}
+	}
+	s.v[s.n] = v
+	s.n++
+	return s.v[s.n-1 : s.n : s.n]
+}
+
+// Buf returns an empty buffer with room for n bytes, at most once per
+// request, or nil when it is taken or too small. Its bytes, once written,
+// may back a string (unsafe.String): they are never written again.
+func (s *Slots) Buf(n int) []byte {
+	if s == nil || s.bufUsed || n > len(s.buf) {
+		return nil
+	}
+	s.bufUsed = true
+	return s.buf[:0]
+}

@@ -1,0 +1,100 @@
+package httpview_test
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/ratekit/ratekit/internal/httpview"
+	"github.com/ratekit/ratekit/keyfunc"
+)
+
+func TestRequest(t *testing.T) {
+	req := httptest.NewRequest("POST", "/items/7?x=1", strings.NewReader("email=ana%40example.com"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Pattern = "POST /items/{id}"
+	if got := httpview.New(req, "/items/:id").Route(); got != "/items/:id" {
+		t.Errorf("Route %q", got)
+	}
+	if got := httpview.New(req, "").Route(); got != "/items/{id}" {
+		t.Errorf("Route without a router pattern %q, want the ServeMux pattern", got)
+	}
+	calls := 0
+	lazy := httpview.NewFunc(req, func(*http.Request) string { calls++; return "" })
+	if calls != 0 {
+		t.Error("route computed eagerly")
+	}
+	if got := lazy.Route(); got != "/items/{id}" || calls != 1 {
+		t.Errorf("Route %q after %d calls", got, calls)
+	}
+	r := httpview.New(req, "")
+	if v, err := r.Field("email"); v != "ana@example.com" || err != nil {
+		t.Errorf("Field = %q, %v", v, err)
+	}
+	if v, _ := r.Field("x"); v != "1" {
+		t.Errorf("query Field = %q", v)
+	}
+	if err := req.ParseForm(); err != nil || req.PostForm.Get("email") != "ana@example.com" {
+		t.Errorf("the handler does not see the body: %v %v", req.PostForm, err)
+	}
+	if r.Method() != "POST" || r.RemoteAddr() != "192.0.2.1:1234" || r.Context() != req.Context() {
+		t.Error("view does not reflect the request")
+	}
+}
+
+// MaxBody bounds what Field reads, as keyfunc.MaxBodyBytes does.
+func TestRequestMaxBody(t *testing.T) {
+	body := "email=ana%40example.com"
+	for _, tc := range []struct {
+		max     int64
+		wantErr error
+	}{
+		{0, nil}, // the default bound
+		{int64(len(body)), nil},
+		{int64(len(body)) - 1, keyfunc.ErrInvalidKey},
+	} {
+		req := httptest.NewRequest("POST", "/", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		r := httpview.New(req, "")
+		r.MaxBody = tc.max
+		v, err := r.Field("email")
+		if !errors.Is(err, tc.wantErr) || (err == nil && v != "ana@example.com") {
+			t.Errorf("MaxBody %d: Field = %q, %v, want error %v", tc.max, v, err, tc.wantErr)
+		}
+	}
+}
+
+func TestSlots(t *testing.T) {
+	var s httpview.Slots
+	a := s.Slice("a")
+	if b := s.Slice("b"); len(b) != 1 || b[0] != "b" || &b[0] == &a[0] {
+		t.Errorf("second Slice = %q, want a fresh slice holding b", b)
+	}
+	if len(a) != 1 || cap(a) != 1 || a[0] != "a" {
+		t.Errorf("Slice = %q (cap %d), want [a] with no room to append", a, cap(a))
+	}
+	s.Reset()
+	if c := s.Slice("c"); &c[0] != &a[0] {
+		t.Error("Reset did not free the slot")
+	}
+	if b := s.Buf(57); b != nil {
+		t.Errorf("Buf(57) = %d bytes of room, want nil: too large", cap(b))
+	}
+	if b := s.Buf(56); b == nil || len(b) != 0 || cap(b) < 56 {
+		t.Errorf("Buf(56) = len %d cap %d, want an empty buffer of 56", len(b), cap(b))
+	}
+	s.Reset()
+	if b := s.Buf(1); b != nil {
+		t.Error("Buf handed out twice: a string built in it would change")
+	}
+	var none *httpview.Slots
+	none.Reset()
+	if v := none.Slice("x"); len(v) != 1 || v[0] != "x" {
+		t.Errorf("nil Slots Slice = %q", v)
+	}
+	if b := none.Buf(1); b != nil {
+		t.Error("nil Slots has a buffer")
+	}
+}
