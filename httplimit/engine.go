@@ -143,8 +143,10 @@ func MustNew(l core.Limiter, opts ...Option) *Engine {
 }
 
 // MaxBodyBytes returns the bound on the request body a [keyfunc.Request]
-// view may read and decode to find a field ([WithMaxBodyBytes]), for an
-// adapter whose framework reads bodies its own way.
+// view may read and decode to find a field ([WithMaxBodyBytes]), for a
+// user's own adapter. One for a net/http router passes
+// keyfunc.FromHTTP(r, keyfunc.MaxBodyBytes(e.MaxBodyBytes())) to
+// [Engine.Check]; one for another framework bounds its view's Field by it.
 func (e *Engine) MaxBodyBytes() int64 { return e.cfg.maxBody }
 
 // Result is what [Engine.Check] decided for one request: serve it (after

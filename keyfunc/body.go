@@ -242,9 +242,13 @@ func (b *boundedReader) Read(p []byte) (int, error) {
 // RequestField returns a request's field name as every [Request] view
 // reads it: from the body when it has the field (see [BodyField]), else
 // from the URL query string rawQuery (its value, given once or always the
-// same). An empty body has no fields, whatever its content type. Adapters
-// for frameworks other than net/http implement [Request.Field] with it, so
-// that a field reads the same in every framework.
+// same; different values are an error wrapping [ErrInvalidKey]). body is
+// the body decoded ([DecodeBody]); an empty body has no fields, whatever
+// its content type.
+//
+// It is public for adapters of frameworks not built on net/http (fiberlimit
+// and a user's own), which implement [Request.Field] with it so that a
+// field reads the same in every framework.
 func RequestField(contentType string, body []byte, rawQuery, name string) (string, error) {
 	if len(body) > 0 {
 		v, err := BodyField(contentType, body, name)

@@ -125,6 +125,32 @@ func TestHasBodyFields(t *testing.T) {
 	}
 }
 
+// RequestField reads the body first and falls back to the query, as the
+// view of FromHTTP does.
+func TestRequestField(t *testing.T) {
+	const form = "application/x-www-form-urlencoded"
+	for _, tc := range []struct {
+		ct, body, query string
+		want            string
+		wantErr         error
+	}{
+		{form, "email=body%40example.com", "email=query@example.com", "body@example.com", nil},
+		{form, "other=1", "email=query@example.com", "query@example.com", nil},
+		{"application/json", `{"email":"json@example.com"}`, "", "json@example.com", nil},
+		{"text/plain", "email=body@example.com", "email=query@example.com", "query@example.com", nil},
+		{form, "", "email=a&email=a", "a", nil},
+		{form, "", "email=a&email=b", "", ErrInvalidKey},
+		{form, "email=a&email=b", "email=a", "", ErrInvalidKey},
+		{form, "", "", "", nil},
+		{form, "", "%zz&email=a", "a", nil}, // a malformed pair is skipped
+	} {
+		got, err := RequestField(tc.ct, []byte(tc.body), tc.query, "email")
+		if got != tc.want || !errors.Is(err, tc.wantErr) || (err == nil) != (tc.wantErr == nil) {
+			t.Errorf("RequestField(%q, %q, %q) = %q, %v; want %q, %v", tc.ct, tc.body, tc.query, got, err, tc.want, tc.wantErr)
+		}
+	}
+}
+
 // FuzzDecodeBody decodes arbitrary bodies with arbitrary Content-Encoding
 // headers (lines split at "\n") within a small bound. It never produces
 // more than the bound, never modifies the body, and every error wraps
