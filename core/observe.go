@@ -61,9 +61,6 @@ const (
 	OutcomeError
 )
 
-// NumOutcomes is the number of outcomes, for arrays indexed by [Outcome].
-const NumOutcomes = 3
-
 var outcomeNames = [...]string{OutcomeAllowed: "allowed", OutcomeDenied: "denied", OutcomeError: "error"}
 
 // String returns "allowed", "denied" or "error".

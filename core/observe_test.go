@@ -322,7 +322,7 @@ func TestBreakerChangeRace(t *testing.T) {
 
 func TestOutcomeAndOpNames(t *testing.T) {
 	var got []string
-	for o := range core.Outcome(core.NumOutcomes + 1) {
+	for o := range core.OutcomeError + 2 {
 		got = append(got, o.String())
 	}
 	for op := range core.OpRefund + 2 {

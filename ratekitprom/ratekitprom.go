@@ -266,8 +266,12 @@ func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.decisions, m.peeks, m.shadow, m.shadowPeeks, m.latency, m.storeErrors, m.breakerOpens}
 }
 
+// numOutcomes is the number of core.Outcome values: OutcomeError is the
+// last (TestOutcomesCoverCore checks that core has no outcome past it).
+const numOutcomes = int(core.OutcomeError) + 1
+
 // outcomes are the counters of one policy, indexed by core.Outcome.
-type outcomes [core.NumOutcomes]prometheus.Counter
+type outcomes [numOutcomes]prometheus.Counter
 
 func outcomesOf(v *prometheus.CounterVec) func(string) outcomes {
 	return func(p string) outcomes {

@@ -1,0 +1,22 @@
+package ratekitprom
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ratekit/ratekit/core"
+)
+
+// The counter arrays have a slot for every core.Outcome, and core has none
+// past OutcomeError, or its events would index past them.
+func TestOutcomesCoverCore(t *testing.T) {
+	for i := range numOutcomes {
+		if name := core.Outcome(i).String(); strings.HasPrefix(name, "Outcome(") {
+			t.Errorf("core.Outcome(%d) is %s, want a named outcome", i, name)
+		}
+	}
+	if got, want := core.Outcome(numOutcomes).String(), "Outcome("+strconv.Itoa(numOutcomes)+")"; got != want {
+		t.Errorf("core.Outcome(%d) is %q, an outcome past OutcomeError: size the counter arrays for it", numOutcomes, got)
+	}
+}
