@@ -59,6 +59,9 @@ go test -run='^$' -bench='^BenchmarkHotKey$' -benchmem -count="$COUNT" -cpu="$CP
 step "in memory: 1e6 keys (-cpu=$CPUS)"
 go test -run='^$' -bench='^BenchmarkManyKeys$' -benchmem -count="$COUNT" -cpu="$CPUS" -benchtime="$BENCHTIME" -timeout=2h . | tee "$OUT/manykeys.bench.txt"
 
+step "clock reads (-cpu=$CPUS)"
+go test -run='^$' -bench='^BenchmarkClock$' -count="$COUNT" -cpu="$CPUS" -benchtime="$BENCHTIME" . | tee "$OUT/clock.bench.txt"
+
 step "in memory: bytes per key"
 go test -run='^$' -bench='^BenchmarkBytesPerKey$' -benchtime=1x -count=2 -timeout=2h -cpu=1 . | tee "$OUT/bytes.bench.txt"
 
@@ -74,7 +77,7 @@ grep -E 'loadtest_test.go' "$OUT/loadtest.txt" || true
 
 step "benchstat and RESULTS.md"
 # One input file: benchstat compares files as columns, and these are one run.
-cat "$OUT"/memory.bench.txt "$OUT"/manykeys.bench.txt "$OUT"/bytes.bench.txt "$OUT"/redis.bench.txt "$OUT"/middleware.bench.txt > "$OUT/all.txt"
+cat "$OUT"/memory.bench.txt "$OUT"/manykeys.bench.txt "$OUT"/clock.bench.txt "$OUT"/bytes.bench.txt "$OUT"/redis.bench.txt "$OUT"/middleware.bench.txt > "$OUT/all.txt"
 "$BENCHSTAT" "$OUT/all.txt" > "$OUT/benchstat.txt" 2>&1 || true
 go run ./internal/benchreport -dir "$OUT" -machine "$OUT/machine.md" > RESULTS.md
 step "done: benchmarks/RESULTS.md"

@@ -159,46 +159,96 @@ func main() {
 	const ref = "ratekit-token-bucket"
 	libs := libraries(filepath.Join(*dir, "memory.bench.txt"))
 	var goal []string
+	const goLimiter = "sethvargo-go-limiter"
+	cols := []struct{ key, bench, label string }{
+		{"hfs", "BenchmarkHotKey/%s/flooded-serial", "hot key flooded serial"},
+		{"hfp", "BenchmarkHotKey/%s/flooded-parallel", "hot key flooded parallel"},
+		{"has", "BenchmarkHotKey/%s/allowed-serial", "hot key allowed serial"},
+		{"hap", "BenchmarkHotKey/%s/allowed-parallel", "hot key allowed parallel"},
+		{"mki", "BenchmarkManyKeys/%s/in-order", "1e6 keys in order"},
+		{"mks", "BenchmarkManyKeys/%s/strided", "1e6 keys strided"},
+	}
 	for _, cpu := range s.cpus("BenchmarkHotKey/") {
 		procs := "1"
 		if cpu != "" {
 			procs = cpu[1:]
 		}
-		p("## In memory, GOMAXPROCS=%s\n\n100 per minute, burst 100, system clock. Hot key: one key past its limit (denied path). 1e6 keys: all inserted before the timer, parallel (ratekit drops keys that have become fresh, see \"keys held\"). \"× ratekit\" is the library's time over ratekit's token bucket.\n\n", procs)
-		p("| library | hot key serial | × ratekit | hot key parallel | × ratekit | 1e6 keys parallel | × ratekit | allocs/op (hot, 1e6) | keys held |\n|---|---|---|---|---|---|---|---|---|\n")
-		get := func(c, lib, unit string) float64 {
-			name := map[string]string{"hs": "BenchmarkHotKey/" + lib + "/serial", "hp": "BenchmarkHotKey/" + lib + "/parallel", "mk": "BenchmarkManyKeys/" + lib}[c]
-			return s.median(name+cpu, unit)
+		p("## In memory, GOMAXPROCS=%s\n\n100 per minute, burst 100 (hot key \"allowed\": 1e9 per minute, so every request is allowed), system clock (the coarse-clock row: ratekit on core.NewCoarseClock(time.Millisecond), opt-in). Hot key: one key, flooded past its limit (denied path) or allowed. 1e6 keys: all inserted before the timer, parallel; walked in order (the key string in cache) or strided (the key a cache miss too). \"×\" is the library's time over ratekit's token bucket (on the system clock): above 1, ratekit is faster.\n\n", procs)
+		p("| library |")
+		for _, c := range cols {
+			p(" %s | × |", c.label)
 		}
-		best := map[string]float64{"hs": math.Inf(1), "hp": math.Inf(1), "mk": math.Inf(1)}
-		for _, lib := range libs {
-			row := []string{lib}
-			for _, c := range []string{"hs", "hp", "mk"} {
-				v, r := get(c, lib, "ns/op"), get(c, ref, "ns/op")
-				row = append(row, ns(v), ratio(v/r))
-				if !strings.HasPrefix(lib, "ratekit") && v < best[c] {
-					best[c] = v
+		p(" allocs/op (hot, 1e6) | keys held |\n|---|")
+		for range cols {
+			p("---|---|")
+		}
+		p("---|---|\n")
+		get := func(c, lib, unit string) float64 {
+			for _, col := range cols {
+				if col.key == c {
+					return s.median(fmt.Sprintf(col.bench, lib)+cpu, unit)
 				}
 			}
-			row = append(row, num(get("hs", lib, "allocs/op"), "%.0f")+", "+num(get("mk", lib, "allocs/op"), "%.0f"), num(get("mk", lib, "keys"), "%.0f"))
+			return math.NaN()
+		}
+		best := map[string]float64{}
+		for _, c := range cols {
+			best[c.key] = math.Inf(1)
+		}
+		for _, lib := range libs {
+			row := []string{lib}
+			for _, c := range cols {
+				v, r := get(c.key, lib, "ns/op"), get(c.key, ref, "ns/op")
+				row = append(row, ns(v), ratio(v/r))
+				if !strings.HasPrefix(lib, "ratekit") && v < best[c.key] {
+					best[c.key] = v
+				}
+			}
+			row = append(row, num(get("hfs", lib, "allocs/op"), "%.0f")+", "+num(get("mki", lib, "allocs/op"), "%.0f"), num(get("mki", lib, "keys"), "%.0f"))
 			p("| %s |\n", strings.Join(row, " | "))
 		}
 		p("\n")
-		labels := map[string]string{"hs": "hot key serial", "hp": "hot key parallel", "mk": "1e6 keys"}
-		for _, c := range []string{"hs", "hp", "mk"} {
-			label, r := labels[c], get(c, ref, "ns/op")
-			goal = append(goal, fmt.Sprintf("GOMAXPROCS=%s, %s: fastest peer / ratekit token bucket = %s (goal ≥ 1.50×)", procs, label, ratio(best[c]/r)))
+		for _, c := range cols {
+			r := get(c.key, ref, "ns/op")
+			want := "≥ 1.30×"
+			switch c.key {
+			case "mki":
+				want = "≥ 1.50×"
+			case "mks":
+				want = "> 1"
+			}
+			goal = append(goal, fmt.Sprintf("GOMAXPROCS=%s, %s: go-limiter / ratekit = %s (goal %s); fastest peer / ratekit = %s; on the coarse clock: go-limiter / ratekit = %s",
+				procs, c.label, ratio(get(c.key, goLimiter, "ns/op")/r), want, ratio(best[c.key]/r), ratio(get(c.key, goLimiter, "ns/op")/get(c.key, ref+"-coarse-clock", "ns/op"))))
 		}
-		goal = append(goal, fmt.Sprintf("GOMAXPROCS=%s: ratekit token bucket allocs/op %s on the hot key, %s at 1e6 keys (goal 0)", procs, num(get("hs", ref, "allocs/op"), "%.0f"), num(get("mk", ref, "allocs/op"), "%.0f")))
+		goal = append(goal, fmt.Sprintf("GOMAXPROCS=%s: ratekit token bucket allocs/op %s on the hot key, %s at 1e6 keys (goal 0)", procs, num(get("hfs", ref, "allocs/op"), "%.0f"), num(get("mki", ref, "allocs/op"), "%.0f")))
+	}
+
+	if cpus := s.cpus("BenchmarkClock/"); len(cpus) > 0 {
+		p("## Clock reads\n\nWhat one read of each time source costs, on its own (BenchmarkClock): time.Now (wall and monotonic), time.Since a base (monotonic only: ratekit's default), and a CoarseClock's cached time. At 1e6 keys a fenced clock read also waits for the previous decision's cache misses, so it costs more inside a decision than here.\n\n| source | serial | parallel |\n|---|---|---|\n")
+		for _, src := range []string{"time-now", "time-since", "coarse"} {
+			row := []string{src}
+			for _, mode := range []string{"serial", "parallel"} {
+				var vs []string
+				for _, cpu := range cpus {
+					vs = append(vs, ns(s.median("BenchmarkClock/"+src+"/"+mode+cpu, "ns/op")))
+				}
+				row = append(row, strings.Join(vs, ", "))
+			}
+			p("| %s |\n", strings.Join(row, " | "))
+		}
+		p("\n")
 	}
 
 	if cpus := s.cpus("BenchmarkBytesPerKey/"); len(cpus) > 0 {
-		p("## Memory per key\n\nHeapInuse after GC, before and after inserting 1e6 keys, over the keys held (1e6 where the library cannot tell; the library's copy of the key included).\n\n| library | B/key | × ratekit |\n|---|---|---|\n")
+		p("## Memory per key\n\nHeapInuse after GC, before and after inserting 1e6 keys, over the keys held (1e6 where the library cannot tell; the library's copy of the key included). \"GC-scanned\" is the growth of the heap the garbage collector scans (runtime/metrics /gc/scan/heap:bytes) per key.\n\n| library | B/key | × ratekit | GC-scanned B/key |\n|---|---|---|---|\n")
 		r := s.median("BenchmarkBytesPerKey/"+ref+cpus[0], "B/key")
 		fewest, who := math.Inf(1), ""
 		for _, lib := range libs {
+			if strings.HasSuffix(lib, "-coarse-clock") {
+				continue
+			}
 			v := s.median("BenchmarkBytesPerKey/"+lib+cpus[0], "B/key")
-			p("| %s | %s | %s |\n", lib, num(v, "%.1f"), ratio(v/r))
+			p("| %s | %s | %s | %s |\n", lib, num(v, "%.1f"), ratio(v/r), num(s.median("BenchmarkBytesPerKey/"+lib+cpus[0], "scan-B/key"), "%.1f"))
 			if v < fewest {
 				fewest, who = v, lib
 			}
