@@ -216,7 +216,7 @@ func memoryPeers() []peer {
 			}}
 		}},
 	)
-	for _, a := range core.Algorithms[1:] {
+	for _, a := range core.Algorithms()[1:] {
 		peers = append(peers, ratekitPeer(a))
 	}
 	return peers

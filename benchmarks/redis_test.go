@@ -139,7 +139,7 @@ func BenchmarkRedisRatekit(b *testing.B) { benchRatekit(b) }
 func BenchmarkRedisRatekitBatched(b *testing.B) { benchRatekit(b, redisstore.WithBatching(0)) }
 
 func benchRatekit(b *testing.B, opts ...redisstore.Option) {
-	for _, a := range core.Algorithms {
+	for _, a := range core.Algorithms() {
 		p := open
 		p.Algorithm = a
 		if a == core.SlidingLog {
@@ -193,7 +193,7 @@ func TestRoundTrips(t *testing.T) {
 	}
 	const decisions = 1024
 	for _, batched := range []bool{false, true} {
-		for _, a := range core.Algorithms {
+		for _, a := range core.Algorithms() {
 			p := open
 			p.Algorithm = a
 			opts := []redisstore.Option{redisstore.WithPrefix("rt")}

@@ -48,7 +48,7 @@ func TestServerCost(t *testing.T) {
 	}
 	names := []string{}
 	deciders := []func(string){}
-	for _, a := range core.Algorithms {
+	for _, a := range core.Algorithms() {
 		p := open
 		p.Algorithm = a
 		if a == core.SlidingLog {

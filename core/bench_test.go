@@ -71,7 +71,7 @@ func mustNew(b *testing.B, p Policy, opts ...Option) *Memory {
 // algorithm, one shard lock and one LRU lookup.
 func BenchmarkHotKey(b *testing.B) {
 	ctx := context.Background()
-	for _, a := range Algorithms {
+	for _, a := range Algorithms() {
 		for _, regime := range []string{"flood", "open"} {
 			p := hotPolicies(a)[regime]
 			b.Run(a.String()+"/"+regime+"/serial", func(b *testing.B) {
@@ -129,7 +129,7 @@ func BenchmarkManyKeys(b *testing.B) {
 			runtime.GC()
 			return m
 		}
-		for _, a := range Algorithms {
+		for _, a := range Algorithms() {
 			b.Run(a.String()+"/keys="+strconv.Itoa(n), func(b *testing.B) {
 				m := filled(b, a)
 				var walks atomic.Uint64
@@ -284,7 +284,7 @@ func BenchmarkNewKeys(b *testing.B) {
 func BenchmarkMemoryPerKey(b *testing.B) {
 	const n = 1_000_000
 	ctx := context.Background()
-	for _, a := range Algorithms {
+	for _, a := range Algorithms() {
 		b.Run(a.String(), func(b *testing.B) {
 			for b.Loop() {
 				perKey := bytesPerKey(b, Policy{Algorithm: a, Limit: 100, Window: time.Minute}, n, func(m *Memory, k string) { m.AllowN(ctx, k, 1) })

@@ -81,7 +81,7 @@ func TestNewKeysDoNotResetSpentBucket(t *testing.T) {
 // used up its limit and keeps asking, or keeps quiet.
 func TestMintedKeysGoBeforeUsedUpKey(t *testing.T) {
 	ctx := context.Background()
-	for _, a := range Algorithms {
+	for _, a := range Algorithms() {
 		for _, tt := range []struct {
 			name       string
 			perMinted  int  // requests per minted key
@@ -126,7 +126,7 @@ func TestMintedKeysGoBeforeUsedUpKey(t *testing.T) {
 // one unit) outlives a flood of keys that asked once.
 func TestAskingKeysOutliveEqualOnes(t *testing.T) {
 	ctx := context.Background()
-	for _, a := range Algorithms {
+	for _, a := range Algorithms() {
 		t.Run(a.String(), func(t *testing.T) {
 			clock := NewManualClock(time.Unix(1_800_000_000, 0))
 			m, err := New(Policy{Algorithm: a, Limit: 1, Window: time.Hour}, WithClock(clock), WithMaxKeys(64))
@@ -177,7 +177,7 @@ func freshSoon(a Algorithm) time.Duration {
 func TestFreshEntryWithinReachGoesFirst(t *testing.T) {
 	ctx := context.Background()
 	const reach = handReach + maxSecondChances
-	for _, a := range Algorithms {
+	for _, a := range Algorithms() {
 		for _, before := range []int{0, reach - 1, reach} { // used keys between the hand and the fresh one
 			t.Run(a.String()+"/"+strconv.Itoa(before), func(t *testing.T) {
 				clock := NewManualClock(time.Unix(1_800_000_000, 0)) // a minute boundary
@@ -281,7 +281,7 @@ func TestOneUnitKeysDoNotHideFreshOnes(t *testing.T) {
 // that no entry can be fresh at most of the checks.
 func TestCalmIsABound(t *testing.T) {
 	ctx := context.Background()
-	for _, a := range Algorithms {
+	for _, a := range Algorithms() {
 		t.Run(a.String(), func(t *testing.T) {
 			clock := NewManualClock(time.Unix(1_800_000_000, 0))
 			m, err := New(Policy{Algorithm: a, Limit: 100, Window: time.Minute}, WithClock(clock), WithMaxKeys(128))

@@ -30,7 +30,7 @@ func FuzzInvariant(f *testing.F) {
 			return
 		}
 		p := Policy{
-			Algorithm: Algorithms[int(data[0])%len(Algorithms)],
+			Algorithm: Algorithms()[int(data[0])%len(Algorithms())],
 			Limit:     1 + int64(data[1]%10),
 			Window:    time.Duration(1+data[2]%3) * time.Second,
 		}

@@ -200,7 +200,7 @@ func checkLayered(t *testing.T, data []byte) {
 	for i := range nLayers {
 		b := data[3*i : 3*i+3]
 		p := core.Policy{
-			Algorithm: core.Algorithms[int(b[0])%len(core.Algorithms)],
+			Algorithm: core.Algorithms()[int(b[0])%len(core.Algorithms())],
 			Limit:     1 + int64(b[1]%10),
 			Window:    time.Duration(1+b[2]%4) * time.Second,
 		}

@@ -44,8 +44,11 @@ var algorithmNames = [...]string{
 	LeakyBucket:   "leaky-bucket",
 }
 
-// Algorithms lists every algorithm, in declaration order.
-var Algorithms = []Algorithm{TokenBucket, FixedWindow, SlidingLog, SlidingWindow, LeakyBucket}
+// Algorithms returns every algorithm, in declaration order, in a new slice
+// that the caller may modify.
+func Algorithms() []Algorithm {
+	return []Algorithm{TokenBucket, FixedWindow, SlidingLog, SlidingWindow, LeakyBucket}
+}
 
 // String returns the algorithm's name as [ParsePolicy] reads it, such as
 // "token-bucket".

@@ -2,6 +2,7 @@ package core
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -128,11 +129,22 @@ func TestNewOptionErrors(t *testing.T) {
 }
 
 func TestAlgorithmNames(t *testing.T) {
-	for _, a := range Algorithms {
+	all := Algorithms()
+	for i, a := range all {
+		if a != Algorithm(i) {
+			t.Errorf("Algorithms()[%d] = %v, want declaration order", i, a)
+		}
 		got, err := ParseAlgorithm(a.String())
 		if err != nil || got != a {
 			t.Errorf("ParseAlgorithm(%q) = %v, %v", a.String(), got, err)
 		}
+	}
+	if s := Algorithm(len(all)).String(); s != "Algorithm("+strconv.Itoa(len(all))+")" {
+		t.Errorf("Algorithm(%d) = %q, an algorithm missing from Algorithms()", len(all), s)
+	}
+	all[0] = LeakyBucket
+	if Algorithms()[0] != TokenBucket {
+		t.Error("Algorithms() returned a slice shared with its earlier callers")
 	}
 	if s := Algorithm(42).String(); s != "Algorithm(42)" {
 		t.Errorf("Algorithm(42).String() = %q", s)

@@ -51,7 +51,7 @@ func refundModel(t *testing.T, data []byte) {
 		return
 	}
 	p := core.Policy{
-		Algorithm: core.Algorithms[int(data[0])%len(core.Algorithms)],
+		Algorithm: core.Algorithms()[int(data[0])%len(core.Algorithms())],
 		Limit:     1 + int64(data[1]%10),
 		Window:    time.Duration(1+data[2]%3) * time.Second,
 	}
@@ -295,7 +295,7 @@ func TestNoRefund(t *testing.T) {
 
 // Refunding a key the Memory does not hold stores nothing.
 func TestMemoryRefundCreatesNoKey(t *testing.T) {
-	for _, a := range core.Algorithms {
+	for _, a := range core.Algorithms() {
 		m := mustNew(t, core.Policy{Algorithm: a, Limit: 5, Window: time.Minute}, core.NewManualClock(layeredStart))
 		for i := range 100 {
 			if err := m.Refund(ctx, fmt.Sprint("absent-", i), 1, 0); err != nil {

@@ -55,7 +55,7 @@ func TestMaxKeysBoundsMemory(t *testing.T) {
 // Keys whose state has become fresh are dropped before any live key, and
 // their dropping is free: the key decides as if new anyway.
 func TestFreshKeysGoFirst(t *testing.T) {
-	for _, a := range Algorithms {
+	for _, a := range Algorithms() {
 		t.Run(a.String(), func(t *testing.T) {
 			clock := NewManualClock(time.Unix(1_800_000_000, 0))
 			m, err := New(Policy{Algorithm: a, Limit: 2, Window: time.Second}, WithClock(clock), WithMaxKeys(64))
@@ -124,7 +124,7 @@ func TestIdleKeysAreSwept(t *testing.T) {
 // sweeping it then would only allocate it again on its next request. Keys
 // fresh for a window or more are swept by new keys.
 func TestBrieflyFreshKeysAreKept(t *testing.T) {
-	for _, a := range Algorithms {
+	for _, a := range Algorithms() {
 		t.Run(a.String(), func(t *testing.T) {
 			clock := NewManualClock(time.Unix(1_800_000_000, 0)) // a minute boundary
 			// At most 127 keys: one shard, so the LRU order is global.
@@ -238,7 +238,7 @@ func TestHashCollisionIsDetected(t *testing.T) {
 // never the one evicted: each time it reaches the LRU tail its reference
 // bit sends it back to the front, and its count survives the flood.
 func TestRequestedKeySurvivesFlood(t *testing.T) {
-	for _, a := range Algorithms {
+	for _, a := range Algorithms() {
 		t.Run(a.String(), func(t *testing.T) {
 			clock := NewManualClock(time.Unix(1_800_000_000, 0))
 			// 64 keys at most: one shard, so every key meets the hot one.

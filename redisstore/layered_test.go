@@ -55,7 +55,7 @@ func randomLayers(rng *rand.Rand) []core.Policy {
 	for i := range ps {
 		p := core.Policy{
 			Name:      fmt.Sprint("layer", i),
-			Algorithm: core.Algorithms[rng.IntN(len(core.Algorithms))],
+			Algorithm: core.Algorithms()[rng.IntN(len(core.Algorithms()))],
 			Limit:     1 + rng.Int64N(10),
 			Window:    time.Duration(1+rng.IntN(4)) * time.Second,
 		}

@@ -35,7 +35,7 @@ func TestSameDecisionsAsMemory(t *testing.T) {
 	client := newClient(t, singleNode(t))
 	ctx := context.Background()
 	for _, base := range parityPolicies {
-		for _, a := range core.Algorithms {
+		for _, a := range core.Algorithms() {
 			p := base
 			p.Algorithm = a
 			if !a.Burstable() {
@@ -237,7 +237,7 @@ func (tr *refundTraffic) refund(keys []string, maxCost int64) ([]string, int64, 
 func TestRefundSameAsMemory(t *testing.T) {
 	client := newClient(t, singleNode(t))
 	for _, base := range parityPolicies {
-		for _, a := range core.Algorithms {
+		for _, a := range core.Algorithms() {
 			p := base
 			p.Algorithm = a
 			if !a.Burstable() {

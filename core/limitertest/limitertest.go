@@ -70,7 +70,7 @@ func (s suite) build(t *testing.T, p core.Policy) (core.Limiter, *core.ManualClo
 // with p's Algorithm set (and Burst cleared for the algorithms without
 // one).
 func ForEachAlgorithm(t *testing.T, p core.Policy, f func(t *testing.T, p core.Policy)) {
-	for _, a := range core.Algorithms {
+	for _, a := range core.Algorithms() {
 		p := p
 		p.Algorithm = a
 		if !a.Burstable() {
@@ -302,7 +302,7 @@ func (s suite) testNoLostProgress(t *testing.T) {
 		{7, time.Second, 1000},
 		{100, time.Minute, 200},
 	}
-	for _, a := range core.Algorithms {
+	for _, a := range core.Algorithms() {
 		if a == core.SlidingWindow {
 			continue
 		}

@@ -99,7 +99,7 @@ func run(w io.Writer) error {
 		fmt.Fprintf(tw, "\t%s", p.name)
 	}
 	fmt.Fprintln(tw)
-	for _, a := range core.Algorithms {
+	for _, a := range core.Algorithms() {
 		fmt.Fprint(tw, a)
 		for _, p := range patterns {
 			clock := core.NewManualClock(start)

@@ -94,10 +94,10 @@ func checkSVG(t *testing.T, doc []byte) {
 	if roots != 1 {
 		t.Errorf("%d root elements, want 1", roots)
 	}
-	if len(series) != len(core.Algorithms) {
-		t.Errorf("%d series, want %d", len(series), len(core.Algorithms))
+	if len(series) != len(core.Algorithms()) {
+		t.Errorf("%d series, want %d", len(series), len(core.Algorithms()))
 	}
-	for _, a := range core.Algorithms {
+	for _, a := range core.Algorithms() {
 		s := series[a.String()]
 		if s == nil {
 			t.Errorf("no series for %v", a)

@@ -38,7 +38,7 @@ func (o outcome) sent() int { return len(o.allowed) + len(o.denied) }
 // kept for the token and leaky buckets and dropped for the others.
 func simulate(p core.Policy, start time.Time, d time.Duration, t traffic) ([]outcome, error) {
 	var out []outcome
-	for _, a := range core.Algorithms {
+	for _, a := range core.Algorithms() {
 		pa := p
 		pa.Algorithm = a
 		if !a.Burstable() {
