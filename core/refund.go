@@ -186,7 +186,7 @@ func (l *slidingLog) refund(r logRef, now, since, n int64) logRef {
 	l.drop(s, first)
 	// The entries from i on are at since or later; take from them, oldest
 	// first, emptying entries i..j-1 and reducing entry j.
-	i := s.head
+	i := int(s.head)
 	for i < len(s.entries) && s.entries[i].at < since {
 		i++
 	}
@@ -195,7 +195,7 @@ func (l *slidingLog) refund(r logRef, now, since, n int64) logRef {
 		e := &s.entries[j]
 		take := min(e.n, n)
 		e.n -= take
-		s.sum -= take
+		s.sum -= int32(take)
 		n -= take
 		if e.n > 0 {
 			break
@@ -206,7 +206,7 @@ func (l *slidingLog) refund(r logRef, now, since, n int64) logRef {
 		k++
 	}
 	s.entries = slices.Delete(s.entries, i, k)
-	if len(s.entries) == s.head {
+	if len(s.entries) == int(s.head) {
 		s.entries, s.head = s.entries[:0], 0
 	}
 	return r

@@ -29,10 +29,13 @@ type logEntry struct {
 
 // logState is one key's log: entries[head:] in time order, and their units
 // summed. A nil *logState is an empty log.
+//
+// head and sum are 32-bit (a log holds at most Limit units, at most 1e9)
+// so that a logState is 32 bytes, not 40.
 type logState struct {
 	entries []logEntry
-	head    int
-	sum     int64
+	head    int32
+	sum     int32
 }
 
 // A logRef is the index of a key's logState in a logArena; 0 is the empty
@@ -117,7 +120,7 @@ func (l *slidingLog) release(r logRef) { l.logs.release(r) }
 // log exactly as it was (as the Redis store does).
 func (l *slidingLog) live(s *logState, now int64) (first int, units int64) {
 	cutoff := now - l.window
-	first, units = s.head, s.sum
+	first, units = int(s.head), int64(s.sum)
 	for first < len(s.entries) && s.entries[first].at <= cutoff {
 		units -= s.entries[first].n
 		first++
@@ -129,15 +132,15 @@ func (l *slidingLog) live(s *logState, now int64) (first int, units int64) {
 // gives memory back after a burst.
 func (l *slidingLog) drop(s *logState, first int) {
 	for _, e := range s.entries[s.head:first] {
-		s.sum -= e.n
+		s.sum -= int32(e.n)
 	}
-	s.head = first
-	switch live := len(s.entries) - s.head; {
+	s.head = int32(first)
+	switch live := len(s.entries) - first; {
 	case cap(s.entries) > 64 && 4*live < cap(s.entries):
 		s.entries, s.head = append(make([]logEntry, 0, 2*live), s.entries[s.head:]...), 0
 	case live == 0:
 		s.entries, s.head = s.entries[:0], 0
-	case s.head >= 32 && 2*s.head >= len(s.entries):
+	case first >= 32 && 2*first >= len(s.entries):
 		k := copy(s.entries, s.entries[s.head:])
 		s.entries, s.head = s.entries[:k], 0
 	}
@@ -195,11 +198,11 @@ func (l *slidingLog) decide(r logRef, now, n int64, commit bool) (verdict, logRe
 	} else {
 		l.drop(s, first)
 	}
-	if k := len(s.entries); k > s.head && s.entries[k-1].at == at {
+	if k := len(s.entries); k > int(s.head) && s.entries[k-1].at == at {
 		s.entries[k-1].n += n
 	} else {
 		s.entries = append(s.entries, logEntry{at: at, n: n})
 	}
-	s.sum += n
+	s.sum += int32(n)
 	return v, r
 }
