@@ -68,7 +68,7 @@
 //
 // # Around a limiter
 //
-// [NewFailover] wraps a remote limiter (Redis) with a failure mode for when
+// [NewFailover] wraps a remote limiter (Redis) with an [ErrorPolicy] for when
 // it is down, behind a circuit breaker. [NewLeased] takes units from a
 // remote limiter in batches for hot keys, and [NewDenialCache] answers a
 // denied key from memory until its RetryAfter.

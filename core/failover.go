@@ -10,25 +10,21 @@ import (
 )
 
 // Failover is a [Limiter] that decides by a remote limiter (such as the
-// Redis store) while it works and by a failure mode when it does not: fail
-// open, fail closed, or a local fallback limiter. A circuit breaker stops
-// calling a store that keeps failing, so that requests stop waiting on it,
-// and lets one request probe it again after a cool-down.
+// Redis store) while it works and by an [ErrorPolicy] when it does not:
+// fail open, fail closed, or a local fallback limiter. A circuit breaker
+// stops calling a store that keeps failing, so that requests stop waiting
+// on it, and lets one request probe it again after a cool-down.
 //
 // An outage is any error from the remote limiter except the caller's own:
 // [ErrEmptyKey], [ErrInvalidCost], [ErrCostTooHigh], and for Refund
 // [ErrInvalidElapsed] and [ErrNoRefund], are returned as they are, and so
-// is the error of a call whose context the caller cancelled or let expire. Each outage error is passed to the [OnStoreError] hook; the
-// request is then decided by the failure mode and AllowN and Peek return a
-// nil error:
-//
-//   - [FailOpen] (the default): allowed. The Decision is that of a new key:
-//     Remaining is the policy's capacity less n, ResetAfter is 0.
-//   - [FailClosed]: denied. Remaining is 0 and RetryAfter is the time until
-//     the breaker next lets a request through to the store (the cool-down
-//     when the breaker is closed), so a client is told when to come back.
-//   - [Fallback]: the local limiter decides, typically a [Memory] limiter
-//     at the policy's limit divided by the number of servers.
+// is the error of a call whose context the caller cancelled or let expire.
+// Each outage error is passed to the [OnStoreError] hook; the request is
+// then decided by the error policy and AllowN and Peek return a nil error.
+// Failing open, the Decision is that of a new key (Remaining is the
+// policy's capacity less n, ResetAfter 0); failing closed, Remaining is 0
+// and RetryAfter the time until the breaker next lets a request through to
+// the store (the cool-down when the breaker is closed).
 //
 // The Decision's Limit and Policy are the remote limiter's, when it has a
 // Policy method (both stores do) that returns a valid Policy. A wrapper
@@ -49,31 +45,31 @@ import (
 // that one Decision, which middleware writes exactly as the Decision alone
 // (the same headers as the limiter unwrapped).
 //
-// A Failover has these methods whatever its remote limiter, rather than
-// only over a layered one: the methods of a Go type cannot depend on the
-// arguments of its constructor, and a second type for layered remotes
-// would leave NewFailover of a layered limiter hiding its layers. The cost
-// falls on AllowLayers and PeekLayers over a limiter that is not layered:
-// one allocation, the one-element Layers (and HTTP middleware that writes
-// each layer's fields may allocate for them). AllowN and Peek are
-// unchanged.
-//
 // The breaker opens after a number of consecutive outage errors ([BreakAfter],
 // default 3). While it is open, the store is not called: every request is
-// decided by the failure mode at once. After the cool-down (default 5 s) one
+// decided by the error policy at once. After the cool-down (default 5 s) one
 // request probes the store; its success closes the breaker, its failure
 // keeps it open for another cool-down. While the breaker is closed, a
 // request costs one atomic load on top of the remote call: no lock is taken.
 //
 // A Failover is safe for concurrent use. Create one with [NewFailover].
 type Failover struct {
+	// A Failover has these methods whatever its remote limiter, rather than
+	// only over a layered one: the methods of a Go type cannot depend on the
+	// arguments of its constructor, and a second type for layered remotes
+	// would leave NewFailover of a layered limiter hiding its layers. The cost
+	// falls on AllowLayers and PeekLayers over a limiter that is not layered:
+	// one allocation, the one-element Layers (and HTTP middleware that writes
+	// each layer's fields may allocate for them). AllowN and Peek are
+	// unchanged.
+
 	remote    Limiter
-	local     Limiter        // nil unless Fallback
+	local     Limiter        // nil unless the error policy is Fallback
 	remoteLay LayeredLimiter // remote, when it is layered
 	localLay  LayeredLimiter // local, when it is layered
 	remoteRef Refunder       // remote, when it can refund
 	localRef  Refunder       // local, when it can refund
-	mode      failMode
+	onError   ErrorPolicy
 	policy    Policy
 	hasPol    bool  // policy is the remote's; unknown otherwise
 	cost      int64 // the policy's capacity, or MaxInt64 when unknown
@@ -95,14 +91,6 @@ var (
 	_ Refunder       = (*Failover)(nil)
 )
 
-type failMode uint8
-
-const (
-	failOpen failMode = iota
-	failClosed
-	failFallback
-)
-
 // ErrBreakerOpen is returned by [Failover.Reset] when the circuit breaker is
 // open and the remote store was therefore not called.
 var ErrBreakerOpen = errors.New("circuit breaker open: the store was not called")
@@ -110,21 +98,12 @@ var ErrBreakerOpen = errors.New("circuit breaker open: the store was not called"
 // FailoverOption configures a [Failover].
 type FailoverOption func(*Failover)
 
-// FailOpen allows every request the remote limiter cannot decide. It is the
-// default: an outage of the store does not become an outage of the service.
-// For logins and other abuse-prone routes prefer [FailClosed] or [Fallback].
-func FailOpen() FailoverOption { return func(f *Failover) { f.mode, f.local = failOpen, nil } }
-
-// FailClosed denies every request the remote limiter cannot decide.
-func FailClosed() FailoverOption { return func(f *Failover) { f.mode, f.local = failClosed, nil } }
-
-// Fallback has local decide every request the remote limiter cannot. A
-// [Memory] limiter at the remote policy's Limit divided by the number of
-// servers keeps the total close to the limit while the store is down; it
-// counts only what it decides, so it starts empty after an outage begins.
-func Fallback(local Limiter) FailoverOption {
-	return func(f *Failover) { f.mode, f.local = failFallback, local }
-}
+// WithErrorPolicy sets what a request gets when the remote limiter
+// cannot decide it: [FailOpen], [FailClosed] or [Fallback] (see
+// [ErrorPolicy]).
+//
+// Default: [FailOpen].
+func WithErrorPolicy(p ErrorPolicy) FailoverOption { return func(f *Failover) { f.onError = p } }
 
 // BreakAfter opens the circuit breaker after failures consecutive outage
 // errors (at least 1), and lets one request probe the store after coolDown
@@ -156,7 +135,7 @@ func RemoteTimeout(d time.Duration) FailoverOption { return func(f *Failover) { 
 func BreakerClock(c Clock) FailoverOption { return func(f *Failover) { f.clock = c } }
 
 // NewFailover returns a limiter that decides by remote while it works and by
-// the failure mode (default [FailOpen]) when it fails. It fails if an option
+// the error policy (default [FailOpen]) when it fails. It fails if an option
 // is invalid.
 func NewFailover(remote Limiter, opts ...FailoverOption) (*Failover, error) {
 	if remote == nil {
@@ -169,8 +148,9 @@ func NewFailover(remote Limiter, opts ...FailoverOption) (*Failover, error) {
 		}
 		opt(f)
 	}
+	f.local, _ = f.onError.Local()
 	switch {
-	case f.mode == failFallback && f.local == nil:
+	case f.fallback() && f.local == nil:
 		return nil, errors.New("core: NewFailover: Fallback(nil): a local limiter is required")
 	case f.failures < 1:
 		return nil, fmt.Errorf("core: NewFailover: BreakAfter(%d, ...): at least 1 failure", f.failures)
@@ -199,14 +179,14 @@ func (f *Failover) Allow(ctx context.Context, key string) (Decision, error) {
 }
 
 // AllowN asks the remote limiter and, when it fails or the breaker is open,
-// decides by the failure mode. See [Failover] for what the Decision means
+// decides by the error policy. See [Failover] for what the Decision means
 // then.
 func (f *Failover) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
 	return f.decide(ctx, key, n, Limiter.AllowN)
 }
 
 // Peek asks the remote limiter what AllowN would decide and, when it fails
-// or the breaker is open, answers by the failure mode. It counts nothing,
+// or the breaker is open, answers by the error policy. It counts nothing,
 // locally either.
 func (f *Failover) Peek(ctx context.Context, key string, n int64) (Decision, error) {
 	return f.decide(ctx, key, n, Limiter.Peek)
@@ -214,7 +194,7 @@ func (f *Failover) Peek(ctx context.Context, key string, n int64) (Decision, err
 
 // AllowLayers is AllowN that also returns every layer's Decision: the
 // remote limiter's layers or, in an outage, the fallback limiter's; a
-// limiter that is not layered, and the failure mode's Decision, count as
+// limiter that is not layered, and the error policy's Decision, count as
 // one layer. See [Failover] and [LayeredLimiter].
 func (f *Failover) AllowLayers(ctx context.Context, key string, n int64) (LayeredDecision, error) {
 	return f.decideLayers(ctx, key, n, Limiter.AllowN, LayeredLimiter.AllowLayers)
@@ -257,7 +237,7 @@ func (f *Failover) Reset(ctx context.Context, key string) error {
 // the [OnStoreError] hook and count towards opening the breaker. When the
 // remote refund fails with an outage error, or the open breaker keeps the
 // store from being called, the request was most likely decided during the
-// outage, by the failure mode: with [Fallback], the units are given back in
+// outage, by the error policy: with [Fallback], the units are given back in
 // the local limiter, which is what decided then, and Refund returns its
 // error (nil for a [Memory]). That local refund is a guess: for a request
 // the remote limiter counted just before the outage, the local limiter
@@ -284,10 +264,16 @@ func (f *Failover) Refund(ctx context.Context, key string, n int64, elapsed time
 	} else {
 		err = fmt.Errorf("core: failover: %w", ErrBreakerOpen)
 	}
-	if f.mode == failFallback && f.localRef != nil {
+	if f.fallback() && f.localRef != nil {
 		return f.localRef.Refund(ctx, key, n, elapsed)
 	}
 	return err
+}
+
+// fallback reports whether the error policy is Fallback.
+func (f *Failover) fallback() bool {
+	_, ok := f.onError.Local()
+	return ok
 }
 
 func (f *Failover) canRefund() bool { return f.remoteRef != nil }
@@ -320,7 +306,7 @@ func (f *Failover) decideLayers(ctx context.Context, key string, n int64, op dec
 			return ld, err
 		}
 	}
-	if f.mode == failFallback {
+	if f.fallback() {
 		return layersOf(ctx, f.local, f.localLay, key, n, op, lop)
 	}
 	d, err := f.degrade(ctx, key, n, op)
@@ -361,7 +347,7 @@ func (f *Failover) admit() (call, probe bool) {
 }
 
 // record accounts for the outcome of a remote call and reports whether it
-// was an outage, to be decided by the failure mode.
+// was an outage, to be decided by the error policy.
 func (f *Failover) record(ctx context.Context, err error, probe bool) (outage bool) {
 	if probe {
 		defer f.probing.Store(false)
@@ -414,16 +400,16 @@ func (f *Failover) remoteContext(ctx context.Context) (context.Context, context.
 	return ctx, func() {}
 }
 
-// degrade decides a request by the failure mode.
+// degrade decides a request by the error policy.
 func (f *Failover) degrade(ctx context.Context, key string, n int64, op decideFunc) (Decision, error) {
-	if f.mode == failFallback {
+	if f.fallback() {
 		return op(f.local, ctx, key, n)
 	}
 	d := Decision{Limit: f.policy.Limit, Policy: f.policy}
 	if key == "" || n <= 0 || n > f.cost {
 		return d, checkRequest(key, n, f.cost)
 	}
-	if f.mode == failOpen {
+	if !f.onError.Closed() {
 		d.Allowed = true
 		if f.hasPol {
 			d.Remaining = f.cost - n

@@ -82,7 +82,7 @@ func mustFailover(t testing.TB, remote core.Limiter, opts ...core.FailoverOption
 // A healthy store behind a Failover decides exactly as it would alone.
 func TestFailoverConformance(t *testing.T) {
 	limitertest.Run(t, func(t *testing.T, p core.Policy, clock *core.ManualClock) core.Limiter {
-		return mustFailover(t, newFlaky(t, p, clock), core.FailClosed(), core.BreakerClock(clock))
+		return mustFailover(t, newFlaky(t, p, clock), core.WithErrorPolicy(core.FailClosed()), core.BreakerClock(clock))
 	})
 }
 
@@ -95,19 +95,19 @@ func TestFailoverModes(t *testing.T) {
 		opt  core.FailoverOption
 		want []core.Decision // for three requests of 3 units while down
 	}{
-		{"open", core.FailOpen(), []core.Decision{
+		{"open", core.WithErrorPolicy(core.FailOpen()), []core.Decision{
 			{Allowed: true, Limit: 10, Remaining: 7, Policy: p},
 			{Allowed: true, Limit: 10, Remaining: 7, Policy: p},
 			{Allowed: true, Limit: 10, Remaining: 7, Policy: p},
 		}},
 		// Closed: RetryAfter is the cool-down until the breaker opens (at
 		// the second failure), then what is left of it.
-		{"closed", core.FailClosed(), []core.Decision{
+		{"closed", core.WithErrorPolicy(core.FailClosed()), []core.Decision{
 			{Limit: 10, RetryAfter: 5 * time.Second, Policy: p},
 			{Limit: 10, RetryAfter: 5 * time.Second, Policy: p},
 			{Limit: 10, RetryAfter: 4 * time.Second, Policy: p},
 		}},
-		{"fallback", core.Fallback(local), []core.Decision{
+		{"fallback", core.WithErrorPolicy(core.Fallback(local)), []core.Decision{
 			{Allowed: true, Limit: 2, Remaining: 1, ResetAfter: 30 * time.Second, Policy: local.Policy()},
 			{Allowed: true, Limit: 2, Remaining: 0, ResetAfter: 59 * time.Second, Policy: local.Policy()},
 			{Limit: 2, Remaining: 0, RetryAfter: 28 * time.Second, ResetAfter: 58 * time.Second, Policy: local.Policy()},
@@ -151,7 +151,7 @@ func TestFailoverBreaker(t *testing.T) {
 	clock := core.NewManualClock(limitertest.Start)
 	remote := newFlaky(t, core.Policy{Limit: 100, Window: time.Minute}, clock)
 	var hooks atomic.Int64
-	f := mustFailover(t, remote, core.FailOpen(), core.BreakAfter(3, 5*time.Second), core.BreakerClock(clock),
+	f := mustFailover(t, remote, core.WithErrorPolicy(core.FailOpen()), core.BreakAfter(3, 5*time.Second), core.BreakerClock(clock),
 		core.OnStoreError(func(error) { hooks.Add(1) }))
 	steps := []struct {
 		advance   time.Duration
@@ -193,7 +193,7 @@ func TestFailoverCallerErrors(t *testing.T) {
 	clock := core.NewManualClock(limitertest.Start)
 	remote := newFlaky(t, core.Policy{Limit: 10, Window: time.Minute}, clock)
 	var hooked atomic.Int64
-	f := mustFailover(t, remote, core.FailClosed(), core.BreakAfter(1, time.Second), core.BreakerClock(clock),
+	f := mustFailover(t, remote, core.WithErrorPolicy(core.FailClosed()), core.BreakAfter(1, time.Second), core.BreakerClock(clock),
 		core.OnStoreError(func(error) { hooked.Add(1) }))
 	for _, tt := range []struct {
 		key  string
@@ -234,7 +234,7 @@ func TestFailoverCallerErrors(t *testing.T) {
 func TestFailoverOneProbe(t *testing.T) {
 	clock := core.NewManualClock(limitertest.Start)
 	remote := newFlaky(t, core.Policy{Limit: 10, Window: time.Minute}, clock)
-	f := mustFailover(t, remote, core.FailClosed(), core.BreakAfter(1, time.Second), core.BreakerClock(clock))
+	f := mustFailover(t, remote, core.WithErrorPolicy(core.FailClosed()), core.BreakAfter(1, time.Second), core.BreakerClock(clock))
 	remote.down.Store(true)
 	f.Allow(ctx, "k") // opens
 	clock.Advance(time.Second)
@@ -272,7 +272,7 @@ func TestFailoverOneProbe(t *testing.T) {
 func TestNewFailoverErrors(t *testing.T) {
 	remote := newFlaky(t, core.Policy{Limit: 1, Window: time.Second}, core.SystemClock{})
 	for _, opts := range [][]core.FailoverOption{
-		{core.Fallback(nil)},
+		{core.WithErrorPolicy(core.Fallback(nil))},
 		{core.BreakAfter(0, time.Second)},
 		{core.BreakAfter(1, 0)},
 		{core.RemoteTimeout(-1)},
@@ -311,7 +311,7 @@ func ExampleNewFailover() {
 	clock := core.NewManualClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
 	local, _ := core.New(core.Policy{Limit: policy.Limit / 4, Window: policy.Window}, core.WithClock(clock))
 	limiter, err := core.NewFailover(remote,
-		core.Fallback(local),
+		core.WithErrorPolicy(core.Fallback(local)),
 		core.BreakAfter(2, 10*time.Second),
 		core.OnStoreError(func(err error) { fmt.Println("store error:", err) }),
 		core.BreakerClock(clock),
@@ -410,7 +410,7 @@ func TestFailoverLayersInHeaders(t *testing.T) {
 	local := layeredOf(t, clock,
 		core.Policy{Name: "local-burst", Limit: 1, Window: time.Second},
 		core.Policy{Name: "local-daily", Algorithm: core.FixedWindow, Limit: 250, Window: 24 * time.Hour})
-	f := mustFailover(t, remote, core.Fallback(local), core.BreakerClock(clock))
+	f := mustFailover(t, remote, core.WithErrorPolicy(core.Fallback(local)), core.BreakerClock(clock))
 	e := httplimit.MustNew(f)
 
 	const remotePolicy = `"burst";q=2;w=1, "daily";q=1000;w=86400`
@@ -433,7 +433,7 @@ func TestFailoverLayersInHeaders(t *testing.T) {
 
 	// Failing open or closed, the Failover decides alone, by no policy it
 	// could describe (a layered limiter has several): no RateLimit fields.
-	for _, opt := range []core.FailoverOption{core.FailOpen(), core.FailClosed()} {
+	for _, opt := range []core.FailoverOption{core.WithErrorPolicy(core.FailOpen()), core.WithErrorPolicy(core.FailClosed())} {
 		e := httplimit.MustNew(mustFailover(t, remote, opt, core.BreakerClock(clock)))
 		w := httptest.NewRecorder()
 		res := e.Check(httpview.New(httptest.NewRequest("GET", "/", nil), "/"))
@@ -455,13 +455,13 @@ func TestFailoverOneLayerHeaders(t *testing.T) {
 	type hidden struct{ core.Limiter } // no AllowLayers: a plain Limiter
 	for _, tc := range []struct {
 		name string
-		opt  func() core.FailoverOption // a new one per Failover: a fallback has state
+		opt  func() core.ErrorPolicy // a new one per Failover: a fallback has state
 		down bool
 	}{
 		{"healthy", core.FailClosed, false},
 		{"down, open", core.FailOpen, true},
 		{"down, closed", core.FailClosed, true},
-		{"down, fallback", func() core.FailoverOption {
+		{"down, fallback", func() core.ErrorPolicy {
 			return core.Fallback(mustMemory(t, core.Policy{Name: "local", Limit: 1, Window: time.Minute}, clock))
 		}, true},
 	} {
@@ -471,7 +471,7 @@ func TestFailoverOneLayerHeaders(t *testing.T) {
 			for i := range engines {
 				remote := newFlaky(t, p, clock)
 				remote.down.Store(tc.down)
-				var l core.Limiter = mustFailover(t, remote, tc.opt(), core.BreakerClock(clock))
+				var l core.Limiter = mustFailover(t, remote, core.WithErrorPolicy(tc.opt()), core.BreakerClock(clock))
 				if i == 1 {
 					if _, ok := l.(core.LayeredLimiter); !ok {
 						t.Fatal("a Failover is not a core.LayeredLimiter")
@@ -509,7 +509,7 @@ func TestFailoverOneLayerHeaders(t *testing.T) {
 func TestFailoverLayersErrors(t *testing.T) {
 	clock := core.NewManualClock(limitertest.Start)
 	remote := &flakyLayered{Layered: layeredOf(t, clock, core.Policy{Name: "a", Limit: 2, Window: time.Second})}
-	f := mustFailover(t, remote, core.FailClosed(), core.BreakerClock(clock))
+	f := mustFailover(t, remote, core.WithErrorPolicy(core.FailClosed()), core.BreakerClock(clock))
 	if _, err := f.AllowLayers(ctx, "k", 3); !errors.Is(err, core.ErrCostTooHigh) {
 		t.Errorf("AllowLayers of 3 over a capacity of 2: %v, want ErrCostTooHigh", err)
 	}
@@ -559,7 +559,7 @@ func TestFailoverUnknownPolicy(t *testing.T) {
 			name    string
 			opt     core.FailoverOption
 			allowed bool
-		}{{"open", core.FailOpen(), true}, {"closed", core.FailClosed(), false}} {
+		}{{"open", core.WithErrorPolicy(core.FailOpen()), true}, {"closed", core.WithErrorPolicy(core.FailClosed()), false}} {
 			f := mustFailover(t, w.l, mode.opt, core.BreakerClock(clock))
 			for _, n := range []int64{1, 3} {
 				d, err := f.AllowN(ctx, "k", n)

@@ -372,7 +372,7 @@ func TestAsLayered(t *testing.T) {
 	}
 	nop := core.ObserverFunc(func(context.Context, core.Event) {})
 	overPlain, _ := core.NewFailover(plain)
-	overLayered, _ := core.NewFailover(plain, core.Fallback(layered))
+	overLayered, _ := core.NewFailover(plain, core.WithErrorPolicy(core.Fallback(layered)))
 	observedPlain, _ := core.NewObserved(overPlain, nop)
 	observedLayered, _ := core.NewObserved(overLayered, nop)
 	shadowPlain, _ := core.NewShadow(observedPlain, layered, nop)

@@ -19,7 +19,7 @@ func TestNilOption(t *testing.T) {
 	for name, build := range map[string]func() error{
 		"New": func() error { _, err := core.New(p, core.WithMaxKeys(10), nil); return err },
 		"NewFailover": func() error {
-			_, err := core.NewFailover(remote, core.FailClosed(), nil)
+			_, err := core.NewFailover(remote, core.WithErrorPolicy(core.FailClosed()), nil)
 			return err
 		},
 		"NewLeased": func() error { _, err := core.NewLeased(remote, 10, nil); return err },

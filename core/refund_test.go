@@ -226,7 +226,7 @@ func TestWrappersRefund(t *testing.T) {
 			return mustDenialCache(t, m, core.DenialClock(clock))
 		}},
 		{"failover", func(t *testing.T, m *core.Memory, p core.Policy, clock *core.ManualClock) core.Limiter {
-			return mustFailover(t, m, core.Fallback(mustNew(t, p, clock)), core.BreakerClock(clock))
+			return mustFailover(t, m, core.WithErrorPolicy(core.Fallback(mustNew(t, p, clock))), core.BreakerClock(clock))
 		}},
 		{"tiered", func(t *testing.T, _ *core.Memory, p core.Policy, clock *core.ManualClock) core.Limiter {
 			tl, err := core.NewTiered(map[string]core.Policy{"plan": p},
@@ -265,7 +265,7 @@ func TestNoRefund(t *testing.T) {
 		"shadow":       func(l core.Limiter) core.Limiter { return mustShadow(t, l, mustNew(t, p, clock), &recorder{}) },
 		"denial-cache": func(l core.Limiter) core.Limiter { return mustDenialCache(t, l) },
 		"failover": func(l core.Limiter) core.Limiter {
-			return mustFailover(t, l, core.Fallback(mustNew(t, p, clock)))
+			return mustFailover(t, l, core.WithErrorPolicy(core.Fallback(mustNew(t, p, clock))))
 		},
 	}
 	for name, wrap := range wrappers {
@@ -362,7 +362,7 @@ func TestFailoverRefund(t *testing.T) {
 	remote := flakyRefunder{newFlaky(t, p, clock)}
 	local := mustNew(t, p, clock)
 	var hooked []error
-	f := mustFailover(t, remote, core.Fallback(local), core.BreakAfter(2, time.Minute), core.BreakerClock(clock),
+	f := mustFailover(t, remote, core.WithErrorPolicy(core.Fallback(local)), core.BreakAfter(2, time.Minute), core.BreakerClock(clock),
 		core.OnStoreError(func(err error) { hooked = append(hooked, err) }))
 
 	allow(t, f, "k", 2)
@@ -396,7 +396,7 @@ func TestFailoverRefund(t *testing.T) {
 		t.Fatalf("local after the refund with the breaker open: %+v", d)
 	}
 
-	open := mustFailover(t, remote, core.FailOpen(), core.BreakAfter(1, time.Minute), core.BreakerClock(clock))
+	open := mustFailover(t, remote, core.WithErrorPolicy(core.FailOpen()), core.BreakAfter(1, time.Minute), core.BreakerClock(clock))
 	if err := open.Refund(ctx, "k", 1, 0); !errors.Is(err, errDown) {
 		t.Fatalf("fail-open refund in an outage: %v, want the store's error", err)
 	}

@@ -41,7 +41,7 @@ func TestSlogObserver(t *testing.T) {
 	store := newFlaky(t, core.Policy{Name: "api", Limit: 1, Window: time.Minute}, clock)
 	var buf bytes.Buffer
 	slogObs := core.NewSlogObserver(newTextLogger(&buf, slog.LevelDebug), core.SlogKeySalt([]byte("pepper")))
-	f := mustFailover(t, store, core.BreakerClock(clock), core.BreakAfter(1, time.Second), core.FailClosed(),
+	f := mustFailover(t, store, core.BreakerClock(clock), core.BreakAfter(1, time.Second), core.WithErrorPolicy(core.FailClosed()),
 		core.ObserveFailover(slogObs, "api"))
 	l := mustObserved(t, f, slogObs, core.ObserveClock(clock), core.ObserveRawKey(),
 		core.ObserveKeyClass(func(string) string { return "ip" }))

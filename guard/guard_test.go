@@ -210,7 +210,7 @@ func TestNewRefusesNonRefunder(t *testing.T) {
 	for name, wrap := range map[string]func(core.Limiter) (core.Limiter, error){
 		"bare": func(l core.Limiter) (core.Limiter, error) { return onlyLimiter{l}, nil },
 		"in a Failover": func(l core.Limiter) (core.Limiter, error) {
-			return core.NewFailover(onlyLimiter{l}, core.FailClosed())
+			return core.NewFailover(onlyLimiter{l}, core.WithErrorPolicy(core.FailClosed()))
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

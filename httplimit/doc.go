@@ -13,7 +13,7 @@
 //	r.Use(ginlimit.New(limiter,
 //		httplimit.WithKey(clientIP),
 //		httplimit.WithSkip(isHealthCheck),
-//		httplimit.WithErrorPolicy(httplimit.FailClosed),
+//		httplimit.WithErrorPolicy(core.FailClosed()),
 //	))
 //
 // # Defaults
@@ -21,7 +21,7 @@
 // Without options a request is keyed by its socket peer's address
 // ([keyfunc.PeerIP]; no forwarding header is trusted), costs 1, gets the IETF
 // RateLimit-Policy and RateLimit headers, and is served unlimited if the
-// limiter fails ([FailOpen]). A request's own faults (no key, a bad cost, a
+// limiter fails ([core.FailOpen]). A request's own faults (no key, a bad cost, a
 // body over [WithMaxBodyBytes]) are refused with 400, whatever the error
 // policy. See [Engine] for the responses.
 package httplimit

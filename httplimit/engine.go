@@ -70,14 +70,15 @@ import (
 type Engine struct {
 	l     core.Limiter
 	lay   core.LayeredLimiter // l, when it is layered
-	fbLay core.LayeredLimiter // the fallback limiter, when it is layered
+	fb    core.Limiter        // the error policy's fallback limiter, if any
+	fbLay core.LayeredLimiter // fb, when it is layered
 	cfg   config
 	last  atomic.Pointer[policyHeaders]
 	lastL atomic.Pointer[layerHeaders]
 }
 
 // New returns the engine enforcing l with opts. It fails if l is nil or an
-// option is invalid, such as [Fallback](nil).
+// option is invalid, such as [core.Fallback](nil).
 func New(l core.Limiter, opts ...Option) (*Engine, error) {
 	if l == nil {
 		return nil, errors.New("httplimit: nil limiter")
@@ -96,8 +97,9 @@ func New(l core.Limiter, opts ...Option) (*Engine, error) {
 	if c.key == nil {
 		c.key = keyfunc.PeerIP
 	}
-	if c.onError.set && c.onError.fallback == nil {
-		return nil, errors.New("httplimit: Fallback(nil): a fallback limiter is required")
+	fallback, isFallback := c.onError.Local()
+	if isFallback && fallback == nil {
+		return nil, errors.New("httplimit: WithErrorPolicy: Fallback(nil): a fallback limiter is required")
 	}
 	if c.noKey.kind == keyDefault {
 		c.noKey = FallbackKey(keyfunc.PeerIP)
@@ -120,14 +122,15 @@ func New(l core.Limiter, opts ...Option) (*Engine, error) {
 		// Counting after the handler cannot hold under parallel requests:
 		// the request is counted first and given back, which needs a
 		// limiter that can give back.
-		for _, lim := range []core.Limiter{l, c.onError.fallback} {
+		for _, lim := range []core.Limiter{l, fallback} {
 			if _, ok := core.AsRefunder(lim); lim != nil && !ok {
 				return nil, fmt.Errorf("httplimit: WithCountIf: %T cannot give units back (core.Refunder)", lim)
 			}
 		}
 	}
 	e.lay, _ = core.AsLayered(l)
-	e.fbLay, _ = core.AsLayered(c.onError.fallback)
+	e.fb = fallback
+	e.fbLay, _ = core.AsLayered(fallback)
 	return e, nil
 }
 
@@ -318,9 +321,9 @@ func (e *Engine) Check(req keyfunc.Request) Result {
 	}
 	err = e.decide(ctx, &res, e.l, e.lay, key, n)
 	res.lim = e.l
-	if err != nil && !callerError(ctx, err) && c.onError.fallback != nil {
+	if err != nil && !callerError(ctx, err) && e.fb != nil {
 		e.report(req, err)
-		res.lim = c.onError.fallback
+		res.lim = e.fb
 		err = e.decide(ctx, &res, res.lim, e.fbLay, key, n)
 	}
 	if err != nil {
@@ -420,7 +423,7 @@ func (e *Engine) deniedName(res *Result) string {
 // failed applies the error policy to a request whose limit could not be
 // checked because the limiter failed; the error has been reported.
 func (e *Engine) failed(res Result) Result {
-	if e.cfg.onError.closed || e.cfg.onError.fallback != nil {
+	if e.cfg.onError.Closed() || e.fb != nil {
 		return res.refuse(unavailableResponse())
 	}
 	res.serve = true

@@ -40,7 +40,7 @@ func TestNewRejectsInvalidOptions(t *testing.T) {
 	}{
 		{"nil limiter", nil, nil, "nil limiter"},
 		{"nil option", l, []httplimit.Option{nil}, "nil option"},
-		{"Fallback(nil)", l, []httplimit.Option{httplimit.WithErrorPolicy(httplimit.Fallback(nil))}, "Fallback(nil)"},
+		{"Fallback(nil)", l, []httplimit.Option{httplimit.WithErrorPolicy(core.Fallback(nil))}, "Fallback(nil)"},
 		{"FallbackKey(nil)", l, []httplimit.Option{httplimit.WithNoKey(httplimit.FallbackKey(nil))}, "FallbackKey(nil)"},
 		{"unknown header style", l, []httplimit.Option{httplimit.WithHeaders(1 << 7)}, "unknown header style"},
 	} {

@@ -121,7 +121,7 @@ func (downLayers) PeekLayers(context.Context, string, int64) (core.LayeredDecisi
 // 429 still says when to retry.
 func TestOutageWithoutPolicyWritesNoRateHeaders(t *testing.T) {
 	for _, remote := range []core.Limiter{down{}, downLayers{}} {
-		for name, mode := range map[string]core.FailoverOption{"open": core.FailOpen(), "closed": core.FailClosed()} {
+		for name, mode := range map[string]core.FailoverOption{"open": core.WithErrorPolicy(core.FailOpen()), "closed": core.WithErrorPolicy(core.FailClosed())} {
 			f, err := core.NewFailover(remote, mode)
 			if err != nil {
 				t.Fatal(err)

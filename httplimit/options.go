@@ -20,7 +20,7 @@ type config struct {
 	cost      func(keyfunc.Request) (int64, error)
 	skip      func(keyfunc.Request) bool
 	denied    func(keyfunc.Request, core.Decision) Response
-	onError   ErrorPolicy
+	onError   core.ErrorPolicy
 	errorHook func(keyfunc.Request, error)
 	dryRun    func(keyfunc.Request, core.Decision)
 	headers   HeaderStyle
@@ -74,12 +74,14 @@ func WithDenied(f func(r keyfunc.Request, d core.Decision) Response) Option {
 }
 
 // WithErrorPolicy sets what a request gets when the limiter fails (a store
-// is down or times out): [FailOpen], [FailClosed] or [Fallback]. Every
-// such error also reaches the [WithErrorHook] hook. It never applies to
-// the request's own faults (no key, a bad cost): those are refused.
+// is down or times out): [core.FailOpen], [core.FailClosed] or
+// [core.Fallback], as [core.ErrorPolicy] describes; failing closed is a 503
+// [ProblemUnavailable] with Retry-After: 1. Every such error also reaches
+// the [WithErrorHook] hook. It never applies to the request's own faults
+// (no key, a bad cost): those are refused.
 //
-// Default: [FailOpen]: the request is served, without rate headers.
-func WithErrorPolicy(p ErrorPolicy) Option { return func(c *config) { c.onError = p } }
+// Default: [core.FailOpen]: the request is served, without rate headers.
+func WithErrorPolicy(p core.ErrorPolicy) Option { return func(c *config) { c.onError = p } }
 
 // WithErrorHook sets a function that receives every error met while
 // limiting a request: limiter and store errors, cost function errors, and
@@ -200,29 +202,6 @@ const (
 
 	allHeaders = IETFHeaders | LegacyHeaders | XRateLimitHeaders
 )
-
-// ErrorPolicy says what a request gets when the limiter fails; see
-// [WithErrorPolicy]. The zero value is [FailOpen].
-type ErrorPolicy struct {
-	closed   bool
-	fallback core.Limiter
-	set      bool // Fallback was called, possibly with nil
-}
-
-var (
-	// FailOpen serves the request as if there were no limit, without rate
-	// headers: availability first.
-	FailOpen = ErrorPolicy{}
-	// FailClosed answers 503 Service Unavailable with Retry-After: 1 and a
-	// [ProblemUnavailable] body: protection first.
-	FailClosed = ErrorPolicy{closed: true}
-)
-
-// Fallback decides with l when the limiter fails, such as a local
-// [core.Memory] standing in for a Redis store; if l fails too, the request
-// gets [FailClosed], as does a request whose cost function failed. l must
-// not be nil.
-func Fallback(l core.Limiter) ErrorPolicy { return ErrorPolicy{fallback: l, set: true} }
 
 // KeyPolicy says what a request gets when its key cannot be found or used;
 // see [WithNoKey] and [WithInvalidKey].

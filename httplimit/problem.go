@@ -21,7 +21,7 @@ const (
 	// cannot help.
 	ProblemCostTooHigh = "https://pkg.go.dev/github.com/ratekit/ratekit/httplimit#ProblemCostTooHigh"
 	// ProblemUnavailable: 503 with Retry-After; the limiter failed and the
-	// error policy is [FailClosed] (or [Fallback] failed too).
+	// error policy is [core.FailClosed] (or [core.Fallback] failed too).
 	ProblemUnavailable = "https://pkg.go.dev/github.com/ratekit/ratekit/httplimit#ProblemUnavailable"
 	// ProblemInvalidKey: 400; the request carries a malformed key (see
 	// [WithInvalidKey]) or none where one is required (see [WithNoKey]).

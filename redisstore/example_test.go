@@ -29,7 +29,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	local, _ := core.New(core.Policy{Limit: policy.Limit / 4, Window: policy.Window})
-	limiter, err := core.NewFailover(remote, core.Fallback(local),
+	limiter, err := core.NewFailover(remote, core.WithErrorPolicy(core.Fallback(local)),
 		core.OnStoreError(func(err error) { log.Print(err) }))
 	if err != nil {
 		log.Fatal(err)
@@ -64,7 +64,7 @@ func ExampleNewLayered() {
 	localBurst, _ := core.New(core.Policy{Name: "burst", Limit: burst.Limit / 4, Window: burst.Window})
 	localDaily, _ := core.New(core.Policy{Name: "daily", Algorithm: core.FixedWindow, Limit: daily.Limit / 4, Window: daily.Window})
 	local, _ := core.NewLayered(localBurst, localDaily)
-	limiter, err := core.NewFailover(remote, core.Fallback(local))
+	limiter, err := core.NewFailover(remote, core.WithErrorPolicy(core.Fallback(local)))
 	if err != nil {
 		log.Fatal(err)
 	}

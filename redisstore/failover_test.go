@@ -41,7 +41,7 @@ func TestOutage(t *testing.T) {
 	remote := mustNew(t, outageClient(t, srv.addr), p, WithPrefix(uniquePrefix("outage")), WithTimeout(timeout))
 	local, _ := core.New(core.Policy{Limit: p.Limit / 4, Window: p.Window})
 	var hooked atomic.Int64
-	f, err := core.NewFailover(remote, core.Fallback(local), core.BreakAfter(3, 300*time.Millisecond),
+	f, err := core.NewFailover(remote, core.WithErrorPolicy(core.Fallback(local)), core.BreakAfter(3, 300*time.Millisecond),
 		core.OnStoreError(func(error) { hooked.Add(1) }))
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +129,7 @@ func TestUnresponsiveRedis(t *testing.T) {
 		name    string
 		opt     core.FailoverOption
 		allowed bool
-	}{{"closed", core.FailClosed(), false}, {"open", core.FailOpen(), true}} {
+	}{{"closed", core.WithErrorPolicy(core.FailClosed()), false}, {"open", core.WithErrorPolicy(core.FailOpen()), true}} {
 		t.Run(mode.name, func(t *testing.T) {
 			remote := mustNew(t, outageClient(t, l.Addr().String()), p, WithTimeout(timeout))
 			var errs []error

@@ -15,7 +15,7 @@
 // [core.ParsePolicy] reads it). Requests are limited per client
 // IP (the socket peer). Time is Redis's own (its TIME command), so servers
 // with skewed clocks still agree. While Redis is unreachable requests are
-// refused with 503 (httplimit.FailClosed) and the error is logged; the
+// refused with 503 (core.FailClosed) and the error is logged; the
 // program does not start when Redis does not answer.
 package main
 
@@ -152,7 +152,7 @@ func newServer(l core.Limiter, name string, logf func(format string, args ...any
 		fmt.Fprintf(w, "hello from %s\n", name)
 	})
 	return chilimit.New(l,
-		httplimit.WithErrorPolicy(httplimit.FailClosed),
+		httplimit.WithErrorPolicy(core.FailClosed()),
 		httplimit.WithErrorHook(func(_ keyfunc.Request, err error) { logf("limiter: %v", err) }),
 	)(mux)
 }

@@ -182,7 +182,7 @@ func newServer(clock core.Clock, accts *accounts) (http.Handler, error) {
 	strict := httplimit.WithNoKey(httplimit.RefuseKey)
 	// The plan limit fails closed: a PlanFunc error must not mean unlimited.
 	planLimit := chilimit.New(tiered, byAccount, strict, httplimit.WithCost(cost),
-		httplimit.WithErrorPolicy(httplimit.FailClosed), httplimit.WithClock(clock))
+		httplimit.WithErrorPolicy(core.FailClosed()), httplimit.WithClock(clock))
 	smsLimit := chilimit.New(sms, byAccount, strict, httplimit.WithClock(clock))
 
 	mux := http.NewServeMux()

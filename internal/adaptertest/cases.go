@@ -141,7 +141,7 @@ func Cases() []Case {
 		{
 			Name: "error/fail closed",
 			App: func(t *testing.T, env *Env) *App {
-				return use(Failing{}, opts(env, httplimit.WithErrorPolicy(httplimit.FailClosed))...)
+				return use(Failing{}, opts(env, httplimit.WithErrorPolicy(core.FailClosed()))...)
 			},
 			Steps: steps(Want{Status: 503, Problem: httplimit.ProblemUnavailable, RetryAfter: "1", NoRate: true, Hooks: true, Errors: 1}),
 		},
@@ -149,7 +149,7 @@ func Cases() []Case {
 			Name: "error/fallback limiter",
 			App: func(t *testing.T, env *Env) *App {
 				local := env.Limiter(t, core.Policy{Name: "local", Limit: 1, Window: time.Minute})
-				return use(Failing{}, opts(env, httplimit.WithErrorPolicy(httplimit.Fallback(local)))...)
+				return use(Failing{}, opts(env, httplimit.WithErrorPolicy(core.Fallback(local)))...)
 			},
 			Steps: steps(
 				with(ok, func(w *Want) { rate("local", 1, 60, 0, 60)(w); hooks(1, 0)(w) }),
@@ -159,7 +159,7 @@ func Cases() []Case {
 		{
 			Name: "error/fallback fails too",
 			App: func(t *testing.T, env *Env) *App {
-				return use(Failing{}, opts(env, httplimit.WithErrorPolicy(httplimit.Fallback(Failing{})))...)
+				return use(Failing{}, opts(env, httplimit.WithErrorPolicy(core.Fallback(Failing{})))...)
 			},
 			Steps: steps(Want{Status: 503, Problem: httplimit.ProblemUnavailable, RetryAfter: "1", Hooks: true, Errors: 2}),
 		},
@@ -206,7 +206,7 @@ func Cases() []Case {
 		{
 			Name: "cost/error refused whatever the error policy",
 			App: func(t *testing.T, env *Env) *App {
-				return use(env.Limiter(t, api), opts(env, httplimit.WithCost(func(keyfunc.Request) (int64, error) { return 0, errors.New(Secret) }), httplimit.WithErrorPolicy(httplimit.FailClosed))...)
+				return use(env.Limiter(t, api), opts(env, httplimit.WithCost(func(keyfunc.Request) (int64, error) { return 0, errors.New(Secret) }), httplimit.WithErrorPolicy(core.FailClosed()))...)
 			},
 			Steps: steps(Want{Status: 400, Problem: httplimit.ProblemInvalidCost, RetryAfter: "-", NoRate: true, Hooks: true, Errors: 1}),
 		},
