@@ -66,7 +66,7 @@ func TestDenialCacheConformance(t *testing.T) {
 func TestDenialCacheSteps(t *testing.T) {
 	ms := time.Millisecond
 	p := core.Policy{Limit: 10, Window: time.Second} // one token per 100ms
-	clock := core.NewManualClock(limitertest.Start)
+	clock := core.NewManualClock(limitertest.StartTime())
 	remote := newCounting(t, p, clock)
 	c := mustDenialCache(t, remote, core.DenialClock(clock))
 	for range 10 {
@@ -94,7 +94,7 @@ func TestDenialCacheSteps(t *testing.T) {
 		{150 * ms, 1, false, false, 50 * ms, 14},
 	}
 	for i, s := range steps {
-		clock.Set(limitertest.Start.Add(s.at))
+		clock.Set(limitertest.StartTime().Add(s.at))
 		var d core.Decision
 		var err error
 		if s.peek {
@@ -139,7 +139,7 @@ func TestDenialCacheSteps(t *testing.T) {
 // goroutines hammer it.
 func TestDenialCacheHammer(t *testing.T) {
 	p := core.Policy{Limit: 100, Window: time.Minute}
-	clock := core.NewManualClock(limitertest.Start)
+	clock := core.NewManualClock(limitertest.StartTime())
 	remote := newCounting(t, p, clock)
 	c := mustDenialCache(t, remote, core.DenialClock(clock))
 	var allowed atomic.Int64
@@ -178,7 +178,7 @@ func TestDenialCacheHammer(t *testing.T) {
 
 func TestDenialCacheErrors(t *testing.T) {
 	p := core.Policy{Limit: 10, Window: time.Second}
-	clock := core.NewManualClock(limitertest.Start)
+	clock := core.NewManualClock(limitertest.StartTime())
 	if _, err := core.NewDenialCache(nil); err == nil {
 		t.Error("NewDenialCache(nil): no error")
 	}

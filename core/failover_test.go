@@ -88,7 +88,7 @@ func TestFailoverConformance(t *testing.T) {
 
 func TestFailoverModes(t *testing.T) {
 	p := core.Policy{Limit: 10, Window: time.Minute}
-	clock := core.NewManualClock(limitertest.Start)
+	clock := core.NewManualClock(limitertest.StartTime())
 	local, _ := core.New(core.Policy{Limit: 2, Window: time.Minute}, core.WithClock(clock))
 	tests := []struct {
 		name string
@@ -115,7 +115,7 @@ func TestFailoverModes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clock.Set(limitertest.Start)
+			clock.Set(limitertest.StartTime())
 			remote := newFlaky(t, p, clock)
 			remote.down.Store(true)
 			var hooked []error
@@ -148,7 +148,7 @@ func TestFailoverModes(t *testing.T) {
 // The breaker: open after BreakAfter failures, one probe per cool-down,
 // closed by a successful probe.
 func TestFailoverBreaker(t *testing.T) {
-	clock := core.NewManualClock(limitertest.Start)
+	clock := core.NewManualClock(limitertest.StartTime())
 	remote := newFlaky(t, core.Policy{Limit: 100, Window: time.Minute}, clock)
 	var hooks atomic.Int64
 	f := mustFailover(t, remote, core.WithErrorPolicy(core.FailOpen()), core.BreakAfter(3, 5*time.Second), core.BreakerClock(clock),
@@ -190,7 +190,7 @@ func TestFailoverBreaker(t *testing.T) {
 // Bad input and a caller's cancelled context are not outages: the error
 // is returned, the breaker does not count it, the hook is not called.
 func TestFailoverCallerErrors(t *testing.T) {
-	clock := core.NewManualClock(limitertest.Start)
+	clock := core.NewManualClock(limitertest.StartTime())
 	remote := newFlaky(t, core.Policy{Limit: 10, Window: time.Minute}, clock)
 	var hooked atomic.Int64
 	f := mustFailover(t, remote, core.WithErrorPolicy(core.FailClosed()), core.BreakAfter(1, time.Second), core.BreakerClock(clock),
@@ -232,7 +232,7 @@ func TestFailoverCallerErrors(t *testing.T) {
 // Once the cool-down is over, concurrent requests send exactly one probe;
 // the others are decided by the failure mode without waiting for it.
 func TestFailoverOneProbe(t *testing.T) {
-	clock := core.NewManualClock(limitertest.Start)
+	clock := core.NewManualClock(limitertest.StartTime())
 	remote := newFlaky(t, core.Policy{Limit: 10, Window: time.Minute}, clock)
 	f := mustFailover(t, remote, core.WithErrorPolicy(core.FailClosed()), core.BreakAfter(1, time.Second), core.BreakerClock(clock))
 	remote.down.Store(true)
@@ -507,7 +507,7 @@ func TestFailoverOneLayerHeaders(t *testing.T) {
 // AllowLayers and PeekLayers decide as AllowN and Peek: the remote's
 // layers when it is healthy, errors of the caller returned as they are.
 func TestFailoverLayersErrors(t *testing.T) {
-	clock := core.NewManualClock(limitertest.Start)
+	clock := core.NewManualClock(limitertest.StartTime())
 	remote := &flakyLayered{Layered: layeredOf(t, clock, core.Policy{Name: "a", Limit: 2, Window: time.Second})}
 	f := mustFailover(t, remote, core.WithErrorPolicy(core.FailClosed()), core.BreakerClock(clock))
 	if _, err := f.AllowLayers(ctx, "k", 3); !errors.Is(err, core.ErrCostTooHigh) {
@@ -539,7 +539,7 @@ type policyless struct{ core.Limiter }
 // or closed then decides every cost, where a capacity of 0 refused them
 // all with ErrCostTooHigh.
 func TestFailoverUnknownPolicy(t *testing.T) {
-	clock := core.NewManualClock(limitertest.Start)
+	clock := core.NewManualClock(limitertest.StartTime())
 	store := newFlaky(t, core.Policy{Limit: 10, Window: time.Minute}, clock)
 	store.down.Store(true)
 	remote := policyless{store}

@@ -25,7 +25,7 @@ func mustLeased(t testing.TB, remote core.Limiter, batch int64, opts ...core.Lea
 func TestLeasedSteps(t *testing.T) {
 	ms := time.Millisecond
 	p := core.Policy{Limit: 1000, Window: time.Hour} // no refill to speak of
-	clock := core.NewManualClock(limitertest.Start)
+	clock := core.NewManualClock(limitertest.StartTime())
 	remote := newCounting(t, p, clock)
 	l := mustLeased(t, remote, 8, core.LeaseClock(clock), core.LeaseTime(100*ms))
 	steps := []struct {
@@ -48,7 +48,7 @@ func TestLeasedSteps(t *testing.T) {
 		{100 * ms, 1, 984, 5, 19},
 	}
 	for i, s := range steps {
-		clock.Set(limitertest.Start.Add(s.at))
+		clock.Set(limitertest.StartTime().Add(s.at))
 		d, err := l.AllowN(ctx, "k", s.n)
 		if err != nil {
 			t.Fatalf("step %d: %v", i, err)
@@ -96,7 +96,7 @@ func TestLeasedSteps(t *testing.T) {
 // remote limiter's Decision says when to come back.
 func TestLeasedNearLimit(t *testing.T) {
 	p := core.Policy{Limit: 10, Window: time.Second} // a unit per 100ms
-	clock := core.NewManualClock(limitertest.Start)
+	clock := core.NewManualClock(limitertest.StartTime())
 	remote := newCounting(t, p, clock)
 	other := mustLeased(t, remote, 100, core.LeaseClock(clock))
 	l := mustLeased(t, remote, 100, core.LeaseClock(clock))
@@ -131,7 +131,7 @@ func TestLeasedNearLimit(t *testing.T) {
 // over-admits from a standing start).
 func TestLeasedRace(t *testing.T) {
 	p := core.Policy{Limit: 100, Window: time.Hour}
-	clock := core.NewManualClock(limitertest.Start)
+	clock := core.NewManualClock(limitertest.StartTime())
 	remote := newCounting(t, p, clock)
 	l := mustLeased(t, remote, 10, core.LeaseClock(clock))
 	got := limitertest.CountAllowed(t, 8, 50, func(int) (core.Decision, error) { return l.Allow(ctx, "shared") })
@@ -142,7 +142,7 @@ func TestLeasedRace(t *testing.T) {
 
 func TestLeasedErrors(t *testing.T) {
 	p := core.Policy{Limit: 10, Window: time.Second}
-	clock := core.NewManualClock(limitertest.Start)
+	clock := core.NewManualClock(limitertest.StartTime())
 	remote := newCounting(t, p, clock)
 	for _, tt := range []struct {
 		name  string
@@ -190,7 +190,7 @@ func TestLeasedErrors(t *testing.T) {
 
 // LeaseMaxKeys bounds the keys held; an evicted lease's units are dropped.
 func TestLeasedMaxKeys(t *testing.T) {
-	clock := core.NewManualClock(limitertest.Start)
+	clock := core.NewManualClock(limitertest.StartTime())
 	remote := newCounting(t, core.Policy{Limit: 100, Window: time.Hour}, clock)
 	l := mustLeased(t, remote, 10, core.LeaseClock(clock), core.LeaseMaxKeys(2))
 	for _, k := range []string{"a", "a", "b", "c"} {
@@ -207,7 +207,7 @@ func TestLeasedMaxKeys(t *testing.T) {
 func TestLeasedCalls(t *testing.T) {
 	p := core.Policy{Limit: 20000, Window: time.Minute}
 	for _, instances := range []int{1, 4} {
-		clock := core.NewManualClock(limitertest.Start)
+		clock := core.NewManualClock(limitertest.StartTime())
 		remote := newCounting(t, p, clock)
 		var ls []*core.Leased
 		for range instances {
@@ -245,7 +245,7 @@ func TestLeasedOverAdmission(t *testing.T) {
 		denials bool // a DenialCache in front of each instance's lease
 	}{{1, false}, {100, false}, {100, true}} {
 		batch := tt.batch
-		clock := core.NewManualClock(limitertest.Start)
+		clock := core.NewManualClock(limitertest.StartTime())
 		remote := newCounting(t, p, clock)
 		var ls []core.Limiter
 		var leases []*core.Leased
@@ -300,7 +300,7 @@ func TestLeasedOverAdmission(t *testing.T) {
 // units are still taken in batches, learning the policy from the remote's
 // Decisions.
 func TestLeasedUnknownPolicy(t *testing.T) {
-	clock := core.NewManualClock(limitertest.Start)
+	clock := core.NewManualClock(limitertest.StartTime())
 	p := core.Policy{Name: "api", Limit: 100, Window: time.Minute}
 	store := newCounting(t, p, clock)
 	l := mustLeased(t, mustDenialCache(t, policyless{store}, core.DenialClock(clock)), 8, core.LeaseClock(clock))

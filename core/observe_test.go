@@ -123,7 +123,7 @@ func checkEvents(t *testing.T, got []core.Event, want []eventSummary) {
 }
 
 func TestObservedEvents(t *testing.T) {
-	clock := core.NewManualClock(limitertest.Start)
+	clock := core.NewManualClock(limitertest.StartTime())
 	store := &slowStore{Memory: mustMemory(t, core.Policy{Name: "api", Limit: 2, Window: time.Minute}, clock), clock: clock, lag: 3 * time.Millisecond}
 	rec := &recorder{}
 	class := func(key string) string {
@@ -166,7 +166,7 @@ func TestObservedEvents(t *testing.T) {
 }
 
 func TestObservedKeyAndPolicy(t *testing.T) {
-	clock := core.NewManualClock(limitertest.Start)
+	clock := core.NewManualClock(limitertest.StartTime())
 	m := mustMemory(t, core.Policy{Name: "login", Limit: 1, Window: time.Minute}, clock)
 	rec := &recorder{}
 
@@ -256,7 +256,7 @@ func TestObservedAllocs(t *testing.T) {
 }
 
 func TestObserveFailover(t *testing.T) {
-	clock := core.NewManualClock(limitertest.Start)
+	clock := core.NewManualClock(limitertest.StartTime())
 	store := newFlaky(t, core.Policy{Name: "api", Limit: 10, Window: time.Minute}, clock)
 	rec := &recorder{}
 	var hooked []string
@@ -301,7 +301,7 @@ func TestObserveFailover(t *testing.T) {
 
 // TestBreakerChangeRace checks that racing failures report one opening.
 func TestBreakerChangeRace(t *testing.T) {
-	clock := core.NewManualClock(limitertest.Start)
+	clock := core.NewManualClock(limitertest.StartTime())
 	store := newFlaky(t, core.Policy{Limit: 10, Window: time.Minute}, clock)
 	store.down.Store(true)
 	var mu sync.Mutex
@@ -391,7 +391,7 @@ func TestObservedLayersInHeaders(t *testing.T) {
 // Over a limiter that is not layered, AllowLayers and PeekLayers return
 // one layer: the Decision of AllowN and Peek.
 func TestObservedOneLayer(t *testing.T) {
-	clock := core.NewManualClock(limitertest.Start)
+	clock := core.NewManualClock(limitertest.StartTime())
 	rec := &recorder{}
 	o := mustObserved(t, mustMemory(t, core.Policy{Name: "api", Limit: 2, Window: time.Minute}, clock), rec, core.ObserveClock(clock))
 	ld, err := o.PeekLayers(ctx, "k", 1)

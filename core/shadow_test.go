@@ -22,7 +22,7 @@ func mustShadow(t testing.TB, enforced, candidate core.Limiter, obs core.Observe
 // enforced policy (3 per minute): every request gets the enforced decision,
 // and the candidate decides each one as if it alone were enforcing.
 func TestShadowSteps(t *testing.T) {
-	clock := core.NewManualClock(limitertest.Start)
+	clock := core.NewManualClock(limitertest.StartTime())
 	enforced := mustMemory(t, core.Policy{Name: "api", Limit: 3, Window: time.Minute, Algorithm: core.FixedWindow}, clock)
 	candidate := mustMemory(t, core.Policy{Name: "api-v2", Limit: 2, Window: time.Minute, Algorithm: core.FixedWindow}, clock)
 	rec := &recorder{}
@@ -83,7 +83,7 @@ func TestShadowSteps(t *testing.T) {
 // TestShadowCandidateError checks that a broken candidate changes nothing
 // for the caller: its error is reported, never returned.
 func TestShadowCandidateError(t *testing.T) {
-	clock := core.NewManualClock(limitertest.Start)
+	clock := core.NewManualClock(limitertest.StartTime())
 	enforced := mustMemory(t, core.Policy{Name: "api", Limit: 3, Window: time.Minute}, clock)
 	broken := &slowStore{Memory: mustMemory(t, core.Policy{Name: "api-redis", Limit: 3, Window: time.Minute}, clock), clock: clock, err: errDown}
 	rec := &recorder{}

@@ -37,7 +37,7 @@ func newTextLogger(buf *bytes.Buffer, level slog.Level) *slog.Logger {
 }
 
 func TestSlogObserver(t *testing.T) {
-	clock := core.NewManualClock(limitertest.Start)
+	clock := core.NewManualClock(limitertest.StartTime())
 	store := newFlaky(t, core.Policy{Name: "api", Limit: 1, Window: time.Minute}, clock)
 	var buf bytes.Buffer
 	slogObs := core.NewSlogObserver(newTextLogger(&buf, slog.LevelDebug), core.SlogKeySalt([]byte("pepper")))

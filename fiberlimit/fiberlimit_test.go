@@ -207,7 +207,7 @@ func TestStreamedBody(t *testing.T) {
 		}
 	})
 	t.Run("served unkeyed", func(t *testing.T) {
-		url, _ := serve(t, httplimit.WithInvalidKey(httplimit.SkipKey))
+		url, _ := serve(t, httplimit.WithInvalidKey(httplimit.SkipKey()))
 		for _, r := range []struct {
 			name    string
 			body    []byte

@@ -105,7 +105,7 @@ func New(l core.Limiter, opts ...Option) (*Engine, error) {
 		c.noKey = FallbackKey(keyfunc.PeerIP)
 	}
 	if c.badKey.kind == keyDefault {
-		c.badKey = RefuseKey
+		c.badKey = RefuseKey()
 	}
 	for _, p := range []KeyPolicy{c.noKey, c.badKey} {
 		if p.kind == keyFallback && p.fallback == nil {

@@ -219,16 +219,16 @@ const (
 	keyFallback
 )
 
-var (
-	// RefuseKey answers 400 Bad Request with a [ProblemInvalidKey] body; the
-	// handler is not called.
-	RefuseKey = KeyPolicy{kind: keyRefuse}
-	// SkipKey serves the request unlimited and without rate headers.
-	SkipKey = KeyPolicy{kind: keySkip}
-)
+// RefuseKey answers 400 Bad Request with a [ProblemInvalidKey] body; the
+// handler is not called.
+func RefuseKey() KeyPolicy { return KeyPolicy{kind: keyRefuse} }
+
+// SkipKey serves the request unlimited and without rate headers.
+func SkipKey() KeyPolicy { return KeyPolicy{kind: keySkip} }
 
 // FallbackKey keys the request by f instead, such as [keyfunc.PeerIP]. If f
-// fails too, the request is refused as with [RefuseKey]. f must not be nil.
+// fails too, the request is refused as with [RefuseKey]. f must not be nil:
+// [New] fails otherwise.
 func FallbackKey(f keyfunc.Func) KeyPolicy { return KeyPolicy{kind: keyFallback, fallback: f} }
 
 // failClosedRetry is the Retry-After of a 503 when the limiter fails.

@@ -72,12 +72,15 @@ const UnnamedPolicy = "default"
 // [WithMaxPolicies] first.
 const OtherPolicy = "_other"
 
-// DefaultLatencyBuckets are the buckets of ratekit_store_latency_seconds, in
-// seconds: from 1µs (a memory store decides in well under that) to 1 s (a
-// store that slow is down).
-var DefaultLatencyBuckets = []float64{
-	1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4,
-	1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 1,
+// DefaultLatencyBuckets returns the default upper bounds of the
+// ratekit_store_latency_seconds buckets, in seconds: from 1µs (a memory
+// store decides in well under that) to 1 s (a store that slow is down). It
+// returns a new slice on every call, which the caller may change.
+func DefaultLatencyBuckets() []float64 {
+	return []float64{
+		1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4,
+		1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 1,
+	}
 }
 
 // Metrics is a [core.Observer] that counts events as Prometheus metrics, and
@@ -128,7 +131,7 @@ func WithMaxPolicies(n int) Option { return func(c *config) { c.maxPolicies = n 
 // option is invalid or the registration fails, such as when another
 // Metrics is registered with reg already.
 func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
-	c := config{buckets: DefaultLatencyBuckets, maxPolicies: DefaultMaxPolicies}
+	c := config{buckets: DefaultLatencyBuckets(), maxPolicies: DefaultMaxPolicies}
 	for _, opt := range opts {
 		if opt == nil {
 			return nil, errors.New("ratekitprom: nil option")

@@ -53,7 +53,7 @@ func TestGuard(t *testing.T) {
 func TestGuardAcrossServers(t *testing.T) {
 	addr := singleNode(t)
 	prefix := uniquePrefix(t.Name())
-	clock := core.NewManualClock(limitertest.Start)
+	clock := core.NewManualClock(limitertest.StartTime())
 	shortWindow := guard.WithAccountPolicy(core.Policy{Algorithm: core.SlidingLog, Limit: 3, Window: 10 * time.Second})
 	lockout := guard.WithLockout(time.Minute, time.Hour)
 	guards := []*guard.Guard{

@@ -51,7 +51,7 @@ func SameLayered(a, b core.LayeredDecision) bool {
 // 2 per second and 5 per day on one key, step by step: the decision is the
 // most restrictive layer's, and a denial counts nothing in the other layer.
 func layeredSteps(t *testing.T, newLayered NewLayeredFunc) {
-	clock := core.NewManualClock(Start)
+	clock := core.NewManualClock(StartTime())
 	l, alone := newLayered(t, []core.Policy{
 		{Name: "second", Limit: 2, Window: time.Second},
 		{Name: "day", Algorithm: core.FixedWindow, Limit: 5, Window: 24 * time.Hour},
@@ -75,7 +75,7 @@ func layeredSteps(t *testing.T, newLayered NewLayeredFunc) {
 		{24 * time.Hour, 2, true, 0, 0, 0},
 	}
 	for i, st := range steps {
-		clock.Set(Start.Add(st.at))
+		clock.Set(StartTime().Add(st.at))
 		pd, err := l.PeekKeys(ctx, []string{"k"}, st.n)
 		if err != nil {
 			t.Fatal(err)
@@ -116,7 +116,7 @@ func layeredErrors(t *testing.T, newLayered NewLayeredFunc) {
 	l, alone := newLayered(t, []core.Policy{
 		{Name: "big", Limit: 100, Window: time.Hour},
 		{Name: "small", Limit: 5, Window: time.Second},
-	}, core.NewManualClock(Start))
+	}, core.NewManualClock(StartTime()))
 	d, err := l.AllowN(ctx, "k", 6)
 	if !errors.Is(err, core.ErrCostTooHigh) || d.Policy.Name != "small" {
 		t.Errorf("cost 6 over small's 5: %+v, %v; want ErrCostTooHigh naming small", d, err)
@@ -153,7 +153,7 @@ func layeredNewKeyRace(t *testing.T, newLayered NewLayeredFunc) {
 		{Name: "one", Algorithm: core.SlidingLog, Limit: 1, Window: time.Hour},
 	} {
 		t.Run(one.Algorithm.String(), func(t *testing.T) {
-			l, _ := newLayered(t, []core.Policy{one, ten}, core.NewManualClock(Start))
+			l, _ := newLayered(t, []core.Policy{one, ten}, core.NewManualClock(StartTime()))
 			const rounds, racers = 300, 8
 			for r := range rounds {
 				key := fmt.Sprintf("new-%d", r)

@@ -27,9 +27,10 @@ import (
 // should fail t (t.Fatal) if it cannot build the limiter.
 type NewLimiter func(t *testing.T, p core.Policy, clock *core.ManualClock) core.Limiter
 
-// Start is the time every subtest's clock starts at: a whole day, so fixed
-// windows of a second, a minute, an hour or a day all begin there.
-var Start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+// StartTime returns the time every subtest's clock starts at, 2026-01-01
+// 00:00 UTC: a whole day, so fixed windows of a second, a minute, an hour
+// or a day all begin there.
+func StartTime() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }
 
 // Run runs the conformance suite against the limiters newLimiter builds.
 func Run(t *testing.T, newLimiter NewLimiter) {
@@ -59,10 +60,10 @@ type suite struct {
 
 var ctx = context.Background()
 
-// build returns a limiter for p on a manual clock at Start.
+// build returns a limiter for p on a manual clock at StartTime.
 func (s suite) build(t *testing.T, p core.Policy) (core.Limiter, *core.ManualClock) {
 	t.Helper()
-	clock := core.NewManualClock(Start)
+	clock := core.NewManualClock(StartTime())
 	return s.newLimiter(t, p, clock), clock
 }
 
@@ -80,7 +81,7 @@ func ForEachAlgorithm(t *testing.T, p core.Policy, f func(t *testing.T, p core.P
 	}
 }
 
-// step is one request of a step table: at a time since Start, n units, and
+// step is one request of a step table: at a time since StartTime, n units, and
 // the Decision fields wanted.
 type step struct {
 	at         time.Duration
@@ -95,7 +96,7 @@ type step struct {
 func run(t *testing.T, lim core.Limiter, clock *core.ManualClock, key string, steps []step) {
 	t.Helper()
 	for i, st := range steps {
-		clock.Set(Start.Add(st.at))
+		clock.Set(StartTime().Add(st.at))
 		d, err := lim.AllowN(ctx, key, st.n)
 		if err != nil {
 			t.Fatalf("step %d (at %v, n=%d): AllowN: %v", i, st.at, st.n, err)
@@ -193,7 +194,7 @@ func (s suite) testSteps(t *testing.T) {
 // the algorithm's nature, checked here so it stays documented behaviour.
 func (s suite) testFixedWindowBoundary(t *testing.T) {
 	lim, clock := s.build(t, core.Policy{Algorithm: core.FixedWindow, Limit: 100, Window: time.Minute})
-	clock.Set(Start.Add(59900 * ms))
+	clock.Set(StartTime().Add(59900 * ms))
 	for i := range 100 {
 		if d := allow(t, lim, "b", 1); !d.Allowed {
 			t.Fatalf("request %d at :59.9 denied, want allowed", i+1)
@@ -202,7 +203,7 @@ func (s suite) testFixedWindowBoundary(t *testing.T) {
 	if d := allow(t, lim, "b", 1); d.Allowed || d.RetryAfter != 100*ms {
 		t.Fatalf("request 101 at :59.9: allowed=%v retryAfter=%v, want denied and 100ms", d.Allowed, d.RetryAfter)
 	}
-	clock.Set(Start.Add(60100 * ms))
+	clock.Set(StartTime().Add(60100 * ms))
 	for i := range 100 {
 		if d := allow(t, lim, "b", 1); !d.Allowed {
 			t.Fatalf("request %d at :00.1 denied, want allowed", i+1)
@@ -213,15 +214,15 @@ func (s suite) testFixedWindowBoundary(t *testing.T) {
 // A request allowed at s counts while now - W < s and leaves exactly at s+W.
 func (s suite) testSlidingLogExpiry(t *testing.T) {
 	lim, clock := s.build(t, core.Policy{Algorithm: core.SlidingLog, Limit: 2, Window: time.Minute})
-	clock.Set(Start.Add(7 * time.Second))
+	clock.Set(StartTime().Add(7 * time.Second))
 	allow(t, lim, "l", 1)
 	clock.Advance(13 * time.Second)
 	allow(t, lim, "l", 1)
-	clock.Set(Start.Add(67*time.Second - us))
+	clock.Set(StartTime().Add(67*time.Second - us))
 	if d := allow(t, lim, "l", 1); d.Allowed || d.RetryAfter != us {
 		t.Fatalf("at s+W-1µs: allowed=%v retryAfter=%v, want denied and 1µs", d.Allowed, d.RetryAfter)
 	}
-	clock.Set(Start.Add(67 * time.Second))
+	clock.Set(StartTime().Add(67 * time.Second))
 	if d := allow(t, lim, "l", 1); !d.Allowed || d.Remaining != 0 {
 		t.Fatalf("at s+W: allowed=%v remaining=%d, want allowed with 0 left", d.Allowed, d.Remaining)
 	}
@@ -234,14 +235,14 @@ func (s suite) testSlidingLogExpiry(t *testing.T) {
 // 80·45/60 + 30 = 90, so the next request is allowed.
 func (s suite) testSlidingWindowEstimate(t *testing.T) {
 	lim, clock := s.build(t, core.Policy{Algorithm: core.SlidingWindow, Limit: 100, Window: time.Minute})
-	clock.Set(Start.Add(30 * time.Second))
+	clock.Set(StartTime().Add(30 * time.Second))
 	allow(t, lim, "w", 80)
-	clock.Set(Start.Add(61 * time.Second))
+	clock.Set(StartTime().Add(61 * time.Second))
 	// At 61 s the estimate is 80·59/60 ≈ 78.7; 30 would not fit yet.
 	if d := peek(t, lim, "w", 30); d.Allowed {
 		t.Fatalf("30 at 61s allowed, want denied (estimate 108.7)")
 	}
-	clock.Set(Start.Add(75 * time.Second))
+	clock.Set(StartTime().Add(75 * time.Second))
 	allow(t, lim, "w", 30)
 	d := allow(t, lim, "w", 1)
 	if !d.Allowed || d.Remaining != 9 {
@@ -315,7 +316,7 @@ func (s suite) testNoLostProgress(t *testing.T) {
 					// ceil(i·W/L): the exact spacing, rounded up to the
 					// microsecond, so no request comes early.
 					w := int64(c.window / us)
-					clock.Set(Start.Add(time.Duration((i*w+c.limit-1)/c.limit) * us))
+					clock.Set(StartTime().Add(time.Duration((i*w+c.limit-1)/c.limit) * us))
 					d, err := lim.AllowN(ctx, "steady", 1)
 					if err != nil {
 						t.Fatal(err)
@@ -413,7 +414,7 @@ func checkSane(t *testing.T, p core.Policy, d core.Decision) {
 func (s suite) testRetryingClient(t *testing.T) {
 	ForEachAlgorithm(t, core.Policy{Limit: 10, Window: time.Minute, Burst: 10}, func(t *testing.T, p core.Policy) {
 		lim, clock := s.build(t, p)
-		clock.Set(Start.Add(15 * time.Second))
+		clock.Set(StartTime().Add(15 * time.Second))
 		var first core.Decision
 		for {
 			first = allow(t, lim, "retry", 1)
@@ -427,7 +428,7 @@ func (s suite) testRetryingClient(t *testing.T) {
 			d := allow(t, lim, "retry", 1)
 			now := clock.Now()
 			if d.Allowed != !now.Before(free) {
-				t.Fatalf("retry %d at +%v: allowed=%v, want allowed from +%v on", i, now.Sub(Start), d.Allowed, free.Sub(Start))
+				t.Fatalf("retry %d at +%v: allowed=%v, want allowed from +%v on", i, now.Sub(StartTime()), d.Allowed, free.Sub(StartTime()))
 			}
 			if d.Allowed {
 				break
@@ -546,7 +547,7 @@ func (s suite) testBadInput(t *testing.T) {
 func (s suite) testClockBackwards(t *testing.T) {
 	ForEachAlgorithm(t, core.Policy{Limit: 5, Window: time.Second, Burst: 5}, func(t *testing.T, p core.Policy) {
 		lim, clock := s.build(t, p)
-		clock.Set(Start.Add(time.Hour))
+		clock.Set(StartTime().Add(time.Hour))
 		for _, jump := range []time.Duration{0, -300 * ms, -time.Second, -time.Hour, 10 * time.Millisecond, -24 * time.Hour, 48 * time.Hour} {
 			clock.Advance(jump)
 			for range 7 {

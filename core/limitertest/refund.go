@@ -36,10 +36,10 @@ type refundSuite struct {
 	newLimiter NewLimiter
 }
 
-// build returns a Refunder for p on a manual clock at Start.
+// build returns a Refunder for p on a manual clock at StartTime.
 func (s refundSuite) build(t *testing.T, p core.Policy) (core.Refunder, *core.ManualClock) {
 	t.Helper()
-	clock := core.NewManualClock(Start)
+	clock := core.NewManualClock(StartTime())
 	l := s.newLimiter(t, p, clock)
 	r, ok := core.AsRefunder(l)
 	if !ok {
@@ -75,7 +75,7 @@ var refundPolicy = core.Policy{Limit: 4, Window: time.Minute}
 func (s refundSuite) testTakeThenRefund(t *testing.T) {
 	ForEachAlgorithm(t, refundPolicy, func(t *testing.T, p core.Policy) {
 		lim, clock := s.build(t, p)
-		clock.Set(Start.Add(10 * time.Second))
+		clock.Set(StartTime().Add(10 * time.Second))
 		c := p.Capacity()
 		for k := int64(1); k <= c; k++ {
 			key, twin := fmt.Sprintf("all-%d", k), fmt.Sprintf("kept-%d", k)
@@ -172,7 +172,7 @@ const (
 
 func (o refundOp) String() string { return [...]string{"AllowN", "Peek", "Refund"}[o] }
 
-// refundStep is one call of a refund step table: at a time since Start, n
+// refundStep is one call of a refund step table: at a time since StartTime, n
 // units (and elapsed, for a refund), and for AllowN and Peek the Decision
 // fields wanted.
 type refundStep struct {
@@ -189,7 +189,7 @@ type refundStep struct {
 func runRefundSteps(t *testing.T, lim core.Refunder, clock *core.ManualClock, key string, steps []refundStep) {
 	t.Helper()
 	for i, st := range steps {
-		clock.Set(Start.Add(st.at))
+		clock.Set(StartTime().Add(st.at))
 		if st.op == opRefund {
 			if err := lim.Refund(ctx, key, st.n, st.elapsed); err != nil {
 				t.Fatalf("step %d (at %v): Refund(%d, %v): %v", i, st.at, st.n, st.elapsed, err)
@@ -443,9 +443,9 @@ func (s refundSuite) testClockBack(t *testing.T) {
 			if got != 10 {
 				t.Fatalf("%d of 20 allowed at once, want 10", got)
 			}
-			clock.Set(Start.Add(-5 * time.Minute))
+			clock.Set(StartTime().Add(-5 * time.Minute))
 			// The backlog reads 5 min + 60 s: one more unit (6 s) waits
-			// until the clock is back at Start plus 6 s.
+			// until the clock is back at StartTime plus 6 s.
 			if d := peek(t, lim, "k", 1); d.Allowed || d.RetryAfter != 5*time.Minute+6*time.Second {
 				t.Fatalf("5 min back: %+v, want denied with RetryAfter 5m6s", d)
 			}
@@ -459,11 +459,11 @@ func (s refundSuite) testClockBack(t *testing.T) {
 				}
 				clock.Advance(time.Second)
 			}
-			clock.Set(Start.Add(-us))
+			clock.Set(StartTime().Add(-us))
 			if d := peek(t, lim, "k", 1); d.Allowed {
 				t.Fatalf("1µs before the clock caught up: allowed %+v", d)
 			}
-			clock.Set(Start)
+			clock.Set(StartTime())
 			if d := allow(t, lim, "k", 1); !d.Allowed {
 				t.Fatalf("when the clock caught up: %+v, want allowed", d)
 			}

@@ -179,7 +179,7 @@ func newServer(clock core.Clock, accts *accounts) (http.Handler, error) {
 	byAccount := httplimit.WithKey(keyfunc.ContextValue(accountKey{}))
 	// Behind the authentication a missing account is a bug: refuse, never
 	// fall back to the client's address.
-	strict := httplimit.WithNoKey(httplimit.RefuseKey)
+	strict := httplimit.WithNoKey(httplimit.RefuseKey())
 	// The plan limit fails closed: a PlanFunc error must not mean unlimited.
 	planLimit := chilimit.New(tiered, byAccount, strict, httplimit.WithCost(cost),
 		httplimit.WithErrorPolicy(core.FailClosed()), httplimit.WithClock(clock))

@@ -364,7 +364,7 @@ func Cases() []Case {
 		{
 			Name: "key/missing refused",
 			App: func(t *testing.T, env *Env) *App {
-				return use(env.Limiter(t, api), httplimit.WithKey(keyfunc.Header("X-API-Key", nil)), httplimit.WithNoKey(httplimit.RefuseKey))
+				return use(env.Limiter(t, api), httplimit.WithKey(keyfunc.Header("X-API-Key", nil)), httplimit.WithNoKey(httplimit.RefuseKey()))
 			},
 			Steps: []Step{
 				{Want: Want{Status: 400, Problem: httplimit.ProblemInvalidKey, NoRate: true, RetryAfter: "-"}},
