@@ -39,7 +39,7 @@ import (
 // denied here until t+r at the latest. A clock that moves
 // back before t forgets the denial too.
 //
-// Memory is bounded ([DenialMaxKeys], default [DefaultLeaseMaxKeys]): the
+// Memory is bounded ([WithMaxKeys], default [DefaultLeaseMaxKeys]): the
 // least recently used denial is forgotten to make room, which costs one
 // remote call later and changes no decision.
 //
@@ -81,22 +81,13 @@ type denial struct {
 	policy    Policy
 }
 
-// DenialOption configures a [DenialCache].
-type DenialOption func(*denialOptions)
+// DenialOption configures a [DenialCache]: [WithClock] or [WithMaxKeys].
+type DenialOption interface{ applyDenial(*denialOptions) }
 
 type denialOptions struct {
 	clock   Clock
 	maxKeys int
 }
-
-// DenialClock sets the clock denials expire by. It should be the clock the
-// remote limiter decides by (the Redis server's TIME is close to the system
-// clock). Default: [SystemClock].
-func DenialClock(c Clock) DenialOption { return func(o *denialOptions) { o.clock = c } }
-
-// DenialMaxKeys bounds the number of denials remembered (at least 1).
-// Default: [DefaultLeaseMaxKeys].
-func DenialMaxKeys(n int) DenialOption { return func(o *denialOptions) { o.maxKeys = n } }
 
 // NewDenialCache returns a limiter that decides by remote and answers
 // requests of a key it denied from memory until the denial's RetryAfter has
@@ -110,13 +101,13 @@ func NewDenialCache(remote Limiter, opts ...DenialOption) (*DenialCache, error) 
 		if opt == nil {
 			return nil, fmt.Errorf("core: NewDenialCache: option %d is nil", i+1)
 		}
-		opt(&o)
+		opt.applyDenial(&o)
 	}
 	switch {
 	case o.clock == nil:
-		return nil, errors.New("core: NewDenialCache: DenialClock(nil): a clock is required")
+		return nil, errors.New("core: NewDenialCache: WithClock(nil): a clock is required")
 	case o.maxKeys < 1:
-		return nil, fmt.Errorf("core: NewDenialCache: DenialMaxKeys(%d): must be at least 1", o.maxKeys)
+		return nil, fmt.Errorf("core: NewDenialCache: WithMaxKeys(%d): must be at least 1", o.maxKeys)
 	}
 	return &DenialCache{remote: remote, ref: refunderOf(remote), clock: o.clock, denials: newTable[denial](o.maxKeys, nil)}, nil
 }

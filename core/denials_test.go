@@ -56,7 +56,7 @@ func mustDenialCache(t testing.TB, remote core.Limiter, opts ...core.DenialOptio
 // whole conformance suite, every algorithm.
 func TestDenialCacheConformance(t *testing.T) {
 	limitertest.Run(t, func(t *testing.T, p core.Policy, clock *core.ManualClock) core.Limiter {
-		return mustDenialCache(t, newCounting(t, p, clock), core.DenialClock(clock))
+		return mustDenialCache(t, newCounting(t, p, clock), core.WithClock(clock))
 	})
 }
 
@@ -68,7 +68,7 @@ func TestDenialCacheSteps(t *testing.T) {
 	p := core.Policy{Limit: 10, Window: time.Second} // one token per 100ms
 	clock := core.NewManualClock(limitertest.StartTime())
 	remote := newCounting(t, p, clock)
-	c := mustDenialCache(t, remote, core.DenialClock(clock))
+	c := mustDenialCache(t, remote, core.WithClock(clock))
 	for range 10 {
 		if d, _ := c.Allow(ctx, "k"); !d.Allowed {
 			t.Fatal("first 10 requests: denied")
@@ -141,7 +141,7 @@ func TestDenialCacheHammer(t *testing.T) {
 	p := core.Policy{Limit: 100, Window: time.Minute}
 	clock := core.NewManualClock(limitertest.StartTime())
 	remote := newCounting(t, p, clock)
-	c := mustDenialCache(t, remote, core.DenialClock(clock))
+	c := mustDenialCache(t, remote, core.WithClock(clock))
 	var allowed atomic.Int64
 	for step := range 100 { // 100 steps of 100ms: 10 s
 		done := make(chan struct{})
@@ -182,15 +182,15 @@ func TestDenialCacheErrors(t *testing.T) {
 	if _, err := core.NewDenialCache(nil); err == nil {
 		t.Error("NewDenialCache(nil): no error")
 	}
-	if _, err := core.NewDenialCache(newCounting(t, p, clock), core.DenialMaxKeys(0)); err == nil {
-		t.Error("DenialMaxKeys(0): no error")
+	if _, err := core.NewDenialCache(newCounting(t, p, clock), core.WithMaxKeys(0)); err == nil {
+		t.Error("WithMaxKeys(0): no error")
 	}
-	if _, err := core.NewDenialCache(newCounting(t, p, clock), core.DenialClock(nil)); err == nil {
-		t.Error("DenialClock(nil): no error")
+	if _, err := core.NewDenialCache(newCounting(t, p, clock), core.WithClock(nil)); err == nil {
+		t.Error("WithClock(nil): no error")
 	}
 	// One key remembered: a second denied key pushes the first out.
 	remote := newCounting(t, core.Policy{Limit: 1, Window: time.Hour}, clock)
-	c := mustDenialCache(t, remote, core.DenialClock(clock), core.DenialMaxKeys(1))
+	c := mustDenialCache(t, remote, core.WithClock(clock), core.WithMaxKeys(1))
 	for _, k := range []string{"a", "a", "b", "b", "a"} {
 		c.Allow(ctx, k)
 	}

@@ -95,44 +95,48 @@ var (
 // open and the remote store was therefore not called.
 var ErrBreakerOpen = errors.New("circuit breaker open: the store was not called")
 
-// FailoverOption configures a [Failover].
-type FailoverOption func(*Failover)
+// FailoverOption configures a [Failover]: [WithErrorPolicy], [BreakAfter],
+// [OnStoreError], [OnBreakerChange], [RemoteTimeout], [WithClock] or
+// [ObserveFailover].
+type FailoverOption interface{ applyFailover(*Failover) }
 
 // WithErrorPolicy sets what a request gets when the remote limiter
 // cannot decide it: [FailOpen], [FailClosed] or [Fallback] (see
 // [ErrorPolicy]).
 //
 // Default: [FailOpen].
-func WithErrorPolicy(p ErrorPolicy) FailoverOption { return func(f *Failover) { f.onError = p } }
+func WithErrorPolicy(p ErrorPolicy) FailoverOption {
+	return failoverOption(func(f *Failover) { f.onError = p })
+}
 
 // BreakAfter opens the circuit breaker after failures consecutive outage
 // errors (at least 1), and lets one request probe the store after coolDown
 // (positive). Default: 3 failures, 5 s.
 func BreakAfter(failures int, coolDown time.Duration) FailoverOption {
-	return func(f *Failover) { f.failures, f.coolDown = int64(failures), coolDown }
+	return failoverOption(func(f *Failover) { f.failures, f.coolDown = int64(failures), coolDown })
 }
 
 // OnStoreError sets a hook called with every outage error, from the
 // goroutine of the request that met it; it must be safe for concurrent use
 // and should not block (log, count). Default: none.
-func OnStoreError(hook func(error)) FailoverOption { return func(f *Failover) { f.hook = hook } }
+func OnStoreError(hook func(error)) FailoverOption {
+	return failoverOption(func(f *Failover) { f.hook = hook })
+}
 
 // OnBreakerChange sets a hook called with true when the circuit breaker
 // opens and with false when it closes, once per transition, from the
 // goroutine of the request that caused it; it must be safe for concurrent
 // use and should not block (log, count). Default: none.
 func OnBreakerChange(hook func(open bool)) FailoverOption {
-	return func(f *Failover) { f.onBreaker = hook }
+	return failoverOption(func(f *Failover) { f.onBreaker = hook })
 }
 
 // RemoteTimeout bounds each call to the remote limiter: its context gets
 // this timeout, and a call that runs out is an outage. Default (or 0): only
 // the caller's context and the remote limiter's own timeouts.
-func RemoteTimeout(d time.Duration) FailoverOption { return func(f *Failover) { f.timeout = d } }
-
-// BreakerClock sets the clock the circuit breaker measures its cool-down
-// on. Default: [SystemClock].
-func BreakerClock(c Clock) FailoverOption { return func(f *Failover) { f.clock = c } }
+func RemoteTimeout(d time.Duration) FailoverOption {
+	return failoverOption(func(f *Failover) { f.timeout = d })
+}
 
 // NewFailover returns a limiter that decides by remote while it works and by
 // the error policy (default [FailOpen]) when it fails. It fails if an option
@@ -146,7 +150,7 @@ func NewFailover(remote Limiter, opts ...FailoverOption) (*Failover, error) {
 		if opt == nil {
 			return nil, fmt.Errorf("core: NewFailover: option %d is nil", i+1)
 		}
-		opt(f)
+		opt.applyFailover(f)
 	}
 	f.local, _ = f.onError.Local()
 	switch {
@@ -159,7 +163,7 @@ func NewFailover(remote Limiter, opts ...FailoverOption) (*Failover, error) {
 	case f.timeout < 0:
 		return nil, fmt.Errorf("core: NewFailover: RemoteTimeout(%v): must not be negative", f.timeout)
 	case f.clock == nil:
-		return nil, errors.New("core: NewFailover: BreakerClock(nil): a clock is required")
+		return nil, errors.New("core: NewFailover: WithClock(nil): a clock is required")
 	}
 	if p, ok := policyOf(remote); ok {
 		f.policy, f.hasPol, f.cost = p, true, p.Capacity()

@@ -82,7 +82,7 @@ func mustFailover(t testing.TB, remote core.Limiter, opts ...core.FailoverOption
 // A healthy store behind a Failover decides exactly as it would alone.
 func TestFailoverConformance(t *testing.T) {
 	limitertest.Run(t, func(t *testing.T, p core.Policy, clock *core.ManualClock) core.Limiter {
-		return mustFailover(t, newFlaky(t, p, clock), core.WithErrorPolicy(core.FailClosed()), core.BreakerClock(clock))
+		return mustFailover(t, newFlaky(t, p, clock), core.WithErrorPolicy(core.FailClosed()), core.WithClock(clock))
 	})
 }
 
@@ -119,7 +119,7 @@ func TestFailoverModes(t *testing.T) {
 			remote := newFlaky(t, p, clock)
 			remote.down.Store(true)
 			var hooked []error
-			f := mustFailover(t, remote, tt.opt, core.BreakAfter(2, 5*time.Second), core.BreakerClock(clock),
+			f := mustFailover(t, remote, tt.opt, core.BreakAfter(2, 5*time.Second), core.WithClock(clock),
 				core.OnStoreError(func(err error) { hooked = append(hooked, err) }))
 			for i, want := range tt.want {
 				n := int64(3)
@@ -151,7 +151,7 @@ func TestFailoverBreaker(t *testing.T) {
 	clock := core.NewManualClock(limitertest.StartTime())
 	remote := newFlaky(t, core.Policy{Limit: 100, Window: time.Minute}, clock)
 	var hooks atomic.Int64
-	f := mustFailover(t, remote, core.WithErrorPolicy(core.FailOpen()), core.BreakAfter(3, 5*time.Second), core.BreakerClock(clock),
+	f := mustFailover(t, remote, core.WithErrorPolicy(core.FailOpen()), core.BreakAfter(3, 5*time.Second), core.WithClock(clock),
 		core.OnStoreError(func(error) { hooks.Add(1) }))
 	steps := []struct {
 		advance   time.Duration
@@ -193,7 +193,7 @@ func TestFailoverCallerErrors(t *testing.T) {
 	clock := core.NewManualClock(limitertest.StartTime())
 	remote := newFlaky(t, core.Policy{Limit: 10, Window: time.Minute}, clock)
 	var hooked atomic.Int64
-	f := mustFailover(t, remote, core.WithErrorPolicy(core.FailClosed()), core.BreakAfter(1, time.Second), core.BreakerClock(clock),
+	f := mustFailover(t, remote, core.WithErrorPolicy(core.FailClosed()), core.BreakAfter(1, time.Second), core.WithClock(clock),
 		core.OnStoreError(func(error) { hooked.Add(1) }))
 	for _, tt := range []struct {
 		key  string
@@ -234,7 +234,7 @@ func TestFailoverCallerErrors(t *testing.T) {
 func TestFailoverOneProbe(t *testing.T) {
 	clock := core.NewManualClock(limitertest.StartTime())
 	remote := newFlaky(t, core.Policy{Limit: 10, Window: time.Minute}, clock)
-	f := mustFailover(t, remote, core.WithErrorPolicy(core.FailClosed()), core.BreakAfter(1, time.Second), core.BreakerClock(clock))
+	f := mustFailover(t, remote, core.WithErrorPolicy(core.FailClosed()), core.BreakAfter(1, time.Second), core.WithClock(clock))
 	remote.down.Store(true)
 	f.Allow(ctx, "k") // opens
 	clock.Advance(time.Second)
@@ -276,7 +276,7 @@ func TestNewFailoverErrors(t *testing.T) {
 		{core.BreakAfter(0, time.Second)},
 		{core.BreakAfter(1, 0)},
 		{core.RemoteTimeout(-1)},
-		{core.BreakerClock(nil)},
+		{core.WithClock(nil)},
 	} {
 		if _, err := core.NewFailover(remote, opts...); err == nil {
 			t.Errorf("NewFailover with a bad option: no error")
@@ -314,7 +314,7 @@ func ExampleNewFailover() {
 		core.WithErrorPolicy(core.Fallback(local)),
 		core.BreakAfter(2, 10*time.Second),
 		core.OnStoreError(func(err error) { fmt.Println("store error:", err) }),
-		core.BreakerClock(clock),
+		core.WithClock(clock),
 	)
 	if err != nil {
 		panic(err)
@@ -410,7 +410,7 @@ func TestFailoverLayersInHeaders(t *testing.T) {
 	local := layeredOf(t, clock,
 		core.Policy{Name: "local-burst", Limit: 1, Window: time.Second},
 		core.Policy{Name: "local-daily", Algorithm: core.FixedWindow, Limit: 250, Window: 24 * time.Hour})
-	f := mustFailover(t, remote, core.WithErrorPolicy(core.Fallback(local)), core.BreakerClock(clock))
+	f := mustFailover(t, remote, core.WithErrorPolicy(core.Fallback(local)), core.WithClock(clock))
 	e := httplimit.MustNew(f)
 
 	const remotePolicy = `"burst";q=2;w=1, "daily";q=1000;w=86400`
@@ -434,7 +434,7 @@ func TestFailoverLayersInHeaders(t *testing.T) {
 	// Failing open or closed, the Failover decides alone, by no policy it
 	// could describe (a layered limiter has several): no RateLimit fields.
 	for _, opt := range []core.FailoverOption{core.WithErrorPolicy(core.FailOpen()), core.WithErrorPolicy(core.FailClosed())} {
-		e := httplimit.MustNew(mustFailover(t, remote, opt, core.BreakerClock(clock)))
+		e := httplimit.MustNew(mustFailover(t, remote, opt, core.WithClock(clock)))
 		w := httptest.NewRecorder()
 		res := e.Check(httpview.New(httptest.NewRequest("GET", "/", nil), "/"))
 		res.WriteHTTP(w)
@@ -471,7 +471,7 @@ func TestFailoverOneLayerHeaders(t *testing.T) {
 			for i := range engines {
 				remote := newFlaky(t, p, clock)
 				remote.down.Store(tc.down)
-				var l core.Limiter = mustFailover(t, remote, core.WithErrorPolicy(tc.opt()), core.BreakerClock(clock))
+				var l core.Limiter = mustFailover(t, remote, core.WithErrorPolicy(tc.opt()), core.WithClock(clock))
 				if i == 1 {
 					if _, ok := l.(core.LayeredLimiter); !ok {
 						t.Fatal("a Failover is not a core.LayeredLimiter")
@@ -509,7 +509,7 @@ func TestFailoverOneLayerHeaders(t *testing.T) {
 func TestFailoverLayersErrors(t *testing.T) {
 	clock := core.NewManualClock(limitertest.StartTime())
 	remote := &flakyLayered{Layered: layeredOf(t, clock, core.Policy{Name: "a", Limit: 2, Window: time.Second})}
-	f := mustFailover(t, remote, core.WithErrorPolicy(core.FailClosed()), core.BreakerClock(clock))
+	f := mustFailover(t, remote, core.WithErrorPolicy(core.FailClosed()), core.WithClock(clock))
 	if _, err := f.AllowLayers(ctx, "k", 3); !errors.Is(err, core.ErrCostTooHigh) {
 		t.Errorf("AllowLayers of 3 over a capacity of 2: %v, want ErrCostTooHigh", err)
 	}
@@ -547,9 +547,9 @@ func TestFailoverUnknownPolicy(t *testing.T) {
 		name string
 		l    core.Limiter
 	}{
-		{"DenialCache", mustDenialCache(t, remote, core.DenialClock(clock))},
-		{"Leased", mustLeased(t, remote, 5, core.LeaseClock(clock))},
-		{"Observed", mustObserved(t, remote, &recorder{}, core.ObserveClock(clock))},
+		{"DenialCache", mustDenialCache(t, remote, core.WithClock(clock))},
+		{"Leased", mustLeased(t, remote, 5, core.WithClock(clock))},
+		{"Observed", mustObserved(t, remote, &recorder{}, core.WithClock(clock))},
 	}
 	for _, w := range wrappers {
 		if p := w.l.(interface{ Policy() core.Policy }).Policy(); p != (core.Policy{}) {
@@ -560,7 +560,7 @@ func TestFailoverUnknownPolicy(t *testing.T) {
 			opt     core.FailoverOption
 			allowed bool
 		}{{"open", core.WithErrorPolicy(core.FailOpen()), true}, {"closed", core.WithErrorPolicy(core.FailClosed()), false}} {
-			f := mustFailover(t, w.l, mode.opt, core.BreakerClock(clock))
+			f := mustFailover(t, w.l, mode.opt, core.WithClock(clock))
 			for _, n := range []int64{1, 3} {
 				d, err := f.AllowN(ctx, "k", n)
 				if err != nil || d.Allowed != mode.allowed || d.Limit != 0 || d.Policy != (core.Policy{}) {

@@ -13,7 +13,7 @@ import (
 const DefaultLeaseTime = time.Second
 
 // DefaultLeaseMaxKeys is the number of keys a [Leased] or [DenialCache]
-// limiter remembers unless [LeaseMaxKeys] or [DenialMaxKeys] says otherwise.
+// limiter remembers unless [WithMaxKeys] says otherwise.
 const DefaultLeaseMaxKeys = 1 << 16
 
 // Leased is a [Limiter] that takes units from a remote limiter (the Redis
@@ -124,8 +124,9 @@ type LeaseStats struct {
 	Dropped uint64
 }
 
-// LeaseOption configures a [Leased] limiter.
-type LeaseOption func(*leaseOptions)
+// LeaseOption configures a [Leased] limiter: [LeaseTime], [WithClock] or
+// [WithMaxKeys].
+type LeaseOption interface{ applyLease(*leaseOptions) }
 
 type leaseOptions struct {
 	leaseTime time.Duration
@@ -137,15 +138,9 @@ type leaseOptions struct {
 // (positive); units left after it are dropped. Keep it short: the longer it
 // is, the longer an instance can sit on units other instances could have
 // used. Default: [DefaultLeaseTime].
-func LeaseTime(d time.Duration) LeaseOption { return func(o *leaseOptions) { o.leaseTime = d } }
-
-// LeaseClock sets the clock leases expire by. Default: [SystemClock].
-func LeaseClock(c Clock) LeaseOption { return func(o *leaseOptions) { o.clock = c } }
-
-// LeaseMaxKeys bounds the number of keys holding a lease (at least 1); the
-// least recently used key's lease is dropped to make room. Default:
-// [DefaultLeaseMaxKeys].
-func LeaseMaxKeys(n int) LeaseOption { return func(o *leaseOptions) { o.maxKeys = n } }
+func LeaseTime(d time.Duration) LeaseOption {
+	return leaseOption(func(o *leaseOptions) { o.leaseTime = d })
+}
 
 // NewLeased returns a limiter that takes units from remote in batches of up
 // to batch (at least 1) and spends them locally. It fails if remote is nil
@@ -166,15 +161,15 @@ func NewLeased(remote Limiter, batch int64, opts ...LeaseOption) (*Leased, error
 		if opt == nil {
 			return nil, fmt.Errorf("core: NewLeased: option %d is nil", i+1)
 		}
-		opt(&o)
+		opt.applyLease(&o)
 	}
 	switch {
 	case o.leaseTime <= 0:
 		return nil, fmt.Errorf("core: NewLeased: LeaseTime(%v): must be positive", o.leaseTime)
 	case o.clock == nil:
-		return nil, errors.New("core: NewLeased: LeaseClock(nil): a clock is required")
+		return nil, errors.New("core: NewLeased: WithClock(nil): a clock is required")
 	case o.maxKeys < 1:
-		return nil, fmt.Errorf("core: NewLeased: LeaseMaxKeys(%d): must be at least 1", o.maxKeys)
+		return nil, fmt.Errorf("core: NewLeased: WithMaxKeys(%d): must be at least 1", o.maxKeys)
 	}
 	l := &Leased{remote: remote, batch: batch, leaseTime: int64(o.leaseTime), clock: o.clock}
 	if pol, ok := policyOf(remote); ok {

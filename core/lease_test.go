@@ -27,7 +27,7 @@ func TestLeasedSteps(t *testing.T) {
 	p := core.Policy{Limit: 1000, Window: time.Hour} // no refill to speak of
 	clock := core.NewManualClock(limitertest.StartTime())
 	remote := newCounting(t, p, clock)
-	l := mustLeased(t, remote, 8, core.LeaseClock(clock), core.LeaseTime(100*ms))
+	l := mustLeased(t, remote, 8, core.WithClock(clock), core.LeaseTime(100*ms))
 	steps := []struct {
 		at            time.Duration
 		n             int64
@@ -98,8 +98,8 @@ func TestLeasedNearLimit(t *testing.T) {
 	p := core.Policy{Limit: 10, Window: time.Second} // a unit per 100ms
 	clock := core.NewManualClock(limitertest.StartTime())
 	remote := newCounting(t, p, clock)
-	other := mustLeased(t, remote, 100, core.LeaseClock(clock))
-	l := mustLeased(t, remote, 100, core.LeaseClock(clock))
+	other := mustLeased(t, remote, 100, core.WithClock(clock))
+	l := mustLeased(t, remote, 100, core.WithClock(clock))
 	// The batch is capped at the capacity, 10.
 	for range 7 {
 		if d, _ := l.Allow(ctx, "k"); !d.Allowed {
@@ -133,7 +133,7 @@ func TestLeasedRace(t *testing.T) {
 	p := core.Policy{Limit: 100, Window: time.Hour}
 	clock := core.NewManualClock(limitertest.StartTime())
 	remote := newCounting(t, p, clock)
-	l := mustLeased(t, remote, 10, core.LeaseClock(clock))
+	l := mustLeased(t, remote, 10, core.WithClock(clock))
 	got := limitertest.CountAllowed(t, 8, 50, func(int) (core.Decision, error) { return l.Allow(ctx, "shared") })
 	if got != 100 {
 		t.Errorf("%d of 400 allowed, want exactly 100", got)
@@ -151,8 +151,8 @@ func TestLeasedErrors(t *testing.T) {
 	}{
 		{"batch 0", 0, nil},
 		{"LeaseTime(0)", 10, []core.LeaseOption{core.LeaseTime(0)}},
-		{"LeaseClock(nil)", 10, []core.LeaseOption{core.LeaseClock(nil)}},
-		{"LeaseMaxKeys(0)", 10, []core.LeaseOption{core.LeaseMaxKeys(0)}},
+		{"WithClock(nil)", 10, []core.LeaseOption{core.WithClock(nil)}},
+		{"WithMaxKeys(0)", 10, []core.LeaseOption{core.WithMaxKeys(0)}},
 	} {
 		if _, err := core.NewLeased(remote, tt.batch, tt.opts...); err == nil {
 			t.Errorf("%s: no error", tt.name)
@@ -165,7 +165,7 @@ func TestLeasedErrors(t *testing.T) {
 	if _, err := core.NewLeased(leaky, 10); err == nil {
 		t.Error("a leaky bucket: no error")
 	}
-	l := mustLeased(t, remote, 5, core.LeaseClock(clock))
+	l := mustLeased(t, remote, 5, core.WithClock(clock))
 	if _, err := l.AllowN(ctx, "", 1); !errors.Is(err, core.ErrEmptyKey) {
 		t.Errorf("empty key: %v", err)
 	}
@@ -177,7 +177,7 @@ func TestLeasedErrors(t *testing.T) {
 	}
 	// A request waiting for the key's lock honours its context.
 	f := &flakyStore{Memory: remote.Memory, gate: make(chan struct{}), entered: make(chan struct{})}
-	slow := mustLeased(t, f, 5, core.LeaseClock(clock))
+	slow := mustLeased(t, f, 5, core.WithClock(clock))
 	go slow.Allow(ctx, "k")
 	<-f.entered
 	cctx, cancel := context.WithCancel(ctx)
@@ -188,11 +188,11 @@ func TestLeasedErrors(t *testing.T) {
 	close(f.gate)
 }
 
-// LeaseMaxKeys bounds the keys held; an evicted lease's units are dropped.
+// WithMaxKeys bounds the keys held; an evicted lease's units are dropped.
 func TestLeasedMaxKeys(t *testing.T) {
 	clock := core.NewManualClock(limitertest.StartTime())
 	remote := newCounting(t, core.Policy{Limit: 100, Window: time.Hour}, clock)
-	l := mustLeased(t, remote, 10, core.LeaseClock(clock), core.LeaseMaxKeys(2))
+	l := mustLeased(t, remote, 10, core.WithClock(clock), core.WithMaxKeys(2))
 	for _, k := range []string{"a", "a", "b", "c"} {
 		l.Allow(ctx, k)
 	}
@@ -211,7 +211,7 @@ func TestLeasedCalls(t *testing.T) {
 		remote := newCounting(t, p, clock)
 		var ls []*core.Leased
 		for range instances {
-			ls = append(ls, mustLeased(t, remote, 100, core.LeaseClock(clock)))
+			ls = append(ls, mustLeased(t, remote, 100, core.WithClock(clock)))
 		}
 		// 300 requests a second in all, round robin over the instances.
 		allowed := 0
@@ -250,10 +250,10 @@ func TestLeasedOverAdmission(t *testing.T) {
 		var ls []core.Limiter
 		var leases []*core.Leased
 		for range 4 {
-			l := mustLeased(t, remote, batch, core.LeaseClock(clock))
+			l := mustLeased(t, remote, batch, core.WithClock(clock))
 			leases = append(leases, l)
 			if tt.denials {
-				ls = append(ls, mustDenialCache(t, l, core.DenialClock(clock)))
+				ls = append(ls, mustDenialCache(t, l, core.WithClock(clock)))
 			} else {
 				ls = append(ls, l)
 			}
@@ -303,7 +303,7 @@ func TestLeasedUnknownPolicy(t *testing.T) {
 	clock := core.NewManualClock(limitertest.StartTime())
 	p := core.Policy{Name: "api", Limit: 100, Window: time.Minute}
 	store := newCounting(t, p, clock)
-	l := mustLeased(t, mustDenialCache(t, policyless{store}, core.DenialClock(clock)), 8, core.LeaseClock(clock))
+	l := mustLeased(t, mustDenialCache(t, policyless{store}, core.WithClock(clock)), 8, core.WithClock(clock))
 	for i := range 15 {
 		if d, err := l.Allow(ctx, "k"); err != nil || !d.Allowed {
 			t.Fatalf("request %d: %+v, %v; want allowed", i, d, err)

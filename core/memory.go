@@ -86,22 +86,13 @@ type Stats struct {
 	LossyEvictions uint64
 }
 
-// Option configures a [Memory] limiter.
-type Option func(*options)
+// Option configures a [Memory] limiter: [WithClock] or [WithMaxKeys].
+type Option interface{ applyMemory(*options) }
 
 type options struct {
 	clock   Clock
 	maxKeys int
 }
-
-// WithClock sets the clock the limiter reads once per decision.
-// Default: [SystemClock]. A [CoarseClock] trades exactness (up to its
-// resolution) for a cheaper read.
-func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
-
-// WithMaxKeys bounds the number of keys held at once (at least 1).
-// Default: [DefaultMaxKeys].
-func WithMaxKeys(n int) Option { return func(o *options) { o.maxKeys = n } }
 
 // New returns an in-memory limiter that enforces p. It fails if p is invalid
 // (the error names the field, see [Policy.Validate]) or an option is.
@@ -114,7 +105,7 @@ func New(p Policy, opts ...Option) (*Memory, error) {
 		if opt == nil {
 			return nil, fmt.Errorf("core: New: option %d is nil", i+1)
 		}
-		opt(&o)
+		opt.applyMemory(&o)
 	}
 	if o.clock == nil {
 		return nil, fmt.Errorf("core: WithClock(nil): a clock is required")

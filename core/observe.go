@@ -100,7 +100,7 @@ type Event struct {
 	Decision Decision
 
 	// Latency is how long the limiter took to decide, on the observing
-	// limiter's clock ([ObserveClock]); 0 for Failover events.
+	// limiter's clock ([WithClock]); 0 for Failover events.
 	Latency time.Duration
 
 	// Err is the error the call returned, or the store's error for
@@ -211,8 +211,9 @@ func (m multiObserver) ObserverFor(policy string) Observer {
 	return bound
 }
 
-// ObserveOption configures an [Observed] or [Shadow] limiter.
-type ObserveOption func(*observeOptions)
+// ObserveOption configures an [Observed] or [Shadow] limiter:
+// [ObservePolicy], [ObserveKeyClass], [ObserveRawKey] or [WithClock].
+type ObserveOption interface{ applyObserve(*observeOptions) }
 
 type observeOptions struct {
 	policy    string
@@ -227,7 +228,7 @@ type observeOptions struct {
 // when it has a Policy method (both stores do), else the name of each
 // Decision's policy.
 func ObservePolicy(name string) ObserveOption {
-	return func(o *observeOptions) { o.policy, o.hasPolicy = name, true }
+	return observeOption(func(o *observeOptions) { o.policy, o.hasPolicy = name, true })
 }
 
 // ObserveKeyClass sets a function that maps a key to its class, such as
@@ -235,17 +236,15 @@ func ObservePolicy(name string) ObserveOption {
 // small, fixed set: they may become log fields or metric labels. It must be
 // safe for concurrent use and quick. Default: no key class.
 func ObserveKeyClass(f func(key string) string) ObserveOption {
-	return func(o *observeOptions) { o.keyClass = f }
+	return observeOption(func(o *observeOptions) { o.keyClass = f })
 }
 
 // ObserveRawKey hands the raw key to the observer in [Event.Key], for an
 // observer that hashes it (a [SlogObserver] logs [KeyHash] of it, never the
 // key itself). Default: events carry no key.
-func ObserveRawKey() ObserveOption { return func(o *observeOptions) { o.rawKey = true } }
-
-// ObserveClock sets the clock latency is measured on. On [SystemClock] it
-// is measured monotonically. Default: [SystemClock].
-func ObserveClock(c Clock) ObserveOption { return func(o *observeOptions) { o.clock = c } }
+func ObserveRawKey() ObserveOption {
+	return observeOption(func(o *observeOptions) { o.rawKey = true })
+}
 
 // observer is what Observed and Shadow share: the observer, the options,
 // and a stopwatch.
@@ -273,10 +272,10 @@ func newObserver(name string, l Limiter, obs Observer, opts []ObserveOption) (ob
 		if opt == nil {
 			return observer{}, errors.New("core: " + name + ": nil option")
 		}
-		opt(&o)
+		opt.applyObserve(&o)
 	}
 	if o.clock == nil {
-		return observer{}, errors.New("core: " + name + ": ObserveClock(nil): a clock is required")
+		return observer{}, errors.New("core: " + name + ": WithClock(nil): a clock is required")
 	}
 	w := observer{obs: obs, policy: o.policy, fixed: o.hasPolicy, keyClass: o.keyClass, rawKey: o.rawKey, clock: o.clock}
 	if !w.fixed {
@@ -468,13 +467,13 @@ func policyOf(l Limiter) (Policy, bool) {
 // outage errors ([OpStoreError]) and circuit breaker transitions
 // ([OpBreakerOpen], [OpBreakerClose]) to obs as events of the named policy,
 // with a background context. An [Observed] limiter around the Failover does
-// not see those errors: the Failover decides such requests by its failure
-// mode and returns no error.
+// not see those errors: the Failover decides such requests by its error
+// policy and returns no error.
 //
 // It keeps the hooks set before it by [OnStoreError] and [OnBreakerChange]
 // (and calls them first); one of those set after it replaces its own.
 func ObserveFailover(obs Observer, policy string) FailoverOption {
-	return func(f *Failover) {
+	return failoverOption(func(f *Failover) {
 		if obs == nil {
 			return
 		}
@@ -496,7 +495,7 @@ func ObserveFailover(obs Observer, policy string) FailoverOption {
 			}
 			obs.Observe(context.Background(), Event{Op: op, Policy: policy})
 		}
-	}
+	})
 }
 
 // Refund returns what the observed limiter's Refund returns, after

@@ -18,7 +18,7 @@ func ExampleNewObserved() {
 	obs := core.ObserverFunc(func(_ context.Context, e core.Event) {
 		counts[e.Policy+" "+e.Outcome().String()]++
 	})
-	l, _ := core.NewObserved(mem, obs, core.ObserveClock(clock))
+	l, _ := core.NewObserved(mem, obs, core.WithClock(clock))
 	for range 3 {
 		l.Allow(context.Background(), "203.0.113.7")
 	}
@@ -39,8 +39,8 @@ func ExampleNewShadow() {
 			fmt.Printf("  %s shadow=%v: %s\n", e.Policy, e.Shadow, e.Outcome())
 		}
 	})
-	observed, _ := core.NewObserved(enforced, obs, core.ObserveClock(clock))
-	l, _ := core.NewShadow(observed, candidate, obs, core.ObserveClock(clock))
+	observed, _ := core.NewObserved(enforced, obs, core.WithClock(clock))
+	l, _ := core.NewShadow(observed, candidate, obs, core.WithClock(clock))
 	for i := range 3 {
 		d, _ := l.Allow(context.Background(), "203.0.113.7")
 		fmt.Printf("request %d allowed: %v\n", i+1, d.Allowed)

@@ -132,7 +132,7 @@ func TestObservedEvents(t *testing.T) {
 		}
 		return "ip"
 	}
-	l := mustObserved(t, store, rec, core.ObserveClock(clock), core.ObserveKeyClass(class))
+	l := mustObserved(t, store, rec, core.WithClock(clock), core.ObserveKeyClass(class))
 	if got := l.Policy().Name; got != "api" {
 		t.Errorf("Policy().Name = %q, want api", got)
 	}
@@ -172,10 +172,10 @@ func TestObservedKeyAndPolicy(t *testing.T) {
 
 	// Without a Policy method, each Decision names the policy; the raw key
 	// comes only with ObserveRawKey.
-	l := mustObserved(t, noPolicy{m}, rec, core.ObserveClock(clock), core.ObserveRawKey())
+	l := mustObserved(t, noPolicy{m}, rec, core.WithClock(clock), core.ObserveRawKey())
 	l.Allow(ctx, "ana@example.com")
 	// ObservePolicy overrides the limiter's name; no key by default.
-	l2 := mustObserved(t, m, rec, core.ObserveClock(clock), core.ObservePolicy("login-v2"))
+	l2 := mustObserved(t, m, rec, core.WithClock(clock), core.ObservePolicy("login-v2"))
 	l2.Allow(ctx, "ana@example.com")
 	checkEvents(t, rec.take(), []eventSummary{
 		{Op: core.OpAllow, Policy: "login", Key: "ana@example.com", Cost: 1, Outcome: core.OutcomeAllowed},
@@ -196,7 +196,7 @@ func TestObservedErrors(t *testing.T) {
 		{"nil limiter", nil, obs, nil, "core: NewObserved: a limiter is required"},
 		{"nil observer", m, nil, nil, "core: NewObserved: an observer is required"},
 		{"nil option", m, obs, []core.ObserveOption{nil}, "core: NewObserved: nil option"},
-		{"nil clock", m, obs, []core.ObserveOption{core.ObserveClock(nil)}, "core: NewObserved: ObserveClock(nil): a clock is required"},
+		{"nil clock", m, obs, []core.ObserveOption{core.WithClock(nil)}, "core: NewObserved: WithClock(nil): a clock is required"},
 	} {
 		_, err := core.NewObserved(tt.l, tt.obs, tt.opts...)
 		if err == nil || err.Error() != tt.want {
@@ -214,13 +214,13 @@ func TestObservedErrors(t *testing.T) {
 func TestObservedConformance(t *testing.T) {
 	obs := core.Observers(&recorder{}, core.NewSlogObserver(nil))
 	limitertest.Run(t, func(t *testing.T, p core.Policy, clock *core.ManualClock) core.Limiter {
-		return mustObserved(t, mustMemory(t, p, clock), obs, core.ObserveClock(clock))
+		return mustObserved(t, mustMemory(t, p, clock), obs, core.WithClock(clock))
 	})
 	// On a clock of its own, the observer times the call itself, and the
 	// Memory decides by its clock: the other path.
 	t.Run("own clock", func(t *testing.T) {
 		limitertest.Run(t, func(t *testing.T, p core.Policy, clock *core.ManualClock) core.Limiter {
-			return mustObserved(t, mustMemory(t, p, clock), obs, core.ObserveClock(core.NewManualClock(time.Unix(0, 0))))
+			return mustObserved(t, mustMemory(t, p, clock), obs, core.WithClock(core.NewManualClock(time.Unix(0, 0))))
 		})
 	})
 }
@@ -231,7 +231,7 @@ func TestObservedLatencyOnTheMemorysClock(t *testing.T) {
 	clock := core.NewManualClock(time.Unix(1_800_000_000, 0))
 	m := mustMemory(t, core.Policy{Limit: 1, Window: time.Minute}, clock)
 	var got []time.Duration
-	l := mustObserved(t, m, core.ObserverFunc(func(_ context.Context, e core.Event) { got = append(got, e.Latency) }), core.ObserveClock(clock))
+	l := mustObserved(t, m, core.ObserverFunc(func(_ context.Context, e core.Event) { got = append(got, e.Latency) }), core.WithClock(clock))
 	if d, err := l.AllowN(ctx, "k", 1); err != nil || !d.Allowed {
 		t.Fatalf("AllowN: %+v, %v", d, err)
 	}
@@ -260,7 +260,7 @@ func TestObserveFailover(t *testing.T) {
 	store := newFlaky(t, core.Policy{Name: "api", Limit: 10, Window: time.Minute}, clock)
 	rec := &recorder{}
 	var hooked []string
-	f := mustFailover(t, store, core.BreakerClock(clock), core.BreakAfter(2, 5*time.Second),
+	f := mustFailover(t, store, core.WithClock(clock), core.BreakAfter(2, 5*time.Second),
 		core.OnStoreError(func(err error) { hooked = append(hooked, err.Error()) }),
 		core.OnBreakerChange(func(open bool) { hooked = append(hooked, fmt.Sprint("open=", open)) }),
 		core.ObserveFailover(rec, "api"))
@@ -306,7 +306,7 @@ func TestBreakerChangeRace(t *testing.T) {
 	store.down.Store(true)
 	var mu sync.Mutex
 	opens := 0
-	f := mustFailover(t, store, core.BreakerClock(clock), core.BreakAfter(1, time.Minute),
+	f := mustFailover(t, store, core.WithClock(clock), core.BreakAfter(1, time.Minute),
 		core.OnBreakerChange(func(open bool) {
 			mu.Lock()
 			if open {
@@ -376,7 +376,7 @@ func TestObservedLayersInHeaders(t *testing.T) {
 		core.Policy{Name: "burst", Limit: 2, Window: time.Second},
 		core.Policy{Name: "daily", Algorithm: core.FixedWindow, Limit: 1000, Window: 24 * time.Hour})
 	rec := &recorder{}
-	e := httplimit.MustNew(mustObserved(t, l, rec, core.ObserveClock(clock)))
+	e := httplimit.MustNew(mustObserved(t, l, rec, core.WithClock(clock)))
 	const policy = `"burst";q=2;w=1, "daily";q=1000;w=86400`
 	for i, want := range []httpStep{
 		{true, policy, `"burst";r=1;t=1, "daily";r=999;t=43200`},
@@ -393,7 +393,7 @@ func TestObservedLayersInHeaders(t *testing.T) {
 func TestObservedOneLayer(t *testing.T) {
 	clock := core.NewManualClock(limitertest.StartTime())
 	rec := &recorder{}
-	o := mustObserved(t, mustMemory(t, core.Policy{Name: "api", Limit: 2, Window: time.Minute}, clock), rec, core.ObserveClock(clock))
+	o := mustObserved(t, mustMemory(t, core.Policy{Name: "api", Limit: 2, Window: time.Minute}, clock), rec, core.WithClock(clock))
 	ld, err := o.PeekLayers(ctx, "k", 1)
 	if err != nil || !ld.Allowed || ld.Remaining != 1 || ld.Layer != 0 || len(ld.Layers) != 1 || ld.Layers[0] != ld.Decision {
 		t.Errorf("PeekLayers: %+v, %v; want one allowed layer, Remaining 1", ld, err)

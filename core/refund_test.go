@@ -217,16 +217,16 @@ func TestWrappersRefund(t *testing.T) {
 		wrap func(t *testing.T, m *core.Memory, p core.Policy, clock *core.ManualClock) core.Limiter
 	}{
 		{"observed", func(t *testing.T, m *core.Memory, _ core.Policy, clock *core.ManualClock) core.Limiter {
-			return mustObserved(t, m, &recorder{}, core.ObserveClock(clock))
+			return mustObserved(t, m, &recorder{}, core.WithClock(clock))
 		}},
 		{"shadow", func(t *testing.T, m *core.Memory, p core.Policy, clock *core.ManualClock) core.Limiter {
-			return mustShadow(t, m, mustNew(t, p, clock), &recorder{}, core.ObserveClock(clock))
+			return mustShadow(t, m, mustNew(t, p, clock), &recorder{}, core.WithClock(clock))
 		}},
 		{"denial-cache", func(t *testing.T, m *core.Memory, _ core.Policy, clock *core.ManualClock) core.Limiter {
-			return mustDenialCache(t, m, core.DenialClock(clock))
+			return mustDenialCache(t, m, core.WithClock(clock))
 		}},
 		{"failover", func(t *testing.T, m *core.Memory, p core.Policy, clock *core.ManualClock) core.Limiter {
-			return mustFailover(t, m, core.WithErrorPolicy(core.Fallback(mustNew(t, p, clock))), core.BreakerClock(clock))
+			return mustFailover(t, m, core.WithErrorPolicy(core.Fallback(mustNew(t, p, clock))), core.WithClock(clock))
 		}},
 		{"tiered", func(t *testing.T, _ *core.Memory, p core.Policy, clock *core.ManualClock) core.Limiter {
 			tl, err := core.NewTiered(map[string]core.Policy{"plan": p},
@@ -256,7 +256,7 @@ func TestNoRefund(t *testing.T) {
 	clock := core.NewManualClock(layeredStart)
 	p := core.Policy{Limit: 10, Window: time.Minute}
 	plain := hidden{mustNew(t, p, clock)}
-	leased := mustLeased(t, mustNew(t, p, clock), 2, core.LeaseClock(clock))
+	leased := mustLeased(t, mustNew(t, p, clock), 2, core.WithClock(clock))
 	if _, ok := core.Limiter(leased).(core.Refunder); ok {
 		t.Errorf("Leased is a Refunder")
 	}
@@ -362,7 +362,7 @@ func TestFailoverRefund(t *testing.T) {
 	remote := flakyRefunder{newFlaky(t, p, clock)}
 	local := mustNew(t, p, clock)
 	var hooked []error
-	f := mustFailover(t, remote, core.WithErrorPolicy(core.Fallback(local)), core.BreakAfter(2, time.Minute), core.BreakerClock(clock),
+	f := mustFailover(t, remote, core.WithErrorPolicy(core.Fallback(local)), core.BreakAfter(2, time.Minute), core.WithClock(clock),
 		core.OnStoreError(func(err error) { hooked = append(hooked, err) }))
 
 	allow(t, f, "k", 2)
@@ -396,7 +396,7 @@ func TestFailoverRefund(t *testing.T) {
 		t.Fatalf("local after the refund with the breaker open: %+v", d)
 	}
 
-	open := mustFailover(t, remote, core.WithErrorPolicy(core.FailOpen()), core.BreakAfter(1, time.Minute), core.BreakerClock(clock))
+	open := mustFailover(t, remote, core.WithErrorPolicy(core.FailOpen()), core.BreakAfter(1, time.Minute), core.WithClock(clock))
 	if err := open.Refund(ctx, "k", 1, 0); !errors.Is(err, errDown) {
 		t.Fatalf("fail-open refund in an outage: %v, want the store's error", err)
 	}
@@ -412,7 +412,7 @@ func TestFailoverRefund(t *testing.T) {
 func TestDenialCacheRefund(t *testing.T) {
 	clock := core.NewManualClock(layeredStart)
 	remote := newCounting(t, core.Policy{Limit: 2, Window: time.Hour}, clock)
-	c := mustDenialCache(t, remote, core.DenialClock(clock))
+	c := mustDenialCache(t, remote, core.WithClock(clock))
 	allow(t, c, "k", 2)
 	for range 2 {
 		if d := allow(t, c, "k", 1); d.Allowed {
@@ -460,7 +460,7 @@ func TestObservedAndShadowRefund(t *testing.T) {
 	clock := core.NewManualClock(layeredStart)
 	p := core.Policy{Name: "api", Limit: 2, Window: time.Hour}
 	rec := &recorder{}
-	o := mustObserved(t, mustNew(t, p, clock), rec, core.ObserveClock(clock))
+	o := mustObserved(t, mustNew(t, p, clock), rec, core.WithClock(clock))
 	if err := o.Refund(ctx, "k", 2, 0); err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ func TestShadowSteps(t *testing.T) {
 	enforced := mustMemory(t, core.Policy{Name: "api", Limit: 3, Window: time.Minute, Algorithm: core.FixedWindow}, clock)
 	candidate := mustMemory(t, core.Policy{Name: "api-v2", Limit: 2, Window: time.Minute, Algorithm: core.FixedWindow}, clock)
 	rec := &recorder{}
-	s := mustShadow(t, enforced, candidate, rec, core.ObserveClock(clock))
+	s := mustShadow(t, enforced, candidate, rec, core.WithClock(clock))
 	if got := s.Policy().Name; got != "api" {
 		t.Errorf("Policy().Name = %q, want the enforced policy's, api", got)
 	}
@@ -87,7 +87,7 @@ func TestShadowCandidateError(t *testing.T) {
 	enforced := mustMemory(t, core.Policy{Name: "api", Limit: 3, Window: time.Minute}, clock)
 	broken := &slowStore{Memory: mustMemory(t, core.Policy{Name: "api-redis", Limit: 3, Window: time.Minute}, clock), clock: clock, err: errDown}
 	rec := &recorder{}
-	s := mustShadow(t, enforced, broken, rec, core.ObserveClock(clock))
+	s := mustShadow(t, enforced, broken, rec, core.WithClock(clock))
 	d, err := s.Allow(ctx, "k")
 	if err != nil || !d.Allowed {
 		t.Errorf("Allow = %+v, %v; want allowed, no error", d, err)
@@ -106,7 +106,7 @@ func TestShadowConformance(t *testing.T) {
 		half := p
 		half.Limit = max(p.Limit/2, 1)
 		half.Burst = 0
-		return mustShadow(t, mustMemory(t, p, clock), mustMemory(t, half, clock), &recorder{}, core.ObserveClock(clock))
+		return mustShadow(t, mustMemory(t, p, clock), mustMemory(t, half, clock), &recorder{}, core.WithClock(clock))
 	})
 }
 
@@ -120,7 +120,7 @@ func TestShadowLayersInHeaders(t *testing.T) {
 		core.Policy{Name: "daily", Algorithm: core.FixedWindow, Limit: 1000, Window: 24 * time.Hour})
 	candidate := mustMemory(t, core.Policy{Name: "v2", Limit: 1, Window: time.Second}, clock)
 	rec := &recorder{}
-	e := httplimit.MustNew(mustShadow(t, enforced, candidate, rec, core.ObserveClock(clock)))
+	e := httplimit.MustNew(mustShadow(t, enforced, candidate, rec, core.WithClock(clock)))
 	const policy = `"burst";q=2;w=1, "daily";q=1000;w=86400`
 	for i, want := range []httpStep{
 		{true, policy, `"burst";r=1;t=1, "daily";r=999;t=43200`},
@@ -131,7 +131,7 @@ func TestShadowLayersInHeaders(t *testing.T) {
 	checkOps(t, rec.take(), []string{"allow v2 allowed", "allow v2 denied"})
 
 	// PeekLayers asks the candidate's Peek.
-	s := mustShadow(t, enforced, candidate, rec, core.ObserveClock(clock))
+	s := mustShadow(t, enforced, candidate, rec, core.WithClock(clock))
 	ld, err := s.PeekLayers(ctx, "k", 1)
 	if err != nil || !ld.Allowed || len(ld.Layers) != 2 {
 		t.Errorf("PeekLayers: %+v, %v; want allowed, 2 layers", ld, err)

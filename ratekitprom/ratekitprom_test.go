@@ -73,8 +73,8 @@ func TestScrape(t *testing.T) {
 	api := newMemory(t, core.Policy{Name: "api", Limit: 3, Window: time.Minute}, clock)
 	store := &slowStore{Memory: api, clock: clock, lag: 250 * time.Millisecond}
 	candidate := newMemory(t, core.Policy{Name: "api-v2", Limit: 2, Window: time.Minute}, clock)
-	observed := must[*core.Observed](t)(core.NewObserved(store, m, core.ObserveClock(clock)))
-	l := must[*core.Shadow](t)(core.NewShadow(observed, candidate, m, core.ObserveClock(clock)))
+	observed := must[*core.Observed](t)(core.NewObserved(store, m, core.WithClock(clock)))
+	l := must[*core.Shadow](t)(core.NewShadow(observed, candidate, m, core.WithClock(clock)))
 	if err := m.WatchMemory("api", api); err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestScrape(t *testing.T) {
 
 	// "redis" fails twice and its breaker opens.
 	remote := &slowStore{Memory: newMemory(t, core.Policy{Name: "redis", Limit: 10, Window: time.Minute}, clock), clock: clock, down: true}
-	f := must[*core.Failover](t)(core.NewFailover(remote, core.BreakAfter(2, time.Second), core.BreakerClock(clock),
+	f := must[*core.Failover](t)(core.NewFailover(remote, core.BreakAfter(2, time.Second), core.WithClock(clock),
 		core.ObserveFailover(m, "redis")))
 	if err := m.WatchFailover("redis", f); err != nil {
 		t.Fatal(err)
@@ -113,7 +113,7 @@ func TestScrape(t *testing.T) {
 	// "lease" takes from a remote limiter in batches that double: 1, then
 	// 2 units, for 3 requests.
 	leased := must[*core.Leased](t)(core.NewLeased(newMemory(t, core.Policy{Name: "lease", Limit: 100, Window: time.Minute}, clock), 10,
-		core.LeaseClock(clock)))
+		core.WithClock(clock)))
 	if err := m.WatchLeased("lease", leased); err != nil {
 		t.Fatal(err)
 	}

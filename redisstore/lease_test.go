@@ -56,7 +56,7 @@ func TestLeaseCalls(t *testing.T) {
 		clock := core.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 		var l core.Limiter = mustNew(t, client, p, WithPrefix(uniquePrefix(t.Name())), WithClock(clock))
 		if batch > 1 {
-			l = mustLeased(t, l, batch, core.LeaseClock(clock))
+			l = mustLeased(t, l, batch, core.WithClock(clock))
 		}
 		scripts.Store(0)
 		for allowed := 0; allowed < allowedWant; {
@@ -97,7 +97,7 @@ func TestLeaseOverAdmission(t *testing.T) {
 	for range instances {
 		client, n := countedClient(t)
 		scripts = append(scripts, n)
-		ls = append(ls, mustLeased(t, mustNew(t, client, p, WithPrefix(prefix), WithClock(clock)), batch, core.LeaseClock(clock)))
+		ls = append(ls, mustLeased(t, mustNew(t, client, p, WithPrefix(prefix), WithClock(clock)), batch, core.WithClock(clock)))
 	}
 	var admitted []int64
 	var total, requests int64
@@ -163,7 +163,7 @@ func TestDenialCacheRedis(t *testing.T) {
 	clock := core.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	p := core.Policy{Limit: 10, Window: time.Second}
 	remote := mustNew(t, client, p, WithPrefix(uniquePrefix(t.Name())), WithClock(clock))
-	c, err := core.NewDenialCache(remote, core.DenialClock(clock))
+	c, err := core.NewDenialCache(remote, core.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}

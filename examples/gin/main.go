@@ -105,7 +105,7 @@ func newServer(c config) (http.Handler, error) {
 	obs := core.Observers(metrics, core.NewSlogObserver(c.logger, core.SlogKeySalt(c.salt)))
 	// Events carry the raw key for the logger, which logs only its hash;
 	// the metrics never see a key.
-	observe := []core.ObserveOption{core.ObserveClock(c.clock), core.ObserveRawKey()}
+	observe := []core.ObserveOption{core.WithClock(c.clock), core.ObserveRawKey()}
 
 	api, err := core.New(apiPolicy, core.WithClock(c.clock))
 	if err != nil {
