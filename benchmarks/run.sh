@@ -37,6 +37,18 @@ fi
 started=$(date +%s)
 step() { printf '\n== %s (%ds elapsed)\n' "$1" $(($(date +%s) - started)); }
 
+# One test binary for every step: the code measured is the code at the
+# start, whatever changes in the tree while the run goes on.
+go test -c -o "$OUT/benchmarks.test" .
+bench() { "$OUT/benchmarks.test" -test.run='^$' -test.benchmem -test.timeout=2h "$@"; }
+
+# rounds runs a benchmark COUNT times, one run of every case per round, so
+# that a slow minute on a shared machine spreads over every library instead
+# of landing on one.
+rounds() {
+	for _ in $(seq "$COUNT"); do bench -test.count=1 "$@"; done
+}
+
 step "machine"
 {
 	echo "- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//') × $(nproc) (GOMAXPROCS values run: $CPUS)"
@@ -50,29 +62,29 @@ step "machine"
 cat "$OUT/machine.md"
 
 step "correctness: probes, fixture, round trips"
-go test -run 'TestProbes|TestManyKeysFixture|TestRoundTrips' -count=1 -v . > "$OUT/tests.txt" 2>&1 || { cat "$OUT/tests.txt"; echo "correctness tests failed"; exit 1; }
+"$OUT/benchmarks.test" -test.run 'TestProbes|TestManyKeysFixture|TestRoundTrips' -test.count=1 -test.v > "$OUT/tests.txt" 2>&1 || { cat "$OUT/tests.txt"; echo "correctness tests failed"; exit 1; }
 grep -E '^\s+probes_test.go:[0-9]+: probe ' "$OUT/tests.txt" || true
 
 step "in memory: hot key (-cpu=$CPUS)"
-go test -run='^$' -bench='^BenchmarkHotKey$' -benchmem -count="$COUNT" -cpu="$CPUS" -benchtime="$BENCHTIME" . | tee "$OUT/memory.bench.txt"
+rounds -test.bench='^BenchmarkHotKey$' -test.cpu="$CPUS" -test.benchtime="$BENCHTIME" | tee "$OUT/memory.bench.txt"
 
 step "in memory: 1e6 keys (-cpu=$CPUS)"
-go test -run='^$' -bench='^BenchmarkManyKeys$' -benchmem -count="$COUNT" -cpu="$CPUS" -benchtime="$BENCHTIME" -timeout=2h . | tee "$OUT/manykeys.bench.txt"
+rounds -test.bench='^BenchmarkManyKeys$' -test.cpu="$CPUS" -test.benchtime="$BENCHTIME" | tee "$OUT/manykeys.bench.txt"
 
 step "clock reads (-cpu=$CPUS)"
-go test -run='^$' -bench='^BenchmarkClock$' -count="$COUNT" -cpu="$CPUS" -benchtime="$BENCHTIME" . | tee "$OUT/clock.bench.txt"
+rounds -test.bench='^BenchmarkClock$' -test.cpu="$CPUS" -test.benchtime="$BENCHTIME" | tee "$OUT/clock.bench.txt"
 
 step "in memory: bytes per key"
-go test -run='^$' -bench='^BenchmarkBytesPerKey$' -benchtime=1x -count=2 -timeout=2h -cpu=1 . | tee "$OUT/bytes.bench.txt"
+bench -test.bench='^BenchmarkBytesPerKey$' -test.benchtime=1x -test.count=2 -test.cpu=1 | tee "$OUT/bytes.bench.txt"
 
 step "Redis"
-go test -run='^$' -bench='Redis(Ping|Rate|Ulule|Ratekit|RatekitBatched)$/(token-bucket|serial|parallel32)' -benchmem -count="$COUNT" -benchtime="$BENCHTIME" -timeout=2h . | tee "$OUT/redis.bench.txt"
+bench -test.bench='Redis(Ping|Rate|Ulule|Ratekit|RatekitBatched)$/(token-bucket|serial|parallel32)' -test.count="$COUNT" -test.benchtime="$BENCHTIME" | tee "$OUT/redis.bench.txt"
 
 step "middleware (-cpu=1)"
-go test -run='^$' -bench='^BenchmarkMiddleware' -benchmem -count="$COUNT" -cpu=1 -benchtime="$BENCHTIME" . | tee "$OUT/middleware.bench.txt"
+bench -test.bench='^BenchmarkMiddleware' -test.count="$COUNT" -test.cpu=1 -test.benchtime="$BENCHTIME" | tee "$OUT/middleware.bench.txt"
 
 step "HTTP load test"
-go test -run='^TestLoad$' -count=1 -v . > "$OUT/loadtest.txt" 2>&1 || { cat "$OUT/loadtest.txt"; echo "load test failed"; exit 1; }
+"$OUT/benchmarks.test" -test.run='^TestLoad$' -test.count=1 -test.v > "$OUT/loadtest.txt" 2>&1 || { cat "$OUT/loadtest.txt"; echo "load test failed"; exit 1; }
 grep -E 'loadtest_test.go' "$OUT/loadtest.txt" || true
 
 step "benchstat and RESULTS.md"
