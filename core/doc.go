@@ -57,11 +57,12 @@
 //
 // # Stores
 //
-// [New] builds a [Memory] limiter: keys in a sharded LRU, one mutex per
-// shard, recency kept by a reference bit (second chance) so that a request
-// moves nothing, memory bounded by [WithMaxKeys], fresh keys (full buckets, empty
-// windows) dropped first at no cost to correctness, and [Memory.Stats] to
-// watch evictions. Time comes from the injected [Clock], read once per
+// [New] builds a [Memory] limiter: keys kept as seeded 128-bit hashes beside
+// their states in sharded open-addressing tables, one mutex per shard,
+// recency kept by reference bits (CLOCK) so that a request moves nothing,
+// memory bounded by [WithMaxKeys], fresh keys (full buckets, empty windows)
+// dropped first at no cost to correctness, and [Memory.Stats] to watch
+// evictions. Time comes from the injected [Clock], read once per
 // decision and measured monotonically; tests use a [ManualClock] and never
 // sleep. The conformance suite in core/limitertest holds every store to the
 // same decisions.
