@@ -182,7 +182,9 @@ func (c *DenialCache) forgetsOf(key string) *atomic.Uint64 {
 	return &c.forgets[h%denialSlots]
 }
 
-func (c *DenialCache) canRefund() bool { return c.ref != nil }
+// Unwrap returns the remote limiter, the one DenialCache passes the
+// requests it does not deny itself to (see [AsRefunder]).
+func (c *DenialCache) Unwrap() Limiter { return c.remote }
 
 func (c *DenialCache) decide(ctx context.Context, key string, n int64, op decideFunc, commit bool) (Decision, error) {
 	if key == "" || n <= 0 {

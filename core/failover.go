@@ -280,7 +280,13 @@ func (f *Failover) fallback() bool {
 	return ok
 }
 
-func (f *Failover) canRefund() bool { return f.remoteRef != nil }
+// Unwrap returns the remote limiter, the one Failover passes requests to
+// while it works (see [AsLayered] and [AsRefunder]).
+func (f *Failover) Unwrap() Limiter { return f.remote }
+
+// Fallback returns the local limiter that decides in an outage under the
+// [Fallback] error policy, or nil under another policy.
+func (f *Failover) Fallback() Limiter { return f.local }
 
 type decideFunc func(l Limiter, ctx context.Context, key string, n int64) (Decision, error)
 
@@ -426,5 +432,3 @@ func (f *Failover) degrade(ctx context.Context, key string, n int64, op decideFu
 	}
 	return d, nil
 }
-
-func (f *Failover) wrapsLayers() bool { return f.remoteLay != nil || f.localLay != nil }

@@ -79,27 +79,55 @@ type LayeredLimiter interface {
 }
 
 // AsLayered returns l as a [LayeredLimiter] when its decisions have layers
-// worth reporting one by one: l is layered itself, or is one of this
-// package's wrappers ([Failover], [Observed], [Shadow]) around a layered
-// limiter. Those wrappers always have AllowLayers and PeekLayers, so that
-// wrapping never hides layers, but around a plain limiter they report a
-// single layer, and a caller that writes headers does better to treat them
-// as the plain limiter they are: AsLayered reports false for them.
+// worth reporting one by one: l is a LayeredLimiter and, when it is a
+// wrapper (it has an Unwrap() [Limiter] method, as [Failover], [Observed]
+// and [Shadow] do), what it unwraps to is layered too, or, for a wrapper
+// that also has a Fallback() Limiter method (as [Failover] does), its
+// fallback is. AsLayered follows Unwrap chains, as [errors.Is] does, so a
+// user's own wrapper takes part by implementing LayeredLimiter and Unwrap;
+// one that implements only Limiter and Unwrap is a plain limiter.
+//
+// This package's wrappers have AllowLayers and PeekLayers whatever they
+// wrap, so that wrapping never hides layers, but around a plain limiter
+// they report a single layer, and a caller that writes headers does better
+// to treat them as the plain limiter they are: AsLayered reports false for
+// them.
 func AsLayered(l Limiter) (LayeredLimiter, bool) {
 	ll, ok := l.(LayeredLimiter)
-	if !ok {
-		return nil, false
-	}
-	if w, ok := l.(layerWrapper); ok && !w.wrapsLayers() {
+	if !ok || !layered(l) {
 		return nil, false
 	}
 	return ll, true
 }
 
-// layerWrapper is implemented by the wrappers in this package, which are
-// LayeredLimiters whatever they wrap: wrapsLayers reports whether what they
-// wrap is layered.
-type layerWrapper interface{ wrapsLayers() bool }
+// layered reports whether l is a LayeredLimiter whose Unwrap chain, if
+// any, ends in layers (or passes a fallback that does).
+func layered(l Limiter) bool {
+	for {
+		if _, ok := l.(LayeredLimiter); !ok {
+			return false
+		}
+		inner, ok := unwrap(l)
+		if !ok {
+			return true
+		}
+		if f, ok := l.(interface{ Fallback() Limiter }); ok {
+			if local := f.Fallback(); local != nil && layered(local) {
+				return true
+			}
+		}
+		l = inner
+	}
+}
+
+// unwrap returns what l passes requests to, when l has an Unwrap method.
+func unwrap(l Limiter) (Limiter, bool) {
+	w, ok := l.(interface{ Unwrap() Limiter })
+	if !ok {
+		return nil, false
+	}
+	return w.Unwrap(), true
+}
 
 // LayeredDecision is what a [Layered] limiter decided for one request: the
 // Decision of the most restrictive layer (see [Layered]), embedded, and

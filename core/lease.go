@@ -303,6 +303,9 @@ func (l *Leased) Reset(ctx context.Context, key string) error {
 	return l.remote.Reset(ctx, key)
 }
 
+// Unwrap returns the remote limiter, the one Leased takes leases from.
+func (l *Leased) Unwrap() Limiter { return l.remote }
+
 func (l *Leased) invalid(key string, n int64) (Decision, error) {
 	p := l.Policy()
 	return Decision{Limit: p.Limit, Policy: p}, checkRequest(key, n, MaxLimit)

@@ -514,6 +514,6 @@ func (o *Observed) Refund(ctx context.Context, key string, n int64, elapsed time
 	return err
 }
 
-func (o *Observed) wrapsLayers() bool { return o.lay != nil }
-
-func (o *Observed) canRefund() bool { return o.ref != nil }
+// Unwrap returns the observed limiter, the one Observed passes requests
+// to (see [AsLayered] and [AsRefunder]).
+func (o *Observed) Unwrap() Limiter { return o.l }

@@ -56,27 +56,29 @@ var ErrNoRefund = errors.New("limiter cannot give units back")
 var ErrInvalidElapsed = errors.New("elapsed time must not be negative")
 
 // AsRefunder returns l as a [Refunder] when it can give units back: l is a
-// Refunder and, when it is one of this package's wrappers ([Observed],
-// [Shadow], [DenialCache], [Failover]), so is the limiter it passes refunds
-// to. The wrappers have a Refund method whatever they wrap and return
-// [ErrNoRefund] when it cannot refund; code that counts before running
-// should call AsRefunder once, when it is built, and refuse a limiter for
-// which it reports false.
+// Refunder and, when it is a wrapper (it has an Unwrap() [Limiter] method,
+// as [Observed], [Shadow], [DenialCache] and [Failover] do), so is what it
+// unwraps to, along the whole Unwrap chain. A user's own wrapper takes part
+// by implementing Refunder and Unwrap. This package's wrappers have a
+// Refund method whatever they wrap and return [ErrNoRefund] when it cannot
+// refund; code that counts before running should call AsRefunder once,
+// when it is built, and refuse a limiter for which it reports false.
 func AsRefunder(l Limiter) (Refunder, bool) {
 	r, ok := l.(Refunder)
 	if !ok {
 		return nil, false
 	}
-	if w, ok := l.(refundWrapper); ok && !w.canRefund() {
-		return nil, false
+	for x := l; ; {
+		inner, ok := unwrap(x)
+		if !ok {
+			return r, true
+		}
+		if _, ok := inner.(Refunder); !ok {
+			return nil, false
+		}
+		x = inner
 	}
-	return r, true
 }
-
-// refundWrapper is implemented by the wrappers in this package that pass
-// refunds to a limiter: canRefund reports whether it is a [Refunder] that
-// can.
-type refundWrapper interface{ canRefund() bool }
 
 // refunderOf returns l as a Refunder if it can refund, else nil.
 func refunderOf(l Limiter) Refunder {

@@ -130,9 +130,10 @@ func (s *Shadow) Refund(ctx context.Context, key string, n int64, elapsed time.D
 	return s.ref.Refund(ctx, key, n, elapsed)
 }
 
-func (s *Shadow) wrapsLayers() bool { return s.lay != nil }
-
-func (s *Shadow) canRefund() bool { return s.ref != nil }
+// Unwrap returns the enforced limiter, the one Shadow passes requests to
+// and whose answers it returns; the candidate is not unwrapped (see
+// [AsLayered] and [AsRefunder]).
+func (s *Shadow) Unwrap() Limiter { return s.enforced }
 
 // consult asks the candidate with decide (its AllowN or Peek, as op says)
 // and reports its answer, timed.
