@@ -19,8 +19,9 @@ import (
 // [ErrEmptyKey], [ErrInvalidCost], [ErrCostTooHigh], and for Refund
 // [ErrInvalidElapsed] and [ErrNoRefund], are returned as they are, and so
 // is the error of a call whose context the caller cancelled or let expire.
-// Each outage error is passed to the [OnStoreError] hook; the request is
-// then decided by the error policy and AllowN and Peek return a nil error.
+// Each outage error is passed to the hook set by [WithStoreErrorHook]; the
+// request is then decided by the error policy and AllowN and Peek return a
+// nil error.
 // Failing open, the Decision is that of a new key (Remaining is the
 // policy's capacity less n, ResetAfter 0); failing closed, Remaining is 0
 // and RetryAfter the time until the breaker next lets a request through to
@@ -45,7 +46,7 @@ import (
 // that one Decision, which middleware writes exactly as the Decision alone
 // (the same headers as the limiter unwrapped).
 //
-// The breaker opens after a number of consecutive outage errors ([BreakAfter],
+// The breaker opens after a number of consecutive outage errors ([WithBreaker],
 // default 3). While it is open, the store is not called: every request is
 // decided by the error policy at once. After the cool-down (default 5 s) one
 // request probes the store; its success closes the breaker, its failure
@@ -95,9 +96,9 @@ var (
 // open and the remote store was therefore not called.
 var ErrBreakerOpen = errors.New("circuit breaker open: the store was not called")
 
-// FailoverOption configures a [Failover]: [WithErrorPolicy], [BreakAfter],
-// [OnStoreError], [OnBreakerChange], [RemoteTimeout], [WithClock] or
-// [ObserveFailover].
+// FailoverOption configures a [Failover]: [WithErrorPolicy], [WithBreaker],
+// [WithStoreErrorHook], [WithBreakerHook], [WithRemoteTimeout], [WithClock] or
+// [WithObserver].
 type FailoverOption interface{ applyFailover(*Failover) }
 
 // WithErrorPolicy sets what a request gets when the remote limiter
@@ -109,32 +110,32 @@ func WithErrorPolicy(p ErrorPolicy) FailoverOption {
 	return failoverOption(func(f *Failover) { f.onError = p })
 }
 
-// BreakAfter opens the circuit breaker after failures consecutive outage
+// WithBreaker opens the circuit breaker after failures consecutive outage
 // errors (at least 1), and lets one request probe the store after coolDown
 // (positive). Default: 3 failures, 5 s.
-func BreakAfter(failures int, coolDown time.Duration) FailoverOption {
+func WithBreaker(failures int, coolDown time.Duration) FailoverOption {
 	return failoverOption(func(f *Failover) { f.failures, f.coolDown = int64(failures), coolDown })
 }
 
-// OnStoreError sets a hook called with every outage error, from the
+// WithStoreErrorHook sets a hook called with every outage error, from the
 // goroutine of the request that met it; it must be safe for concurrent use
 // and should not block (log, count). Default: none.
-func OnStoreError(hook func(error)) FailoverOption {
+func WithStoreErrorHook(hook func(error)) FailoverOption {
 	return failoverOption(func(f *Failover) { f.hook = hook })
 }
 
-// OnBreakerChange sets a hook called with true when the circuit breaker
+// WithBreakerHook sets a hook called with true when the circuit breaker
 // opens and with false when it closes, once per transition, from the
 // goroutine of the request that caused it; it must be safe for concurrent
 // use and should not block (log, count). Default: none.
-func OnBreakerChange(hook func(open bool)) FailoverOption {
+func WithBreakerHook(hook func(open bool)) FailoverOption {
 	return failoverOption(func(f *Failover) { f.onBreaker = hook })
 }
 
-// RemoteTimeout bounds each call to the remote limiter: its context gets
+// WithRemoteTimeout bounds each call to the remote limiter: its context gets
 // this timeout, and a call that runs out is an outage. Default (or 0): only
 // the caller's context and the remote limiter's own timeouts.
-func RemoteTimeout(d time.Duration) FailoverOption {
+func WithRemoteTimeout(d time.Duration) FailoverOption {
 	return failoverOption(func(f *Failover) { f.timeout = d })
 }
 
@@ -157,11 +158,11 @@ func NewFailover(remote Limiter, opts ...FailoverOption) (*Failover, error) {
 	case f.fallback() && f.local == nil:
 		return nil, errors.New("core: NewFailover: Fallback(nil): a local limiter is required")
 	case f.failures < 1:
-		return nil, fmt.Errorf("core: NewFailover: BreakAfter(%d, ...): at least 1 failure", f.failures)
+		return nil, fmt.Errorf("core: NewFailover: WithBreaker(%d, ...): at least 1 failure", f.failures)
 	case f.coolDown <= 0:
-		return nil, fmt.Errorf("core: NewFailover: BreakAfter(..., %v): the cool-down must be positive", f.coolDown)
+		return nil, fmt.Errorf("core: NewFailover: WithBreaker(..., %v): the cool-down must be positive", f.coolDown)
 	case f.timeout < 0:
-		return nil, fmt.Errorf("core: NewFailover: RemoteTimeout(%v): must not be negative", f.timeout)
+		return nil, fmt.Errorf("core: NewFailover: WithRemoteTimeout(%v): must not be negative", f.timeout)
 	case f.clock == nil:
 		return nil, errors.New("core: NewFailover: WithClock(nil): a clock is required")
 	}
@@ -238,7 +239,7 @@ func (f *Failover) Reset(ctx context.Context, key string) error {
 // refund (see [AsRefunder]), whatever the local one can.
 //
 // A refund is a call to the store like any other: its outage errors go to
-// the [OnStoreError] hook and count towards opening the breaker. When the
+// the [WithStoreErrorHook] hook and count towards opening the breaker. When the
 // remote refund fails with an outage error, or the open breaker keeps the
 // store from being called, the request was most likely decided during the
 // outage, by the error policy: with [Fallback], the units are given back in
@@ -384,7 +385,7 @@ func (f *Failover) record(ctx context.Context, err error, probe bool) (outage bo
 }
 
 // setOpenUntil sets when the next probe may go (0: the breaker is closed)
-// and tells the OnBreakerChange hook if that opened or closed the breaker.
+// and tells the WithBreakerHook hook if that opened or closed the breaker.
 func (f *Failover) setOpenUntil(until int64) {
 	old := f.openUntil.Swap(until)
 	if f.onBreaker != nil && (old == 0) != (until == 0) {

@@ -119,8 +119,8 @@ func TestFailoverModes(t *testing.T) {
 			remote := newFlaky(t, p, clock)
 			remote.down.Store(true)
 			var hooked []error
-			f := mustFailover(t, remote, tt.opt, core.BreakAfter(2, 5*time.Second), core.WithClock(clock),
-				core.OnStoreError(func(err error) { hooked = append(hooked, err) }))
+			f := mustFailover(t, remote, tt.opt, core.WithBreaker(2, 5*time.Second), core.WithClock(clock),
+				core.WithStoreErrorHook(func(err error) { hooked = append(hooked, err) }))
 			for i, want := range tt.want {
 				n := int64(3)
 				if tt.name == "fallback" {
@@ -145,14 +145,14 @@ func TestFailoverModes(t *testing.T) {
 	}
 }
 
-// The breaker: open after BreakAfter failures, one probe per cool-down,
+// The breaker: open after WithBreaker failures, one probe per cool-down,
 // closed by a successful probe.
 func TestFailoverBreaker(t *testing.T) {
 	clock := core.NewManualClock(limitertest.StartTime())
 	remote := newFlaky(t, core.Policy{Limit: 100, Window: time.Minute}, clock)
 	var hooks atomic.Int64
-	f := mustFailover(t, remote, core.WithErrorPolicy(core.FailOpen()), core.BreakAfter(3, 5*time.Second), core.WithClock(clock),
-		core.OnStoreError(func(error) { hooks.Add(1) }))
+	f := mustFailover(t, remote, core.WithErrorPolicy(core.FailOpen()), core.WithBreaker(3, 5*time.Second), core.WithClock(clock),
+		core.WithStoreErrorHook(func(error) { hooks.Add(1) }))
 	steps := []struct {
 		advance   time.Duration
 		down      bool
@@ -193,8 +193,8 @@ func TestFailoverCallerErrors(t *testing.T) {
 	clock := core.NewManualClock(limitertest.StartTime())
 	remote := newFlaky(t, core.Policy{Limit: 10, Window: time.Minute}, clock)
 	var hooked atomic.Int64
-	f := mustFailover(t, remote, core.WithErrorPolicy(core.FailClosed()), core.BreakAfter(1, time.Second), core.WithClock(clock),
-		core.OnStoreError(func(error) { hooked.Add(1) }))
+	f := mustFailover(t, remote, core.WithErrorPolicy(core.FailClosed()), core.WithBreaker(1, time.Second), core.WithClock(clock),
+		core.WithStoreErrorHook(func(error) { hooked.Add(1) }))
 	for _, tt := range []struct {
 		key  string
 		n    int64
@@ -234,7 +234,7 @@ func TestFailoverCallerErrors(t *testing.T) {
 func TestFailoverOneProbe(t *testing.T) {
 	clock := core.NewManualClock(limitertest.StartTime())
 	remote := newFlaky(t, core.Policy{Limit: 10, Window: time.Minute}, clock)
-	f := mustFailover(t, remote, core.WithErrorPolicy(core.FailClosed()), core.BreakAfter(1, time.Second), core.WithClock(clock))
+	f := mustFailover(t, remote, core.WithErrorPolicy(core.FailClosed()), core.WithBreaker(1, time.Second), core.WithClock(clock))
 	remote.down.Store(true)
 	f.Allow(ctx, "k") // opens
 	clock.Advance(time.Second)
@@ -273,9 +273,9 @@ func TestNewFailoverErrors(t *testing.T) {
 	remote := newFlaky(t, core.Policy{Limit: 1, Window: time.Second}, core.SystemClock{})
 	for _, opts := range [][]core.FailoverOption{
 		{core.WithErrorPolicy(core.Fallback(nil))},
-		{core.BreakAfter(0, time.Second)},
-		{core.BreakAfter(1, 0)},
-		{core.RemoteTimeout(-1)},
+		{core.WithBreaker(0, time.Second)},
+		{core.WithBreaker(1, 0)},
+		{core.WithRemoteTimeout(-1)},
 		{core.WithClock(nil)},
 	} {
 		if _, err := core.NewFailover(remote, opts...); err == nil {
@@ -312,8 +312,8 @@ func ExampleNewFailover() {
 	local, _ := core.New(core.Policy{Limit: policy.Limit / 4, Window: policy.Window}, core.WithClock(clock))
 	limiter, err := core.NewFailover(remote,
 		core.WithErrorPolicy(core.Fallback(local)),
-		core.BreakAfter(2, 10*time.Second),
-		core.OnStoreError(func(err error) { fmt.Println("store error:", err) }),
+		core.WithBreaker(2, 10*time.Second),
+		core.WithStoreErrorHook(func(err error) { fmt.Println("store error:", err) }),
 		core.WithClock(clock),
 	)
 	if err != nil {

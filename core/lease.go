@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// DefaultLeaseTime is how long leased units may be spent unless [LeaseTime]
+// DefaultLeaseTime is how long leased units may be spent unless [WithLeaseTime]
 // says otherwise.
 const DefaultLeaseTime = time.Second
 
@@ -25,7 +25,7 @@ const DefaultLeaseMaxKeys = 1 << 16
 //
 // Per key, a Leased keeps a lease: units taken from the remote limiter
 // (counted there, as allowed requests) that this process may spend until
-// the lease expires ([LeaseTime], default [DefaultLeaseTime]). A request
+// the lease expires ([WithLeaseTime], default [DefaultLeaseTime]). A request
 // whose cost the lease holds is allowed from memory, with no remote call.
 // Otherwise the lease is topped up: the remote limiter is asked, with one
 // AllowN, for the units that bring the lease to the key's take size (never
@@ -124,7 +124,7 @@ type LeaseStats struct {
 	Dropped uint64
 }
 
-// LeaseOption configures a [Leased] limiter: [LeaseTime], [WithClock] or
+// LeaseOption configures a [Leased] limiter: [WithLeaseTime], [WithClock] or
 // [WithMaxKeys].
 type LeaseOption interface{ applyLease(*leaseOptions) }
 
@@ -134,11 +134,11 @@ type leaseOptions struct {
 	maxKeys   int
 }
 
-// LeaseTime sets how long units taken from the remote limiter may be spent
+// WithLeaseTime sets how long units taken from the remote limiter may be spent
 // (positive); units left after it are dropped. Keep it short: the longer it
 // is, the longer an instance can sit on units other instances could have
 // used. Default: [DefaultLeaseTime].
-func LeaseTime(d time.Duration) LeaseOption {
+func WithLeaseTime(d time.Duration) LeaseOption {
 	return leaseOption(func(o *leaseOptions) { o.leaseTime = d })
 }
 
@@ -165,7 +165,7 @@ func NewLeased(remote Limiter, batch int64, opts ...LeaseOption) (*Leased, error
 	}
 	switch {
 	case o.leaseTime <= 0:
-		return nil, fmt.Errorf("core: NewLeased: LeaseTime(%v): must be positive", o.leaseTime)
+		return nil, fmt.Errorf("core: NewLeased: WithLeaseTime(%v): must be positive", o.leaseTime)
 	case o.clock == nil:
 		return nil, errors.New("core: NewLeased: WithClock(nil): a clock is required")
 	case o.maxKeys < 1:

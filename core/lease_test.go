@@ -27,7 +27,7 @@ func TestLeasedSteps(t *testing.T) {
 	p := core.Policy{Limit: 1000, Window: time.Hour} // no refill to speak of
 	clock := core.NewManualClock(limitertest.StartTime())
 	remote := newCounting(t, p, clock)
-	l := mustLeased(t, remote, 8, core.WithClock(clock), core.LeaseTime(100*ms))
+	l := mustLeased(t, remote, 8, core.WithClock(clock), core.WithLeaseTime(100*ms))
 	steps := []struct {
 		at            time.Duration
 		n             int64
@@ -150,7 +150,7 @@ func TestLeasedErrors(t *testing.T) {
 		opts  []core.LeaseOption
 	}{
 		{"batch 0", 0, nil},
-		{"LeaseTime(0)", 10, []core.LeaseOption{core.LeaseTime(0)}},
+		{"WithLeaseTime(0)", 10, []core.LeaseOption{core.WithLeaseTime(0)}},
 		{"WithClock(nil)", 10, []core.LeaseOption{core.WithClock(nil)}},
 		{"WithMaxKeys(0)", 10, []core.LeaseOption{core.WithMaxKeys(0)}},
 	} {

@@ -20,7 +20,7 @@ const (
 	OpReset
 	// OpStoreError reports an outage error that a [Failover] met and
 	// decided by its failure mode, so that its caller got no error; Err is
-	// the store's error. See [ObserveFailover].
+	// the store's error. See [WithObserver].
 	OpStoreError
 	// OpBreakerOpen reports that a [Failover]'s circuit breaker opened.
 	OpBreakerOpen
@@ -73,22 +73,22 @@ func (o Outcome) String() string {
 
 // Event is one thing an [Observer] is told: a decision of an [Observed] or
 // [Shadow] limiter, or a store error or breaker transition of a [Failover]
-// (see [ObserveFailover]).
+// (see [WithObserver]).
 type Event struct {
 	// Op says what happened.
 	Op Op
 
 	// Policy is the name of the policy the event is about: the name given
-	// with [ObservePolicy], else that of the limiter's Policy method, else
+	// with [WithPolicyName], else that of the limiter's Policy method, else
 	// the Decision's Policy.Name. It may be empty for an unnamed policy.
 	Policy string
 
-	// KeyClass is what the [ObserveKeyClass] function made of the key, such
+	// KeyClass is what the [WithKeyClass] function made of the key, such
 	// as "ip" or "api-key": a label from a small, fixed set. Empty without
 	// such a function, and for Failover events.
 	KeyClass string
 
-	// Key is the raw key, only with [ObserveRawKey]; empty otherwise, and
+	// Key is the raw key, only with [WithRawKey]; empty otherwise, and
 	// for Failover events. An observer that writes it anywhere should hash
 	// it first (see [KeyHash]).
 	Key string
@@ -151,7 +151,7 @@ type Observer interface {
 
 // A PolicyObserver is an [Observer] that can prepare, once, for the events
 // of one policy, such as a metrics observer resolving that policy's series
-// ahead of time. [NewObserved], [NewShadow] and [ObserveFailover] call
+// ahead of time. [NewObserved], [NewShadow] and [WithObserver] call
 // ObserverFor once when they know the policy name of every event they will
 // report, and report to the Observer it returns instead.
 type PolicyObserver interface {
@@ -212,7 +212,7 @@ func (m multiObserver) ObserverFor(policy string) Observer {
 }
 
 // ObserveOption configures an [Observed] or [Shadow] limiter:
-// [ObservePolicy], [ObserveKeyClass], [ObserveRawKey] or [WithClock].
+// [WithPolicyName], [WithKeyClass], [WithRawKey] or [WithClock].
 type ObserveOption interface{ applyObserve(*observeOptions) }
 
 type observeOptions struct {
@@ -223,26 +223,26 @@ type observeOptions struct {
 	clock     Clock
 }
 
-// ObservePolicy sets the policy name events carry, such as "api" or, for a
+// WithPolicyName sets the policy name events carry, such as "api" or, for a
 // [Shadow] candidate, "api-v2". Default: the name of the limiter's policy
 // when it has a Policy method (both stores do), else the name of each
 // Decision's policy.
-func ObservePolicy(name string) ObserveOption {
+func WithPolicyName(name string) ObserveOption {
 	return observeOption(func(o *observeOptions) { o.policy, o.hasPolicy = name, true })
 }
 
-// ObserveKeyClass sets a function that maps a key to its class, such as
+// WithKeyClass sets a function that maps a key to its class, such as
 // "ip" or "api-key", for [Event.KeyClass]. Its results must come from a
 // small, fixed set: they may become log fields or metric labels. It must be
 // safe for concurrent use and quick. Default: no key class.
-func ObserveKeyClass(f func(key string) string) ObserveOption {
+func WithKeyClass(f func(key string) string) ObserveOption {
 	return observeOption(func(o *observeOptions) { o.keyClass = f })
 }
 
-// ObserveRawKey hands the raw key to the observer in [Event.Key], for an
+// WithRawKey hands the raw key to the observer in [Event.Key], for an
 // observer that hashes it (a [SlogObserver] logs [KeyHash] of it, never the
 // key itself). Default: events carry no key.
-func ObserveRawKey() ObserveOption {
+func WithRawKey() ObserveOption {
 	return observeOption(func(o *observeOptions) { o.rawKey = true })
 }
 
@@ -251,7 +251,7 @@ func ObserveRawKey() ObserveOption {
 type observer struct {
 	obs      Observer
 	policy   string
-	fixed    bool // policy is fixed: from ObservePolicy or a Policy method
+	fixed    bool // policy is fixed: from WithPolicyName or a Policy method
 	keyClass func(string) string
 	rawKey   bool
 	clock    Clock
@@ -327,7 +327,7 @@ func (w *observer) reportTook(ctx context.Context, op Op, key string, n int64, d
 
 // Observed is a [Limiter] that decides by another and tells an [Observer]
 // about every call: the policy name, the key's class (never the key itself
-// unless [ObserveRawKey] says so), the Decision, the time the limiter took
+// unless [WithRawKey] says so), the Decision, the time the limiter took
 // and the error. It changes no decision and returns what the limiter
 // returned.
 //
@@ -463,16 +463,17 @@ func policyOf(l Limiter) (Policy, bool) {
 	return Policy{}, false
 }
 
-// ObserveFailover returns a [FailoverOption] that reports the Failover's
+// WithObserver returns a [FailoverOption] that reports the Failover's
 // outage errors ([OpStoreError]) and circuit breaker transitions
 // ([OpBreakerOpen], [OpBreakerClose]) to obs as events of the named policy,
 // with a background context. An [Observed] limiter around the Failover does
 // not see those errors: the Failover decides such requests by its error
 // policy and returns no error.
 //
-// It keeps the hooks set before it by [OnStoreError] and [OnBreakerChange]
-// (and calls them first); one of those set after it replaces its own.
-func ObserveFailover(obs Observer, policy string) FailoverOption {
+// It keeps the hooks set before it by [WithStoreErrorHook] and
+// [WithBreakerHook] (and calls them first); one of those set after it
+// replaces its own.
+func WithObserver(obs Observer, policy string) FailoverOption {
 	return failoverOption(func(f *Failover) {
 		if obs == nil {
 			return

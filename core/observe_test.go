@@ -132,7 +132,7 @@ func TestObservedEvents(t *testing.T) {
 		}
 		return "ip"
 	}
-	l := mustObserved(t, store, rec, core.WithClock(clock), core.ObserveKeyClass(class))
+	l := mustObserved(t, store, rec, core.WithClock(clock), core.WithKeyClass(class))
 	if got := l.Policy().Name; got != "api" {
 		t.Errorf("Policy().Name = %q, want api", got)
 	}
@@ -171,11 +171,11 @@ func TestObservedKeyAndPolicy(t *testing.T) {
 	rec := &recorder{}
 
 	// Without a Policy method, each Decision names the policy; the raw key
-	// comes only with ObserveRawKey.
-	l := mustObserved(t, noPolicy{m}, rec, core.WithClock(clock), core.ObserveRawKey())
+	// comes only with WithRawKey.
+	l := mustObserved(t, noPolicy{m}, rec, core.WithClock(clock), core.WithRawKey())
 	l.Allow(ctx, "ana@example.com")
-	// ObservePolicy overrides the limiter's name; no key by default.
-	l2 := mustObserved(t, m, rec, core.WithClock(clock), core.ObservePolicy("login-v2"))
+	// WithPolicyName overrides the limiter's name; no key by default.
+	l2 := mustObserved(t, m, rec, core.WithClock(clock), core.WithPolicyName("login-v2"))
 	l2.Allow(ctx, "ana@example.com")
 	checkEvents(t, rec.take(), []eventSummary{
 		{Op: core.OpAllow, Policy: "login", Key: "ana@example.com", Cost: 1, Outcome: core.OutcomeAllowed},
@@ -249,7 +249,7 @@ func TestObservedAllocs(t *testing.T) {
 	m := mustMemory(t, core.Policy{Limit: core.MaxLimit, Window: time.Millisecond}, core.SystemClock{})
 	var n int
 	l := mustObserved(t, m, core.ObserverFunc(func(_ context.Context, e core.Event) { n += int(e.Cost) }),
-		core.ObserveKeyClass(func(string) string { return "ip" }))
+		core.WithKeyClass(func(string) string { return "ip" }))
 	if a := testing.AllocsPerRun(100, func() { l.AllowN(ctx, "203.0.113.7", 1) }); a != 0 {
 		t.Errorf("Observed.AllowN: %v allocs per run, want 0", a)
 	}
@@ -260,10 +260,10 @@ func TestObserveFailover(t *testing.T) {
 	store := newFlaky(t, core.Policy{Name: "api", Limit: 10, Window: time.Minute}, clock)
 	rec := &recorder{}
 	var hooked []string
-	f := mustFailover(t, store, core.WithClock(clock), core.BreakAfter(2, 5*time.Second),
-		core.OnStoreError(func(err error) { hooked = append(hooked, err.Error()) }),
-		core.OnBreakerChange(func(open bool) { hooked = append(hooked, fmt.Sprint("open=", open)) }),
-		core.ObserveFailover(rec, "api"))
+	f := mustFailover(t, store, core.WithClock(clock), core.WithBreaker(2, 5*time.Second),
+		core.WithStoreErrorHook(func(err error) { hooked = append(hooked, err.Error()) }),
+		core.WithBreakerHook(func(open bool) { hooked = append(hooked, fmt.Sprint("open=", open)) }),
+		core.WithObserver(rec, "api"))
 	if f.BreakerOpen() {
 		t.Fatal("breaker open before any request")
 	}
@@ -306,8 +306,8 @@ func TestBreakerChangeRace(t *testing.T) {
 	store.down.Store(true)
 	var mu sync.Mutex
 	opens := 0
-	f := mustFailover(t, store, core.WithClock(clock), core.BreakAfter(1, time.Minute),
-		core.OnBreakerChange(func(open bool) {
+	f := mustFailover(t, store, core.WithClock(clock), core.WithBreaker(1, time.Minute),
+		core.WithBreakerHook(func(open bool) {
 			mu.Lock()
 			if open {
 				opens++

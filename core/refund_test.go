@@ -362,8 +362,8 @@ func TestFailoverRefund(t *testing.T) {
 	remote := flakyRefunder{newFlaky(t, p, clock)}
 	local := mustNew(t, p, clock)
 	var hooked []error
-	f := mustFailover(t, remote, core.WithErrorPolicy(core.Fallback(local)), core.BreakAfter(2, time.Minute), core.WithClock(clock),
-		core.OnStoreError(func(err error) { hooked = append(hooked, err) }))
+	f := mustFailover(t, remote, core.WithErrorPolicy(core.Fallback(local)), core.WithBreaker(2, time.Minute), core.WithClock(clock),
+		core.WithStoreErrorHook(func(err error) { hooked = append(hooked, err) }))
 
 	allow(t, f, "k", 2)
 	if err := f.Refund(ctx, "k", 1, 0); err != nil {
@@ -396,7 +396,7 @@ func TestFailoverRefund(t *testing.T) {
 		t.Fatalf("local after the refund with the breaker open: %+v", d)
 	}
 
-	open := mustFailover(t, remote, core.WithErrorPolicy(core.FailOpen()), core.BreakAfter(1, time.Minute), core.WithClock(clock))
+	open := mustFailover(t, remote, core.WithErrorPolicy(core.FailOpen()), core.WithBreaker(1, time.Minute), core.WithClock(clock))
 	if err := open.Refund(ctx, "k", 1, 0); !errors.Is(err, errDown) {
 		t.Fatalf("fail-open refund in an outage: %v, want the store's error", err)
 	}

@@ -41,7 +41,7 @@ var (
 
 // NewShadow returns a limiter that enforces enforced and reports to obs
 // what candidate would have decided. The options describe the candidate's
-// events: [ObservePolicy] names it (default: the candidate's policy name).
+// events: [WithPolicyName] names it (default: the candidate's policy name).
 // It fails if a limiter or obs is nil or an option is invalid.
 func NewShadow(enforced, candidate Limiter, obs Observer, opts ...ObserveOption) (*Shadow, error) {
 	if enforced == nil {

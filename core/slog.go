@@ -39,8 +39,8 @@ func KeyHash(salt []byte, key string) string {
 // logged at Debug, as a denial is.
 //
 // Each record carries the policy name ("policy"), the op ("op"), the key's
-// class ("key_class") when the observed limiter has [ObserveKeyClass], and
-// the key's [KeyHash] ("key_hash") when it has [ObserveRawKey]; the key
+// class ("key_class") when the observed limiter has [WithKeyClass], and
+// the key's [KeyHash] ("key_hash") when it has [WithRawKey]; the key
 // itself is never logged. A denial also carries "cost" and "retry_after", a
 // shadow decision "shadow"=true, an error "err".
 //
@@ -57,9 +57,9 @@ var _ Observer = (*SlogObserver)(nil)
 // SlogOption configures a [SlogObserver].
 type SlogOption func(*SlogObserver)
 
-// SlogKeySalt sets the salt of the logged key hashes (see [KeyHash]); salt
+// WithKeySalt sets the salt of the logged key hashes (see [KeyHash]); salt
 // is copied. Default: none, a plain SHA-256.
-func SlogKeySalt(salt []byte) SlogOption {
+func WithKeySalt(salt []byte) SlogOption {
 	return func(s *SlogObserver) { s.salt = append([]byte(nil), salt...) }
 }
 

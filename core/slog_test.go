@@ -40,13 +40,13 @@ func TestSlogObserver(t *testing.T) {
 	clock := core.NewManualClock(limitertest.StartTime())
 	store := newFlaky(t, core.Policy{Name: "api", Limit: 1, Window: time.Minute}, clock)
 	var buf bytes.Buffer
-	slogObs := core.NewSlogObserver(newTextLogger(&buf, slog.LevelDebug), core.SlogKeySalt([]byte("pepper")))
-	f := mustFailover(t, store, core.WithClock(clock), core.BreakAfter(1, time.Second), core.WithErrorPolicy(core.FailClosed()),
-		core.ObserveFailover(slogObs, "api"))
-	l := mustObserved(t, f, slogObs, core.WithClock(clock), core.ObserveRawKey(),
-		core.ObserveKeyClass(func(string) string { return "ip" }))
+	slogObs := core.NewSlogObserver(newTextLogger(&buf, slog.LevelDebug), core.WithKeySalt([]byte("pepper")))
+	f := mustFailover(t, store, core.WithClock(clock), core.WithBreaker(1, time.Second), core.WithErrorPolicy(core.FailClosed()),
+		core.WithObserver(slogObs, "api"))
+	l := mustObserved(t, f, slogObs, core.WithClock(clock), core.WithRawKey(),
+		core.WithKeyClass(func(string) string { return "ip" }))
 	candidate := mustMemory(t, core.Policy{Name: "api-v2", Limit: 1, Window: time.Hour}, clock)
-	shadow := mustShadow(t, l, candidate, slogObs, core.WithClock(clock), core.ObserveRawKey())
+	shadow := mustShadow(t, l, candidate, slogObs, core.WithClock(clock), core.WithRawKey())
 
 	shadow.Allow(ctx, "203.0.113.7")     // allowed by both: nothing logged
 	shadow.Allow(ctx, "203.0.113.7")     // denied by both

@@ -3,7 +3,7 @@
 // that users of core do not download the Prometheus client.
 //
 // [New] returns a [Metrics]: a [core.Observer] for [core.NewObserved],
-// [core.NewShadow] and [core.ObserveFailover], and a prometheus.Collector
+// [core.NewShadow] and [core.WithObserver], and a prometheus.Collector
 // that also reads the stats of the limiters given to [Metrics.WatchMemory],
 // [Metrics.WatchLeased] and [Metrics.WatchFailover] at each scrape:
 //

@@ -91,8 +91,8 @@ func TestScrape(t *testing.T) {
 
 	// "redis" fails twice and its breaker opens.
 	remote := &slowStore{Memory: newMemory(t, core.Policy{Name: "redis", Limit: 10, Window: time.Minute}, clock), clock: clock, down: true}
-	f := must[*core.Failover](t)(core.NewFailover(remote, core.BreakAfter(2, time.Second), core.WithClock(clock),
-		core.ObserveFailover(m, "redis")))
+	f := must[*core.Failover](t)(core.NewFailover(remote, core.WithBreaker(2, time.Second), core.WithClock(clock),
+		core.WithObserver(m, "redis")))
 	if err := m.WatchFailover("redis", f); err != nil {
 		t.Fatal(err)
 	}

@@ -41,8 +41,8 @@ func TestOutage(t *testing.T) {
 	remote := mustNew(t, outageClient(t, srv.addr), p, WithPrefix(uniquePrefix("outage")), WithTimeout(timeout))
 	local, _ := core.New(core.Policy{Limit: p.Limit / 4, Window: p.Window})
 	var hooked atomic.Int64
-	f, err := core.NewFailover(remote, core.WithErrorPolicy(core.Fallback(local)), core.BreakAfter(3, 300*time.Millisecond),
-		core.OnStoreError(func(error) { hooked.Add(1) }))
+	f, err := core.NewFailover(remote, core.WithErrorPolicy(core.Fallback(local)), core.WithBreaker(3, 300*time.Millisecond),
+		core.WithStoreErrorHook(func(error) { hooked.Add(1) }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,8 +133,8 @@ func TestUnresponsiveRedis(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			remote := mustNew(t, outageClient(t, l.Addr().String()), p, WithTimeout(timeout))
 			var errs []error
-			f, err := core.NewFailover(remote, mode.opt, core.BreakAfter(2, time.Minute),
-				core.OnStoreError(func(err error) { errs = append(errs, err) }))
+			f, err := core.NewFailover(remote, mode.opt, core.WithBreaker(2, time.Minute),
+				core.WithStoreErrorHook(func(err error) { errs = append(errs, err) }))
 			if err != nil {
 				t.Fatal(err)
 			}

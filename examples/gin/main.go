@@ -102,10 +102,10 @@ func newServer(c config) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	obs := core.Observers(metrics, core.NewSlogObserver(c.logger, core.SlogKeySalt(c.salt)))
+	obs := core.Observers(metrics, core.NewSlogObserver(c.logger, core.WithKeySalt(c.salt)))
 	// Events carry the raw key for the logger, which logs only its hash;
 	// the metrics never see a key.
-	observe := []core.ObserveOption{core.WithClock(c.clock), core.ObserveRawKey()}
+	observe := []core.ObserveOption{core.WithClock(c.clock), core.WithRawKey()}
 
 	api, err := core.New(apiPolicy, core.WithClock(c.clock))
 	if err != nil {
