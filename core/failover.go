@@ -10,51 +10,38 @@ import (
 )
 
 // Failover is a [Limiter] that decides by a remote limiter (such as the
-// Redis store) while it works and by an [ErrorPolicy] when it does not:
-// fail open, fail closed, or a local fallback limiter. A circuit breaker
-// stops calling a store that keeps failing, so that requests stop waiting
-// on it, and lets one request probe it again after a cool-down.
+// Redis store) while it works and by an [ErrorPolicy] when it does not: fail
+// open, fail closed, or a local fallback limiter. A circuit breaker
+// ([WithBreaker], default 3 consecutive outages and a 5 s cool-down) stops
+// calling a store that keeps failing, then lets one request probe it.
 //
-// An outage is any error from the remote limiter except the caller's own:
-// [ErrEmptyKey], [ErrInvalidCost], [ErrCostTooHigh], and for Refund
-// [ErrInvalidElapsed] and [ErrNoRefund], are returned as they are, and so
-// is the error of a call whose context the caller cancelled or let expire.
-// Each outage error is passed to the hook set by [WithStoreErrorHook]; the
-// request is then decided by the error policy and AllowN and Peek return a
-// nil error.
-// Failing open, the Decision is that of a new key (Remaining is the
-// policy's capacity less n, ResetAfter 0); failing closed, Remaining is 0
-// and RetryAfter the time until the breaker next lets a request through to
-// the store (the cool-down when the breaker is closed).
+// An outage is any error from the remote limiter except the caller's own
+// ([ErrEmptyKey], [ErrInvalidCost], [ErrCostTooHigh], [ErrInvalidElapsed],
+// [ErrNoRefund], or a context the caller ended), which are returned as they
+// are. Each outage error goes to the [WithStoreErrorHook] hook, and the
+// request is decided by the error policy with a nil error.
 //
-// The Decision's Limit and Policy are the remote limiter's, when it has a
-// Policy method (both stores do) that returns a valid Policy. A wrapper
-// whose Policy method returns the zero Policy, as [DenialCache], [Leased]
-// and [Observed] do when theirs is unknown, has no policy here either:
-// FailOpen and FailClosed then accept any cost, and their Decisions have a
-// zero Limit and Policy.
-//
-// # Layers
-//
-// A Failover is a [LayeredLimiter], so that wrapping a layered limiter
-// (a [Layered], or the Redis store's) does not hide its layers from HTTP
-// middleware that writes one RateLimit member per layer.
-// [Failover.AllowLayers] and [Failover.PeekLayers] return the remote
-// limiter's layers when it is a LayeredLimiter and, in an outage, the
-// fallback limiter's when it is one. Any other limiter, and the Decisions
-// of FailOpen and FailClosed, count as a single layer: [MostRestrictive] of
-// that one Decision, which middleware writes exactly as the Decision alone
-// (the same headers as the limiter unwrapped).
-//
-// The breaker opens after a number of consecutive outage errors ([WithBreaker],
-// default 3). While it is open, the store is not called: every request is
-// decided by the error policy at once. After the cool-down (default 5 s) one
-// request probes the store; its success closes the breaker, its failure
-// keeps it open for another cool-down. While the breaker is closed, a
-// request costs one atomic load on top of the remote call: no lock is taken.
-//
-// A Failover is safe for concurrent use. Create one with [NewFailover].
+// A Failover is a [LayeredLimiter] ([Failover.AllowLayers]), so it does not
+// hide the layers of a layered limiter it wraps. It is safe for concurrent
+// use. Create one with [NewFailover].
 type Failover struct {
+	// Decisions in an outage. Failing open, the Decision is that of a new key
+	// (Remaining is the policy's capacity less n, ResetAfter 0); failing closed,
+	// Remaining is 0 and RetryAfter the time until the breaker next lets a
+	// request through to the store (the cool-down when the breaker is closed).
+	// The Decision's Limit and Policy are the remote limiter's, when it has a
+	// Policy method (both stores do) that returns a valid Policy. A wrapper whose
+	// Policy method returns the zero Policy, as DenialCache, Leased and Observed
+	// do when theirs is unknown, has no policy here either: FailOpen and
+	// FailClosed then accept any cost, and their Decisions have a zero Limit and
+	// Policy.
+	//
+	// Breaker. While it is open, the store is not called: every request is
+	// decided by the error policy at once. After the cool-down one request probes
+	// the store; its success closes the breaker, its failure keeps it open for
+	// another cool-down. While the breaker is closed, a request costs one atomic
+	// load on top of the remote call: no lock is taken.
+
 	// A Failover has these methods whatever its remote limiter, rather than
 	// only over a layered one: the methods of a Go type cannot depend on the
 	// arguments of its constructor, and a second type for layered remotes
@@ -200,7 +187,8 @@ func (f *Failover) Peek(ctx context.Context, key string, n int64) (Decision, err
 // AllowLayers is AllowN that also returns every layer's Decision: the
 // remote limiter's layers or, in an outage, the fallback limiter's; a
 // limiter that is not layered, and the error policy's Decision, count as
-// one layer. See [Failover] and [LayeredLimiter].
+// one layer, [MostRestrictive] of that one Decision, which HTTP middleware
+// writes exactly as the Decision alone. See [LayeredLimiter].
 func (f *Failover) AllowLayers(ctx context.Context, key string, n int64) (LayeredDecision, error) {
 	return f.decideLayers(ctx, key, n, Limiter.AllowN, LayeredLimiter.AllowLayers)
 }

@@ -16,66 +16,61 @@ const DefaultLeaseTime = time.Second
 // limiter remembers unless [WithMaxKeys] says otherwise.
 const DefaultLeaseMaxKeys = 1 << 16
 
-// Leased is a [Limiter] that takes units from a remote limiter (the Redis
-// store) in batches and spends them locally, so that a hot key costs one
-// remote call per batch instead of one per request. A key at 20,000 per
-// minute costs about 20,000/batch calls a minute per instance.
+// Leased is a [Limiter] that takes units from a remote limiter (such as the
+// Redis store) in batches per key and spends them locally, so that a hot key
+// costs one remote call per batch instead of one per request. A lease
+// expires after [WithLeaseTime] (default [DefaultLeaseTime]); units left
+// then are dropped, not returned ([Leased.Stats] counts them).
 //
-// # Leases
+// With N instances, a key is allowed in any span of time at most what the
+// remote policy allows plus N×batch. A key's take size adapts between its
+// cost and batch, so a key that is not hot leases only what it spends. Costs
+// above batch, and leaky-bucket requests, go to the remote limiter as they
+// are; denials are the remote limiter's Decisions.
 //
-// Per key, a Leased keeps a lease: units taken from the remote limiter
-// (counted there, as allowed requests) that this process may spend until
-// the lease expires ([WithLeaseTime], default [DefaultLeaseTime]). A request
-// whose cost the lease holds is allowed from memory, with no remote call.
-// Otherwise the lease is topped up: the remote limiter is asked, with one
-// AllowN, for the units that bring the lease to the key's take size (never
-// more than batch in all, and at least the cost); if it denies them, it is
-// asked once more for exactly the units missing, so that a key near its
-// limit is not starved by the batch size. If that is denied too, the
-// request is denied with the remote limiter's Decision.
-//
-// The take size adapts per key, so that a key that is not hot wastes
-// nothing: it starts at the request's cost (the first request of a key
-// takes only what it spends), doubles, up to batch, each time a lease is
-// spent before it expires, and halves when a lease expires with units left
-// or the remote limiter denies a batch. A key at or over its limit is
-// therefore decided by the remote limiter about once per request; put a
-// [DenialCache] in front to answer its denials from memory.
-//
-// # Over-admission and under-admission
-//
-// A lease holds at most batch units, so N instances hold at most N×batch
-// units of one key that the remote limiter counted earlier than they are
-// spent. In any span of time the key is allowed at most what the remote
-// policy allows in that span plus N×batch: that is the over-admission
-// bound. Units left when a lease expires (or when the key is evicted from
-// memory, or Reset) are dropped, never returned: they were counted
-// remotely and are simply lost for that window, so a key can be slightly
-// under-admitted. [Leased.Stats] counts them. A short lease time keeps
-// leased units from being hoarded across a quiet spell and spent in a later
-// burst.
-//
-// # Decisions
-//
-// An allowed Decision's Remaining is the units this instance's lease still
-// holds plus what the remote limiter reported left at the last take: exact
-// for a single instance, an overestimate by what other instances took since.
-// Limit, Policy and ResetAfter are those of the last remote Decision for the
-// key (ResetAfter counted down since). A denied Decision is the remote
-// limiter's, its Remaining plus the units still leased; its RetryAfter is
-// the remote limiter's for the units missing.
-//
-// Costs above batch, and every request of a leaky bucket (whose Delay a
-// lease could not honour), are passed to the remote limiter as they are.
-//
-// A Leased is not a [Refunder], and the wrappers around one return
-// [ErrNoRefund]: see the source.
-//
-// A Leased is safe for concurrent use. Requests for one key are serialized
-// while its lease is topped up (one remote call for all of them, not one
-// each); a request waiting for that honours its context. Create one with
-// [NewLeased].
+// A Leased is not a [Refunder]. It is safe for concurrent use: requests for
+// one key share one remote call while its lease is topped up. Create one
+// with [NewLeased].
 type Leased struct {
+	// A key at 20,000 per minute costs about 20,000/batch remote calls a minute
+	// per instance.
+	//
+	// Leases. Per key, a Leased keeps a lease: units taken from the remote
+	// limiter (counted there, as allowed requests) that this process may spend
+	// until the lease expires. A request whose cost the lease holds is allowed
+	// from memory, with no remote call. Otherwise the lease is topped up: the
+	// remote limiter is asked, with one AllowN, for the units that bring the
+	// lease to the key's take size (never more than batch in all, and at least
+	// the cost); if it denies them, it is asked once more for exactly the units
+	// missing, so that a key near its limit is not starved by the batch size. If
+	// that is denied too, the request is denied with the remote limiter's
+	// Decision.
+	//
+	// The take size starts at the request's cost (the first request of a key
+	// takes only what it spends), doubles, up to batch, each time a lease is
+	// spent before it expires, and halves when a lease expires with units left
+	// or the remote limiter denies a batch. A key at or over its limit is
+	// therefore decided by the remote limiter about once per request; put a
+	// DenialCache in front to answer its denials from memory.
+	//
+	// Over-admission: a lease holds at most batch units, so N instances hold at
+	// most N×batch units of one key that the remote limiter counted earlier than
+	// they are spent. Units left when a lease expires (or when the key is evicted
+	// from memory, or Reset) were counted remotely and are lost for that window.
+	// A short lease time keeps leased units from being hoarded across a quiet
+	// spell and spent in a later burst.
+	//
+	// Decisions: an allowed Decision's Remaining is the units this instance's
+	// lease still holds plus what the remote limiter reported left at the last
+	// take: exact for a single instance, an overestimate by what other instances
+	// took since. Limit, Policy and ResetAfter are those of the last remote
+	// Decision for the key (ResetAfter counted down since). A denied Decision is
+	// the remote limiter's, its Remaining plus the units still leased; its
+	// RetryAfter is the remote limiter's for the units missing. A leaky bucket's
+	// Delay is something a lease could not honour, hence the pass-through.
+	// A request waiting for a top-up by another request for its key honours
+	// its context.
+
 	remote    Limiter
 	batch     int64
 	leaseTime int64 // ns
