@@ -11,43 +11,30 @@ import (
 // Layered is a [Limiter] made of several limits on one request, such as 10
 // per second and 1,000 per day on the same key, or one limit per client IP
 // and another per account. A request passes only if every layer passes, and
-// a request denied by any layer counts nothing in any layer: all or nothing,
-// as for one limit.
+// a denied request counts nothing in any layer: all or nothing, atomically,
+// so the layers never admit more than any one of them alone would.
 //
-// Each layer is a [Memory] limiter of its own. A request locks the shard of
-// its key in every layer, checks every layer, and counts in every layer only
-// if all pass, before it unlocks: no other request for those keys can slip
-// in between, so the layers never admit more than any one of them alone
-// would. Shards are locked in one global order (Memory limiters are
-// numbered when created), so layered limiters sharing Memory limiters in any
-// order cannot deadlock, and no global lock is taken: requests whose keys
-// lie in other shards proceed in parallel. Layers on another store (Redis)
-// are not accepted: checking them one after the other could not be made
-// atomic. The Redis store has a layered limiter of its own, which checks
-// every layer in one script and decides as this one does.
+// Each layer is a [Memory] limiter; layers on another store are not accepted
+// (the Redis store has a layered limiter of its own). [Layered.AllowN]
+// returns the most restrictive layer's Decision; [Layered.AllowKeys] and
+// [Layered.AllowLayers] also return every layer's Decision, for headers that
+// show each limit.
 //
-// # The most restrictive layer
-//
-// [Layered.AllowN] and [Layered.Peek] return the Decision of the most
-// restrictive layer:
-//
-//   - when the request is denied, the denying layer with the largest
-//     RetryAfter, the first of them in layer order on a tie. Its RetryAfter
-//     is exact for the whole request: every layer allows it then, and not
-//     1µs earlier, if nothing else arrives in between (a layer that allows
-//     a request keeps allowing it while no other request is counted);
-//   - when it is allowed, the layer with the smallest Remaining, the first
-//     on a tie, so Remaining is what the key can still spend in every layer
-//     at once. Its Delay is the largest Delay of all layers (leaky buckets
-//     queue the request in each).
-//
-// Limit, ResetAfter and Policy are that layer's ([MostRestrictive] makes
-// the choice). [Layered.AllowKeys] and [Layered.AllowLayers] also return
-// every layer's Decision, for headers that show each limit.
-//
-// A Layered is safe for concurrent use. Its methods ignore ctx, like
+// A Layered is safe for concurrent use, and Layered limiters sharing Memory
+// limiters in any order cannot deadlock. Its methods ignore ctx, like
 // [Memory]'s. Create one with [NewLayered].
 type Layered struct {
+	// A request locks the shard of its key in every layer, checks every layer,
+	// and counts in every layer only if all pass, before it unlocks: no other
+	// request for those keys can slip in between. Shards are locked in one
+	// global order (Memory limiters are numbered when created), so layered
+	// limiters sharing Memory limiters in any order cannot deadlock, and no
+	// global lock is taken: requests whose keys lie in other shards proceed in
+	// parallel. Layers on another store (Redis) are not accepted because checking
+	// them one after the other could not be made atomic; the Redis store's
+	// layered limiter checks every layer in one script and decides as this one
+	// does.
+
 	layers []*Memory
 	order  []int // layer indexes by Memory id: the lock order
 }
@@ -198,9 +185,21 @@ func (l *Layered) Allow(ctx context.Context, key string) (Decision, error) {
 
 // AllowN reports whether n units may be spent for key now in every layer
 // and, if so, counts them in every layer; a denied request counts nothing
-// anywhere. The Decision is the most restrictive layer's (see [Layered]).
-// A cost above any layer's capacity is [ErrCostTooHigh], with that layer's
-// Limit and Policy in the Decision.
+// anywhere. A cost above any layer's capacity is [ErrCostTooHigh], with
+// that layer's Limit and Policy in the Decision.
+//
+// The Decision is the most restrictive layer's ([MostRestrictive] makes the
+// choice), with that layer's Limit, ResetAfter and Policy:
+//
+//   - when the request is denied, the denying layer with the largest
+//     RetryAfter, the first of them in layer order on a tie. Its RetryAfter
+//     is exact for the whole request: every layer allows it then, and not
+//     1µs earlier, if nothing else arrives in between (a layer that allows
+//     a request keeps allowing it while no other request is counted);
+//   - when it is allowed, the layer with the smallest Remaining, the first
+//     on a tie, so Remaining is what the key can still spend in every layer
+//     at once. Its Delay is the largest Delay of all layers (leaky buckets
+//     queue the request in each).
 func (l *Layered) AllowN(_ context.Context, key string, n int64) (Decision, error) {
 	var buf [4]Decision
 	d, err := l.decide([]string{key}, n, true, buf[:0])

@@ -16,58 +16,53 @@ import (
 // Engine is the rate-limiting behaviour shared by every adapter, written once:
 // it keys a request, asks the limiter, and says what the adapter must write.
 // Adapters call [Engine.Check] before the handler, write the [Result] the
-// framework's way, and call [Result.Done] after the handler.
+// framework's way, and call [Result.Done] after the handler. Create one with
+// [New].
 //
-// # Responses
+// Allowed requests get the rate headers of [WithHeaders] (by default
+// [IETFHeaders]: RateLimit-Policy and RateLimit, one member per layer when
+// the limiter is a [core.LayeredLimiter]). A denied request gets 429 Too Many
+// Requests with Retry-After, Cache-Control: no-store and an
+// application/problem+json body of type [ProblemRateLimited]; the handler is
+// not called. The other refusals are listed with the problem types. Check
+// waits a leaky bucket's Delay, and gives up when the request's context ends
+// first.
 //
-// Allowed requests are served with the rate headers of [WithHeaders]. By
-// default ([IETFHeaders]) these are, for a policy named "api" of 100 per
-// minute with 42 units left:
-//
-//	RateLimit-Policy: "api";q=100;w=60
-//	RateLimit: "api";r=42;t=12
-//
-// q is the policy's Limit and w its Window in seconds, rounded up. r is the
-// units left, never above q, never negative, and 0 on a denial. t is, when
-// allowed, the seconds until the key is as if new (the Decision's ResetAfter,
-// rounded up) and, when denied, the Retry-After value. An unnamed policy is
-// called [DefaultPolicyName].
-//
-// A request the limiter denies gets 429 Too Many Requests with Retry-After
-// (the Decision's RetryAfter in whole seconds, rounded up, at least 1),
-// Cache-Control: no-store and an application/problem+json body of type
-// [ProblemRateLimited]; the handler is not called. The other refusals are
-// listed with the problem types ([ProblemCostTooHigh],
-// [ProblemUnavailable], [ProblemInvalidKey], [ProblemInvalidCost],
-// [ProblemCanceled]). Nothing a
-// request carries makes the Engine panic, and no error text is ever written
-// to a client.
-//
-// # Layered limits
-//
-// When the limiter is a [core.LayeredLimiter] (such as [core.Layered], or
-// the Redis store's layered limiter), found once by [New], the IETF fields
-// list every layer, in layer order, one List member each:
-//
-//	RateLimit-Policy: "burst";q=10;w=1, "daily";q=1000;w=86400
-//	RateLimit: "burst";r=5;t=1, "daily";r=900;t=3600
-//
-// Each member is written as above from its layer's Decision. On a denial
-// the layers that denied have r=0 and t their own Retry-After; the layers
-// that would have allowed the request show what they have left (nothing
-// was counted) and their reset time as if the request had been counted.
-// Members are named by their policies; when two layers have the same name,
-// the later one is called "name-2" ("-3", and so on, skipping names taken
-// by other layers). The triples ([LegacyHeaders], [XRateLimitHeaders])
-// stay single-valued and describe the most restrictive layer, and a 429's
-// problem body names the layer that denied, as its member is named.
-//
-// When a leaky bucket's Decision carries a Delay, Check waits that long
-// before returning, and gives up (without calling the handler) when the
-// request's context ends first; the slot it held is not given back.
-//
-// An Engine is safe for concurrent use.
+// Nothing a request carries makes the Engine panic, and no error text is
+// ever written to a client. An Engine is safe for concurrent use.
 type Engine struct {
+	// Responses (docs/http.md and docs/tiers.md say the same for users). For a
+	// policy named "api" of 100 per minute with 42 units left, IETFHeaders are:
+	//
+	//	RateLimit-Policy: "api";q=100;w=60
+	//	RateLimit: "api";r=42;t=12
+	//
+	// q is the policy's Limit and w its Window in seconds, rounded up. r is the
+	// units left, never above q, never negative, and 0 on a denial. t is, when
+	// allowed, the seconds until the key is as if new (the Decision's ResetAfter,
+	// rounded up) and, when denied, the Retry-After value. An unnamed policy is
+	// called DefaultPolicyName. Retry-After is the Decision's RetryAfter in whole
+	// seconds, rounded up, at least 1.
+	//
+	// Layered limits: when the limiter is a core.LayeredLimiter, found once by
+	// New, the IETF fields list every layer, in layer order, one List member each:
+	//
+	//	RateLimit-Policy: "burst";q=10;w=1, "daily";q=1000;w=86400
+	//	RateLimit: "burst";r=5;t=1, "daily";r=900;t=3600
+	//
+	// Each member is written as above from its layer's Decision. On a denial the
+	// layers that denied have r=0 and t their own Retry-After; the layers that
+	// would have allowed the request show what they have left (nothing was
+	// counted) and their reset time as if the request had been counted. Members
+	// are named by their policies; when two layers have the same name, the later
+	// one is called "name-2" ("-3", and so on, skipping names taken by other
+	// layers). The triples (LegacyHeaders, XRateLimitHeaders) stay single-valued
+	// and describe the most restrictive layer, and a 429's problem body names the
+	// layer that denied, as its member is named.
+	//
+	// A leaky bucket's wait cut short by the request's context does not give back
+	// the slot it held.
+
 	l     core.Limiter
 	lay   core.LayeredLimiter // l, when it is layered
 	fb    core.Limiter        // the error policy's fallback limiter, if any
