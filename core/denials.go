@@ -9,43 +9,43 @@ import (
 )
 
 // DenialCache is a [Limiter] that remembers the denials of a remote limiter
-// (the Redis store) and answers repeated requests of a denied key from
-// memory, with no remote call, until the denial's RetryAfter has passed. A
-// client hammering a key past its limit then costs one remote call per
-// RetryAfter, not one per request.
+// (such as the Redis store) and answers repeated requests of a denied key
+// from memory, with no remote call, until the denial's RetryAfter has
+// passed. A client hammering a key past its limit then costs one remote call
+// per RetryAfter, not one per request.
 //
-// # The rule
-//
-// When the remote limiter denies n units of a key at time t with RetryAfter
-// r, the cache remembers "n units denied until t+r". Until then, a request
-// for the key (AllowN or Peek) of the same cost n is denied from memory:
-// other traffic can only push t+r later, so t+r-now is still the exact
-// RetryAfter if nothing else arrives. Its Decision has that RetryAfter; its
-// Remaining, Limit and Policy are those of the remote denial, and its
-// ResetAfter the remote one counted down. A request of another cost goes to
-// the remote limiter: a smaller one might pass before t+r, and a larger one,
-// though sure to be denied, has a later RetryAfter that only the remote
-// limiter knows. One denial is remembered per key: the one of the smallest
-// cost while it lasts, else the latest. Requests of one cost, the common
-// case (cost 1), are therefore answered from memory; the Decision is always
-// the one the remote limiter would give. A denial with a zero RetryAfter
-// is not remembered.
-//
-// An allowed AllowN forgets the key's denial (the key's state changed, so
-// t+r may no longer be exact). So do [DenialCache.Reset] and
-// [DenialCache.Refund], and a denial the remote limiter decided while
-// either ran is not remembered; a Reset or Refund made elsewhere (another
-// process, or the remote limiter directly) is not seen, and the key stays
-// denied here until t+r at the latest. A clock that moves
-// back before t forgets the denial too.
-//
-// Memory is bounded ([WithMaxKeys], default [DefaultLeaseMaxKeys]): the
-// least recently used denial is forgotten to make room, which costs one
-// remote call later and changes no decision.
+// Only a request of the same cost as the remembered denial is answered from
+// memory, and its Decision is always the one the remote limiter would give;
+// other requests go to the remote limiter. An allowed request,
+// [DenialCache.Reset] and [DenialCache.Refund] forget the key's denial; a
+// Reset or Refund made elsewhere is not seen, so the key stays denied here
+// until the denial's RetryAfter at the latest. Memory is bounded by
+// [WithMaxKeys] (default [DefaultLeaseMaxKeys]).
 //
 // A DenialCache is safe for concurrent use. Create one with
 // [NewDenialCache].
 type DenialCache struct {
+	// The rule. When the remote limiter denies n units of a key at time t with
+	// RetryAfter r, the cache remembers "n units denied until t+r". Until then, a
+	// request for the key (AllowN or Peek) of the same cost n is denied from
+	// memory: other traffic can only push t+r later, so t+r-now is still the
+	// exact RetryAfter if nothing else arrives. Its Decision has that RetryAfter;
+	// its Remaining, Limit and Policy are those of the remote denial, and its
+	// ResetAfter the remote one counted down. A request of another cost goes to
+	// the remote limiter: a smaller one might pass before t+r, and a larger one,
+	// though sure to be denied, has a later RetryAfter that only the remote
+	// limiter knows. One denial is remembered per key: the one of the smallest
+	// cost while it lasts, else the latest. Requests of one cost, the common case
+	// (cost 1), are therefore answered from memory. A denial with a zero
+	// RetryAfter is not remembered.
+	//
+	// An allowed AllowN forgets the key's denial because the key's state changed,
+	// so t+r may no longer be exact. A denial the remote limiter decided while a
+	// Reset or Refund ran is not remembered. A clock that moves back before t
+	// forgets the denial too. When memory is full, the least recently used denial
+	// is forgotten to make room, which costs one remote call later and changes no
+	// decision.
+
 	remote  Limiter
 	ref     Refunder // remote, when it can refund
 	clock   Clock

@@ -12,36 +12,39 @@ import (
 // (50 bytes per key at a million keys, 67 for the windows).
 const DefaultMaxKeys = 1 << 20
 
-// Memory is the in-process [Limiter]: one [Policy] enforced over any number of
-// keys held in memory.
+// Memory is the in-process [Limiter]: one [Policy] enforced over any number
+// of keys held in memory. Create one with [New].
 //
-// Keys live in a sharded hash table (64 shards, fewer for a small maximum,
-// each behind its own mutex), so requests for different keys rarely wait
-// for each other and a key's check-and-update is atomic. A key is kept as a
-// 128-bit seeded hash of it, never as the caller's string, beside its state
-// in a slot the garbage collector does not scan. A key's state is created
-// exactly once, by the first request that is allowed. The number of keys
-// never exceeds the maximum ([WithMaxKeys], default [DefaultMaxKeys]), and
-// memory grows with the most keys held at once, never past what the
-// maximum needs. New keys sweep keys that have
-// been fresh (a full bucket, an empty window) for a window (a bucket: for
-// the time it takes to fill), so memory follows the keys in use when
-// clients come and go; no background goroutine runs. A new key in a full
-// shard takes the place of a fresh entry, which decides exactly as a new
-// key would, if one is among the 16 entries the shard looks at (and up to
-// 8 more it passes because they were requested since it last looked, and
-// 16 more added since); otherwise it evicts, of the entries looked at, the
-// one that holds the fewest units, so keys that made one request go before
-// a key that has used up its limit. [Memory.Stats] counts those evictions,
+// A key's check-and-update is atomic, and requests for different keys rarely
+// wait for each other. Keys are held as seeded hashes, never as the caller's
+// strings. The number of keys never exceeds the maximum ([WithMaxKeys],
+// default [DefaultMaxKeys]); keys that have been fresh for a window are swept
+// by new keys, with no background goroutine. A new key in a full shard evicts
+// the entry holding the fewest units; [Memory.Stats] counts those evictions,
 // the only way this limiter forgets usage.
 //
 // State per key: the token and leaky buckets keep one int64, the fixed window
-// two, the sliding window an int64 and two counters, the sliding log one entry
-// per distinct request time in the last window (out of line).
+// two, the sliding window an int64 and two counters, the sliding log one
+// entry per distinct request time in the last window.
 //
 // A Memory is safe for concurrent use. Its methods ignore ctx: they never
 // block on anything but a shard's mutex.
 type Memory struct {
+	// Keys live in a sharded hash table (64 shards, fewer for a small maximum,
+	// each behind its own mutex). A key is kept as a 128-bit seeded hash of it
+	// beside its state in a slot the garbage collector does not scan. A key's
+	// state is created exactly once, by the first request that is allowed.
+	// Memory grows with the most keys held at once, never past what the maximum
+	// needs. New keys sweep keys that have been fresh (a full bucket, an empty
+	// window) for a window (a bucket: for the time it takes to fill), so memory
+	// follows the keys in use when clients come and go. A new key in a full
+	// shard takes the place of a fresh entry, which decides exactly as a new key
+	// would, if one is among the 16 entries the shard looks at (and up to 8 more
+	// it passes because they were requested since it last looked, and 16 more
+	// added since); otherwise it evicts, of the entries looked at, the one that
+	// holds the fewest units, so keys that made one request go before a key that
+	// has used up its limit. The sliding log's entries are held out of line.
+
 	policy Policy
 	clock  Clock
 	base   time.Time // clock reading at construction

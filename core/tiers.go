@@ -18,31 +18,33 @@ type PlanFunc func(ctx context.Context, key string) (plan string, err error)
 // [Tiered] limiter has no policy for.
 var ErrUnknownPlan = errors.New("unknown plan")
 
-// Tiered is a [Limiter] that chooses the policy of each request by its
-// key's plan, such as 60 per minute on "free" and 1,000 on "pro", without
-// a limiter per user: it holds one [Memory] limiter per plan, so its memory
-// is bounded by the number of plans times the maximum number of keys.
+// Tiered is a [Limiter] that chooses the policy of each request by its key's
+// plan, such as 60 per minute on "free" and 1,000 on "pro". It holds one
+// [Memory] limiter per plan, not one per user.
 //
 // Each request is decided, and counted, by the plan its key is on at that
-// moment ([PlanFunc] is asked every time): a key moved from free to pro is
-// decided by pro's policy on its very next request, no limiter is rebuilt
-// and no state decided under another policy is ever applied to it. Each
-// plan counts only the usage it decided: a key's first request on pro
-// starts from pro's count for that key, which is empty unless the key was
-// on pro within the last window; its free usage stays with free, where it
-// expires on free's schedule. So a key never gets more from one plan than
-// that plan allows, and a key whose plan flips back and forth (or a client
-// that picks its plan with a header) gets at most the sum of its plans'
-// limits. To give an upgraded key a fresh start instead, call
-// [Tiered.Reset] when its plan changes.
+// moment ([PlanFunc] is asked every time), so a plan change applies to the
+// next request. Each plan counts only the usage it decided: a key never gets
+// more from one plan than that plan allows, and a key whose plan flips gets
+// at most the sum of its plans' limits. To give an upgraded key a fresh
+// start, call [Tiered.Reset] when its plan changes.
 //
-// The cost of a request is checked against its plan: a cost above the
-// plan's capacity is [ErrCostTooHigh]. An error from the PlanFunc, or a
-// plan it names that has no policy ([ErrUnknownPlan]), is returned wrapped,
-// with a zero Decision.
+// A cost above the plan's capacity is [ErrCostTooHigh]. A PlanFunc error, or
+// a plan with no policy ([ErrUnknownPlan]), is returned wrapped, with a zero
+// Decision.
 //
 // A Tiered is safe for concurrent use. Create one with [NewTiered].
 type Tiered struct {
+	// With one Memory limiter per plan, memory is bounded by the number of plans
+	// times the maximum number of keys.
+	//
+	// A key moved from free to pro is decided by pro's policy on its very next
+	// request: no limiter is rebuilt and no state decided under another policy is
+	// ever applied to it. A key's first request on pro starts from pro's count for
+	// that key, which is empty unless the key was on pro within the last window;
+	// its free usage stays with free, where it expires on free's schedule. The
+	// sum-of-limits bound covers a client that picks its plan with a header too.
+
 	plans  map[string]*Memory
 	planOf PlanFunc
 }

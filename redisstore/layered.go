@@ -30,31 +30,31 @@ var ErrCrossSlot = errors.New("the layers' keys lie in different Cluster slots")
 // counts nothing in any layer. It is a [core.Refunder] too: a refund gives
 // back in every layer.
 //
-// Each decision, and each refund, is one round trip: one Lua script, made of
-// the layers' algorithm scripts, checks every layer and writes only if all
-// pass, atomically. Its decisions are those of a [core.Layered] over
-// [core.Memory] layers of the same policies on the same clock, field for
-// field: the same most restrictive layer ([core.MostRestrictive] picks it),
-// the same Layers. Each layer keeps its state where a [Limiter] of its
-// policy with the same prefix keeps it, so the two share counts.
+// Each decision, and each refund, is one atomic round trip. Its decisions
+// are those of a [core.Layered] over the same policies, field for field, and
+// each layer shares its counts with a [Limiter] of its policy and prefix.
 //
-// # Keys and Cluster
-//
-// With one key for every layer ([Layered.AllowN], [Layered.AllowLayers]),
-// every layer's Redis key carries that key as its hash tag: they lie in
-// one Cluster slot, and the script runs on Cluster as on a single node.
-// With a key per layer ([Layered.AllowKeys]), each layer's Redis key is
-// tagged by its own key, and a script can only run on Cluster if they all
-// hash to one slot, which different keys seldom do: with a
-// [redis.ClusterClient] the limiter computes the slots (CRC16, as Redis
-// does) and returns an error wrapping [ErrCrossSlot] before sending
-// anything, and with a [redis.Ring] it requires the same key in every
-// layer. Per-layer keys are for a single node or Sentinel; on Cluster, use
-// one key for every layer, or one limiter per key.
+// On Redis Cluster, use one key for every layer ([Layered.AllowN],
+// [Layered.AllowLayers]); per-layer keys ([Layered.AllowKeys]) are for a
+// single node or Sentinel.
 //
 // A Layered is safe for concurrent use. The zero value is not usable;
 // create one with [NewLayered].
 type Layered struct {
+	// One Lua script, made of the layers' algorithm scripts, checks every layer
+	// and writes only if all pass. Its decisions match a core.Layered over
+	// core.Memory layers of the same policies on the same clock: the same most
+	// restrictive layer (core.MostRestrictive picks it), the same Layers. Each
+	// layer keeps its state where a Limiter of its policy with the same prefix
+	// keeps it.
+	//
+	// Keys and Cluster. With one key for every layer (AllowN, AllowLayers), every
+	// layer's Redis key carries that key as its hash tag: they lie in one Cluster
+	// slot, and the script runs on Cluster as on a single node. With a key per
+	// layer (AllowKeys), each layer's Redis key is tagged by its own key, and a
+	// script can only run on Cluster if they all hash to one slot, which
+	// different keys seldom do.
+
 	run    *Limiter   // runs the script: client, script, clock, timeout, batching
 	layers []*Limiter // each layer's policy, key prefix and capacity
 	nkeys  int        // Redis keys per decision
@@ -219,7 +219,11 @@ func (l *Layered) PeekLayers(ctx context.Context, key string, n int64) (core.Lay
 // AllowKeys is AllowN with a key per layer: keys[i] is layer i's key (such
 // as the client IP for one layer and the account for another), or keys
 // holds one key for every layer. It also returns every layer's Decision.
-// On Cluster, the keys must hash to one slot; see [Layered].
+// With a [redis.ClusterClient] the keys must hash to one slot (the limiter
+// computes the slots, CRC16 as Redis does, and otherwise returns an error
+// wrapping [ErrCrossSlot] before sending anything); with a [redis.Ring] the
+// keys must all be the same. On Cluster, use one key for every layer, or one
+// limiter per key.
 func (l *Layered) AllowKeys(ctx context.Context, keys []string, n int64) (core.LayeredDecision, error) {
 	return l.decide(ctx, keys, n, true)
 }
