@@ -8,23 +8,25 @@ import (
 )
 
 // CoarseClock is a [Clock] that reads the system clock once per resolution
-// instead of once per decision, the cached time nginx and fiber decide on.
-// Its readings lag the system clock by up to the resolution (and by however
-// long the Go scheduler delays its ticker), and never go backwards: like
-// [SystemClock] it counts elapsed time on the monotonic clock.
+// instead of once per decision. Its readings lag the system clock by up to
+// the resolution, and never go backwards: like [SystemClock] it counts
+// elapsed time on the monotonic clock.
 //
-// A limiter on it decides as if every request arrived at the last tick, so
-// a bucket refills and a window ends up to one resolution late: never more
-// than the policy allows, at most one resolution's worth of refill
-// stricter. Choose a resolution well below the time one unit takes to
-// refill (a millisecond for 100 per minute). The default clock stays
-// [SystemClock], which is exact.
+// A limiter on it decides as if every request arrived at the last tick:
+// never more than the policy allows, at most one resolution's worth of
+// refill stricter. Choose a resolution well below the time one unit takes to
+// refill (a millisecond for 100 per minute).
 //
-// One CoarseClock serves any number of limiters ([WithClock]): it runs one
-// goroutine, a ticker, whatever reads it. [CoarseClock.Stop] ends it, and so
-// does the garbage collector once the clock is unreachable. A CoarseClock is
-// safe for concurrent use; create one with [NewCoarseClock].
+// One CoarseClock serves any number of limiters ([WithClock]) with one
+// ticker goroutine. [CoarseClock.Stop] ends it, and so does the garbage
+// collector once the clock is unreachable. A CoarseClock is safe for
+// concurrent use; create one with [NewCoarseClock].
 type CoarseClock struct {
+	// This is the cached time nginx and fiber decide on. Readings also lag by
+	// however long the Go scheduler delays the ticker. Under it a bucket refills
+	// and a window ends up to one resolution late. The default clock stays
+	// SystemClock, which is exact.
+
 	c *coarse
 }
 

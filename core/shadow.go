@@ -8,24 +8,26 @@ import (
 
 // Shadow is a [Limiter] that enforces one limiter and, next to it, asks a
 // candidate what it would have decided, so that a new limit can be watched
-// on live traffic before it is enforced: the adapters' dry run, for any
-// Limiter, side by side with the real policy.
+// on live traffic before it is enforced.
 //
 // Every call goes to the enforced limiter, whose Decision and error are
 // returned as they are. The same call then goes to the candidate, and its
-// answer is reported to the [Observer] as an [Event] with Shadow set; it is
-// never returned. The candidate counts as if it alone were enforcing: it
-// sees every request, whatever the enforced limiter decided, and counts
-// the ones it allows, so its denials are exactly those it would have made
-// in production. Its errors are reported, never returned.
+// answer, or its error, is reported to the [Observer] as an [Event] with
+// Shadow set, never returned. The candidate counts as if it alone were
+// enforcing: it sees every request and counts the ones it allows, so its
+// denials are exactly those it would have made in production.
 //
 // The enforced decisions are not reported: make the enforced limiter an
 // [Observed] one (with the same observer) to see both, as the example of
-// [NewShadow] does. Observe it there rather than around the Shadow, whose
-// calls take the candidate's time too.
+// [NewShadow] does.
 //
 // A Shadow is safe for concurrent use. Create one with [NewShadow].
 type Shadow struct {
+	// This is the adapters' dry run, for any Limiter, side by side with the real
+	// policy. The candidate sees every request whatever the enforced limiter
+	// decided. Observe the enforced limiter inside the Shadow rather than around
+	// it, because the Shadow's calls take the candidate's time too.
+
 	enforced  Limiter
 	lay       LayeredLimiter // enforced, when it is layered
 	ref       Refunder       // enforced, when it can refund

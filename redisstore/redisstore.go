@@ -25,19 +25,23 @@ const DefaultExpiryMargin = time.Second
 // Limiter with the same policy, prefix and Redis. It is a [core.Refunder]
 // too: it gives back units it counted.
 //
-// Each decision, and each refund, is one round trip: one Lua script that
-// reads, decides and writes atomically, so concurrent requests from any
-// number of servers are counted exactly (8 servers racing on a new key with
-// Limit 1: exactly one is allowed). The decisions and refunds are those of
-// [core.Memory] for the same clock, field for field. State per key: the
-// token and leaky buckets keep one string (the theoretical arrival time),
-// the fixed and sliding windows one string each (window index and counters),
-// the sliding log a sorted set with one member per distinct request time in
-// the last window plus a string with their units.
+// Each decision, and each refund, is one atomic round trip, so concurrent
+// requests from any number of servers are counted exactly. The decisions and
+// refunds are those of [core.Memory] for the same clock, field for field.
+// State per key: one Redis string for the buckets and windows, and for the
+// sliding log a sorted set with one member per distinct request time in the
+// last window beside a string.
 //
 // A Limiter is safe for concurrent use. The zero value is not usable; create
 // one with [New].
 type Limiter struct {
+	// One Lua script reads, decides and writes: 8 servers racing on a new key
+	// with Limit 1 get exactly one allowed. State per key in detail: the token
+	// and leaky buckets keep one string (the theoretical arrival time), the fixed
+	// and sliding windows one string each (window index and counters), the
+	// sliding log a sorted set with one member per distinct request time in the
+	// last window plus a string with their units.
+
 	client  redis.UniversalClient
 	policy  core.Policy
 	script  *redis.Script
