@@ -31,7 +31,7 @@ type Failover struct {
 	// request through to the store (the cool-down when the breaker is closed).
 	// The Decision's Limit and Policy are the remote limiter's, when it has a
 	// Policy method (both stores do) that returns a valid Policy. A wrapper whose
-	// Policy method returns the zero Policy, as DenialCache, Leased and Observed
+	// Policy method returns the zero Policy, as DenialCache, Leased and observe.Limiter
 	// do when theirs is unknown, has no policy here either: FailOpen and
 	// FailClosed then accept any cost, and their Decisions have a zero Limit and
 	// Policy.
@@ -84,8 +84,8 @@ var (
 var ErrBreakerOpen = errors.New("circuit breaker open: the store was not called")
 
 // FailoverOption configures a [Failover]: [WithErrorPolicy], [WithBreaker],
-// [WithStoreErrorHook], [WithBreakerHook], [WithRemoteTimeout], [WithClock] or
-// [WithObserver].
+// [WithStoreErrorHook], [WithBreakerHook], [WithRemoteTimeout] or [WithClock]
+// (observe.FailoverHooks returns the two hooks that report to an Observer).
 type FailoverOption interface{ applyFailover(*Failover) }
 
 // WithErrorPolicy sets what a request gets when the remote limiter

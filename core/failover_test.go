@@ -15,6 +15,7 @@ import (
 	"github.com/ratekit/ratekit/core/limitertest"
 	"github.com/ratekit/ratekit/httplimit"
 	"github.com/ratekit/ratekit/internal/httpview"
+	"github.com/ratekit/ratekit/observe"
 )
 
 var errDown = errors.New("store: connection refused")
@@ -549,7 +550,7 @@ func TestFailoverUnknownPolicy(t *testing.T) {
 	}{
 		{"DenialCache", mustDenialCache(t, remote, core.WithClock(clock))},
 		{"Leased", mustLeased(t, remote, 5, core.WithClock(clock))},
-		{"Observed", mustObserved(t, remote, &recorder{}, core.WithClock(clock))},
+		{"Observed", mustObserved(t, remote, &recorder{}, observe.WithClock(clock))},
 	}
 	for _, w := range wrappers {
 		if p := w.l.(interface{ Policy() core.Policy }).Policy(); p != (core.Policy{}) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/limitertest"
+	"github.com/ratekit/ratekit/observe"
 )
 
 var layeredStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -370,13 +371,13 @@ func TestAsLayered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nop := core.ObserverFunc(func(context.Context, core.Event) {})
+	nop := observe.ObserverFunc(func(context.Context, observe.Event) {})
 	overPlain, _ := core.NewFailover(plain)
 	overLayered, _ := core.NewFailover(plain, core.WithErrorPolicy(core.Fallback(layered)))
-	observedPlain, _ := core.NewObserved(overPlain, nop)
-	observedLayered, _ := core.NewObserved(overLayered, nop)
-	shadowPlain, _ := core.NewShadow(observedPlain, layered, nop)
-	shadowLayered, _ := core.NewShadow(layered, plain, nop)
+	observedPlain, _ := observe.New(overPlain, nop)
+	observedLayered, _ := observe.New(overLayered, nop)
+	shadowPlain, _ := observe.NewShadow(observedPlain, layered, nop)
+	shadowLayered, _ := observe.NewShadow(layered, plain, nop)
 	for _, c := range []struct {
 		name string
 		l    core.Limiter

@@ -36,7 +36,7 @@ type Limiter interface {
 //
 // The memory store ([Memory], [Layered], [Tiered]) and the Redis store
 // implement it. The wrappers in this package that pass requests to one
-// limiter ([Observed], [Shadow], [DenialCache], [Failover]) have a Refund
+// limiter ([DenialCache], [Failover], observe.Limiter) have a Refund
 // method whatever they wrap, which returns [ErrNoRefund] when that limiter
 // cannot give units back; [AsRefunder] tells, once, whether a limiter can.
 type Refunder interface {
@@ -127,4 +127,16 @@ func checkRequest(key string, n, maxCost int64) error {
 		return fmt.Errorf("core: cost %d, at most %d: %w", n, maxCost, ErrCostTooHigh)
 	}
 	return nil
+}
+
+// CallerError reports whether err is the caller's doing rather than a
+// store's: an empty key, a cost that is not positive or can never fit
+// ([ErrEmptyKey], [ErrInvalidCost], [ErrCostTooHigh]), a negative elapsed
+// time or a limiter that cannot refund ([ErrInvalidElapsed],
+// [ErrNoRefund]), or a context that was cancelled or ran out. Observers log
+// store errors louder than these.
+func CallerError(err error) bool {
+	return errors.Is(err, ErrEmptyKey) || errors.Is(err, ErrInvalidCost) || errors.Is(err, ErrCostTooHigh) ||
+		errors.Is(err, ErrInvalidElapsed) || errors.Is(err, ErrNoRefund) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }

@@ -1,8 +1,7 @@
 package core
 
 // Each constructor in core takes options of its own interface type
-// (Option for New, FailoverOption, LeaseOption, DenialOption,
-// ObserveOption), so that an option that means nothing to a constructor
+// (Option for New, FailoverOption, LeaseOption, DenialOption), so that an option that means nothing to a constructor
 // does not compile there. An option that means the same thing to several
 // constructors (the clock, the bound on keys) is one value of a type that
 // implements each of their interfaces, so that it has one name: WithClock,
@@ -10,27 +9,24 @@ package core
 
 // A ClockOption sets the clock a limiter reads; make one with [WithClock].
 // It is an option of every constructor in core that reads a clock: it is
-// an [Option], a [FailoverOption], a [LeaseOption], a [DenialOption] and an
-// [ObserveOption].
+// an [Option], a [FailoverOption], a [LeaseOption] and a [DenialOption].
 type ClockOption struct{ c Clock }
 
 // WithClock sets the clock the constructed limiter reads: [New]'s once per
 // decision, [NewFailover]'s for the breaker's cool-down, [NewLeased]'s for
 // leases to expire by, [NewDenialCache]'s for denials to expire by (it
 // should be the clock the remote limiter decides by; the Redis server's
-// TIME is close to the system clock), and [NewObserved]'s and
-// [NewShadow]'s to measure latency on (monotonically on [SystemClock]). A
+// TIME is close to the system clock). A
 // [CoarseClock] trades exactness (up to its resolution) for a cheaper read.
 // The constructor fails if c is nil.
 //
 // Default: [SystemClock].
 func WithClock(c Clock) ClockOption { return ClockOption{c} }
 
-func (o ClockOption) applyMemory(m *options)         { m.clock = o.c }
-func (o ClockOption) applyFailover(f *Failover)      { f.clock = o.c }
-func (o ClockOption) applyLease(l *leaseOptions)     { l.clock = o.c }
-func (o ClockOption) applyDenial(d *denialOptions)   { d.clock = o.c }
-func (o ClockOption) applyObserve(w *observeOptions) { w.clock = o.c }
+func (o ClockOption) applyMemory(m *options)       { m.clock = o.c }
+func (o ClockOption) applyFailover(f *Failover)    { f.clock = o.c }
+func (o ClockOption) applyLease(l *leaseOptions)   { l.clock = o.c }
+func (o ClockOption) applyDenial(d *denialOptions) { d.clock = o.c }
 
 // A MaxKeysOption bounds the number of keys a limiter holds; make one with
 // [WithMaxKeys]. It is an [Option], a [LeaseOption] and a [DenialOption].
@@ -52,9 +48,7 @@ func (o MaxKeysOption) applyDenial(d *denialOptions) { d.maxKeys = o.n }
 type (
 	failoverOption func(*Failover)
 	leaseOption    func(*leaseOptions)
-	observeOption  func(*observeOptions)
 )
 
-func (f failoverOption) applyFailover(o *Failover)     { f(o) }
-func (f leaseOption) applyLease(o *leaseOptions)       { f(o) }
-func (f observeOption) applyObserve(o *observeOptions) { f(o) }
+func (f failoverOption) applyFailover(o *Failover) { f(o) }
+func (f leaseOption) applyLease(o *leaseOptions)   { f(o) }

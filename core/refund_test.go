@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/limitertest"
+	"github.com/ratekit/ratekit/observe"
 )
 
 func TestMemoryRefund(t *testing.T) {
@@ -217,10 +218,10 @@ func TestWrappersRefund(t *testing.T) {
 		wrap func(t *testing.T, m *core.Memory, p core.Policy, clock *core.ManualClock) core.Limiter
 	}{
 		{"observed", func(t *testing.T, m *core.Memory, _ core.Policy, clock *core.ManualClock) core.Limiter {
-			return mustObserved(t, m, &recorder{}, core.WithClock(clock))
+			return mustObserved(t, m, &recorder{}, observe.WithClock(clock))
 		}},
 		{"shadow", func(t *testing.T, m *core.Memory, p core.Policy, clock *core.ManualClock) core.Limiter {
-			return mustShadow(t, m, mustNew(t, p, clock), &recorder{}, core.WithClock(clock))
+			return mustShadow(t, m, mustNew(t, p, clock), &recorder{}, observe.WithClock(clock))
 		}},
 		{"denial-cache", func(t *testing.T, m *core.Memory, _ core.Policy, clock *core.ManualClock) core.Limiter {
 			return mustDenialCache(t, m, core.WithClock(clock))
@@ -460,14 +461,14 @@ func TestObservedAndShadowRefund(t *testing.T) {
 	clock := core.NewManualClock(layeredStart)
 	p := core.Policy{Name: "api", Limit: 2, Window: time.Hour}
 	rec := &recorder{}
-	o := mustObserved(t, mustNew(t, p, clock), rec, core.WithClock(clock))
+	o := mustObserved(t, mustNew(t, p, clock), rec, observe.WithClock(clock))
 	if err := o.Refund(ctx, "k", 2, 0); err != nil {
 		t.Fatal(err)
 	}
 	_ = o.Refund(ctx, "", 1, 0)
 	checkEvents(t, rec.take(), []eventSummary{
-		{Op: core.OpRefund, Policy: "api", Cost: 2, Outcome: core.OutcomeAllowed},
-		{Op: core.OpRefund, Policy: "api", Cost: 1, Outcome: core.OutcomeError, Err: "core: key is empty"},
+		{Op: observe.OpRefund, Policy: "api", Cost: 2, Outcome: observe.OutcomeAllowed},
+		{Op: observe.OpRefund, Policy: "api", Cost: 1, Outcome: observe.OutcomeError, Err: "core: key is empty"},
 	})
 	if err := mustObserved(t, hidden{mustNew(t, p, clock)}, rec).Refund(ctx, "k", 1, 0); !errors.Is(err, core.ErrNoRefund) {
 		t.Fatalf("observed non-refunder: %v", err)

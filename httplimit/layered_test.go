@@ -12,6 +12,7 @@ import (
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/httplimit"
 	"github.com/ratekit/ratekit/internal/httpview"
+	"github.com/ratekit/ratekit/observe"
 )
 
 // A layered limiter's IETF fields, byte for byte: one member per layer, in
@@ -74,7 +75,7 @@ func TestPlainLimiterAllocations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	observed, err := core.NewObserved(failover, core.ObserverFunc(func(context.Context, core.Event) {}))
+	observed, err := observe.New(failover, observe.ObserverFunc(func(context.Context, observe.Event) {}))
 	if err != nil {
 		t.Fatal(err)
 	}

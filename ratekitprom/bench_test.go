@@ -5,13 +5,14 @@ import (
 	"time"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/observe"
 	"github.com/ratekit/ratekit/ratekitprom"
 )
 
 // BenchmarkHotKey measures what the Prometheus observer adds to a decision:
 // one hot key on a memory token bucket, on the system clock (the limiter's
 // clock read and the observer's two are all paid, as in production), bare
-// and wrapped in core.NewObserved with a ratekitprom.Metrics. "flood" denies
+// and wrapped in observe.New with a ratekitprom.Metrics. "flood" denies
 // nearly every request (100/1m), "open" allows every one. Compare the pairs:
 //
 //	go test -run=^$ -bench=HotKey -benchmem -count=10 ./ratekitprom | tee new.txt
@@ -27,7 +28,7 @@ func BenchmarkHotKey(b *testing.B) {
 				var l core.Limiter = newMemory(b, policies[regime], core.SystemClock{})
 				if hook == "prometheus" {
 					m := must[*ratekitprom.Metrics](b)(ratekitprom.New(nil))
-					l = must[*core.Observed](b)(core.NewObserved(l, m))
+					l = must[*observe.Limiter](b)(observe.New(l, m))
 				}
 				l.AllowN(ctx, "203.0.113.7", 1) // the key and the policy's series exist
 				b.ReportAllocs()
@@ -49,7 +50,7 @@ func BenchmarkHotKeyParallel(b *testing.B) {
 			var l core.Limiter = newMemory(b, p, core.SystemClock{})
 			if hook == "prometheus" {
 				m := must[*ratekitprom.Metrics](b)(ratekitprom.New(nil))
-				l = must[*core.Observed](b)(core.NewObserved(l, m))
+				l = must[*observe.Limiter](b)(observe.New(l, m))
 			}
 			l.AllowN(ctx, "203.0.113.7", 1)
 			b.ReportAllocs()

@@ -2,18 +2,18 @@
 // metrics (github.com/prometheus/client_golang). It lives apart from core so
 // that users of core do not download the Prometheus client.
 //
-// [New] returns a [Metrics]: a [core.Observer] for [core.NewObserved],
-// [core.NewShadow] and [core.WithObserver], and a prometheus.Collector
+// [New] returns a [Metrics]: an [observe.Observer] for [observe.New],
+// [observe.NewShadow] and [observe.FailoverHooks], and a prometheus.Collector
 // that also reads the stats of the limiters given to [Metrics.WatchMemory],
 // [Metrics.WatchLeased] and [Metrics.WatchFailover] at each scrape:
 //
 //	m, err := ratekitprom.New(prometheus.DefaultRegisterer)
-//	l, err := core.NewObserved(mem, m)
+//	l, err := observe.New(mem, m)
 //	err = m.WatchMemory("api", mem)
 //
 // # Metrics
 //
-// Every metric has a "policy" label (the [core.Event] Policy; "default" for
+// Every metric has a "policy" label (the [observe.Event] Policy; "default" for
 // an unnamed policy) and the decision counters an "outcome" label
 // ("allowed", "denied", "error"). No label ever holds a key or a path, so
 // the number of series is bounded by the number of policies (at most
@@ -57,7 +57,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/observe"
 )
 
 // DefaultMaxPolicies is the number of distinct policy names a [Metrics]
@@ -83,7 +83,7 @@ func DefaultLatencyBuckets() []float64 {
 	}
 }
 
-// Metrics is a [core.Observer] that counts events as Prometheus metrics, and
+// Metrics is an [observe.Observer] that counts events as Prometheus metrics, and
 // a prometheus.Collector of them and of the watched limiters' stats. See the
 // package documentation for the metrics.
 //
@@ -101,8 +101,8 @@ type Metrics struct {
 }
 
 var (
-	_ core.PolicyObserver  = (*Metrics)(nil)
-	_ prometheus.Collector = (*Metrics)(nil)
+	_ observe.PolicyObserver = (*Metrics)(nil)
+	_ prometheus.Collector   = (*Metrics)(nil)
 )
 
 // Option configures a [Metrics].
@@ -179,33 +179,33 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 // Observe counts e. See the package documentation for what each event
 // counts in. It never blocks and, once e.Policy has been seen, does not
 // allocate.
-func (m *Metrics) Observe(_ context.Context, e core.Event) {
+func (m *Metrics) Observe(_ context.Context, e observe.Event) {
 	switch e.Op {
-	case core.OpAllow:
+	case observe.OpAllow:
 		if e.Shadow {
 			m.shadowC.get(e.Policy)[e.Outcome()].Inc()
 			return
 		}
 		m.decisionC.get(e.Policy).count(e)
-	case core.OpPeek:
+	case observe.OpPeek:
 		if e.Shadow {
 			m.shadowPeekC.get(e.Policy)[e.Outcome()].Inc()
 			return
 		}
 		m.peekC.get(e.Policy).count(e)
-	case core.OpStoreError:
+	case observe.OpStoreError:
 		m.storeErrorC.get(e.Policy).Inc()
-	case core.OpBreakerOpen:
+	case observe.OpBreakerOpen:
 		m.breakerOpenC.get(e.Policy).Inc()
 	}
 }
 
 // ObserverFor returns an Observer that counts the events of policy like
 // Observe, with the policy's series resolved once, at its first event of
-// each kind: core.NewObserved calls it when it knows the policy name, which
+// each kind: observe.New calls it when it knows the policy name, which
 // saves a map lookup per event. Events of other policies are counted by
 // Observe.
-func (m *Metrics) ObserverFor(policy string) core.Observer {
+func (m *Metrics) ObserverFor(policy string) observe.Observer {
 	return &policyMetrics{m: m, policy: policy}
 }
 
@@ -228,19 +228,19 @@ func resolve[T any](p *atomic.Pointer[T], c *cache[T], policy string) *T {
 }
 
 // Observe counts e, which is about p.policy unless a caller erred.
-func (p *policyMetrics) Observe(ctx context.Context, e core.Event) {
+func (p *policyMetrics) Observe(ctx context.Context, e observe.Event) {
 	if e.Policy != p.policy {
 		p.m.Observe(ctx, e)
 		return
 	}
 	switch {
-	case e.Op == core.OpAllow && !e.Shadow:
+	case e.Op == observe.OpAllow && !e.Shadow:
 		resolve(&p.decision, &p.m.decisionC, p.policy).count(e)
-	case e.Op == core.OpAllow:
+	case e.Op == observe.OpAllow:
 		resolve(&p.shadow, &p.m.shadowC, p.policy)[e.Outcome()].Inc()
-	case e.Op == core.OpPeek && !e.Shadow:
+	case e.Op == observe.OpPeek && !e.Shadow:
 		resolve(&p.peek, &p.m.peekC, p.policy).count(e)
-	case e.Op == core.OpPeek:
+	case e.Op == observe.OpPeek:
 		resolve(&p.shadowPeek, &p.m.shadowPeekC, p.policy)[e.Outcome()].Inc()
 	default:
 		p.m.Observe(ctx, e)
@@ -269,18 +269,18 @@ func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.decisions, m.peeks, m.shadow, m.shadowPeeks, m.latency, m.storeErrors, m.breakerOpens}
 }
 
-// numOutcomes is the number of core.Outcome values: OutcomeError is the
+// numOutcomes is the number of observe.Outcome values: OutcomeError is the
 // last (TestOutcomesCoverCore checks that core has no outcome past it).
-const numOutcomes = int(core.OutcomeError) + 1
+const numOutcomes = int(observe.OutcomeError) + 1
 
-// outcomes are the counters of one policy, indexed by core.Outcome.
+// outcomes are the counters of one policy, indexed by observe.Outcome.
 type outcomes [numOutcomes]prometheus.Counter
 
 func outcomesOf(v *prometheus.CounterVec) func(string) outcomes {
 	return func(p string) outcomes {
 		var o outcomes
 		for i := range o {
-			o[i] = v.WithLabelValues(p, core.Outcome(i).String())
+			o[i] = v.WithLabelValues(p, observe.Outcome(i).String())
 		}
 		return o
 	}
@@ -294,7 +294,7 @@ type timedOutcomes struct {
 }
 
 // count counts e's outcome and its latency.
-func (t timedOutcomes) count(e core.Event) {
+func (t timedOutcomes) count(e observe.Event) {
 	t.outcomes[e.Outcome()].Inc()
 	t.latency.observe(e.Latency)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/observe"
 	"github.com/ratekit/ratekit/ratekitprom"
 )
 
@@ -73,8 +74,8 @@ func TestScrape(t *testing.T) {
 	api := newMemory(t, core.Policy{Name: "api", Limit: 3, Window: time.Minute}, clock)
 	store := &slowStore{Memory: api, clock: clock, lag: 250 * time.Millisecond}
 	candidate := newMemory(t, core.Policy{Name: "api-v2", Limit: 2, Window: time.Minute}, clock)
-	observed := must[*core.Observed](t)(core.NewObserved(store, m, core.WithClock(clock)))
-	l := must[*core.Shadow](t)(core.NewShadow(observed, candidate, m, core.WithClock(clock)))
+	observed := must[*observe.Limiter](t)(observe.New(store, m, observe.WithClock(clock)))
+	l := must[*observe.Shadow](t)(observe.NewShadow(observed, candidate, m, observe.WithClock(clock)))
 	if err := m.WatchMemory("api", api); err != nil {
 		t.Fatal(err)
 	}
@@ -91,8 +92,8 @@ func TestScrape(t *testing.T) {
 
 	// "redis" fails twice and its breaker opens.
 	remote := &slowStore{Memory: newMemory(t, core.Policy{Name: "redis", Limit: 10, Window: time.Minute}, clock), clock: clock, down: true}
-	f := must[*core.Failover](t)(core.NewFailover(remote, core.WithBreaker(2, time.Second), core.WithClock(clock),
-		core.WithObserver(m, "redis")))
+	f := must[*core.Failover](t)(core.NewFailover(remote, append([]core.FailoverOption{core.WithBreaker(2, time.Second), core.WithClock(clock)},
+		observe.FailoverHooks(m, "redis")...)...))
 	if err := m.WatchFailover("redis", f); err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +195,7 @@ func TestPolicyLabels(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	m := must[*ratekitprom.Metrics](t)(ratekitprom.New(reg, ratekitprom.WithMaxPolicies(2)))
 	for _, p := range []string{"", "a", "b", "c", "a", ""} {
-		m.Observe(ctx, core.Event{Op: core.OpStoreError, Policy: p, Err: errDown})
+		m.Observe(ctx, observe.Event{Op: observe.OpStoreError, Policy: p, Err: errDown})
 	}
 	want := `
 # HELP ratekit_store_errors_total Outage errors of a remote store that a Failover decided by its failure mode.
@@ -241,12 +242,12 @@ func TestErrors(t *testing.T) {
 // TestObserveAllocs checks that counting a known policy allocates nothing.
 func TestObserveAllocs(t *testing.T) {
 	m := must[*ratekitprom.Metrics](t)(ratekitprom.New(nil))
-	events := []core.Event{
-		{Op: core.OpAllow, Policy: "api", Decision: core.Decision{Allowed: true}, Latency: time.Microsecond},
-		{Op: core.OpAllow, Policy: "api", Shadow: true},
-		{Op: core.OpPeek, Policy: "api"},
-		{Op: core.OpStoreError, Policy: "api", Err: errDown},
-		{Op: core.OpBreakerOpen, Policy: "api"},
+	events := []observe.Event{
+		{Op: observe.OpAllow, Policy: "api", Decision: core.Decision{Allowed: true}, Latency: time.Microsecond},
+		{Op: observe.OpAllow, Policy: "api", Shadow: true},
+		{Op: observe.OpPeek, Policy: "api"},
+		{Op: observe.OpStoreError, Policy: "api", Err: errDown},
+		{Op: observe.OpBreakerOpen, Policy: "api"},
 	}
 	for _, e := range events {
 		m.Observe(ctx, e)
@@ -262,14 +263,14 @@ func TestObserveAllocs(t *testing.T) {
 func TestObserverFor(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	m := must[*ratekitprom.Metrics](t)(ratekitprom.New(reg))
-	bound := core.Observers(m, nil).(core.PolicyObserver).ObserverFor("api")
-	allowed := core.Event{Op: core.OpAllow, Policy: "api", Decision: core.Decision{Allowed: true}}
+	bound := observe.Observers(m, nil).(observe.PolicyObserver).ObserverFor("api")
+	allowed := observe.Event{Op: observe.OpAllow, Policy: "api", Decision: core.Decision{Allowed: true}}
 	bound.Observe(ctx, allowed)
 	if a := testing.AllocsPerRun(100, func() { bound.Observe(ctx, allowed) }); a != 0 {
 		t.Errorf("bound Observe: %v allocs, want 0", a)
 	}
-	bound.Observe(ctx, core.Event{Op: core.OpAllow, Policy: "other"})
-	bound.Observe(ctx, core.Event{Op: core.OpAllow, Policy: "api", Shadow: true, Err: errDown})
+	bound.Observe(ctx, observe.Event{Op: observe.OpAllow, Policy: "other"})
+	bound.Observe(ctx, observe.Event{Op: observe.OpAllow, Policy: "api", Shadow: true, Err: errDown})
 	want := `
 # HELP ratekit_decisions_total AllowN calls by policy and outcome (allowed, denied, error).
 # TYPE ratekit_decisions_total counter

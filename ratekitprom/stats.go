@@ -60,8 +60,8 @@ func (m *Metrics) WatchLeased(policy string, l LeaseStats) error {
 
 // WatchFailover has every scrape report whether f's circuit breaker is open
 // as ratekit_breaker_open (1 or 0) with the label policy. Its store errors
-// and breaker openings are counted as events: give the Failover the option
-// core.WithObserver(m, policy). It fails if f is nil or another Failover
+// and breaker openings are counted as events: give the Failover the options
+// observe.FailoverHooks(m, policy). It fails if f is nil or another Failover
 // is watched under the same policy name.
 func (m *Metrics) WatchFailover(policy string, f BreakerState) error {
 	if f == nil {

@@ -15,7 +15,7 @@
 //	curl -i http://127.0.0.1:8080/export         # 429 with Retry-After on the third
 //	curl -s http://127.0.0.1:8080/metrics | grep '^ratekit_'
 //
-// Denials are logged at debug, with the key hashed (core.KeyHash; salt it
+// Denials are logged at debug, with the key hashed (observe.KeyHash; salt it
 // with -log-salt), store errors and breaker transitions at warn.
 package main
 
@@ -38,6 +38,7 @@ import (
 	"github.com/ratekit/ratekit/ginlimit"
 	"github.com/ratekit/ratekit/httplimit"
 	"github.com/ratekit/ratekit/keyfunc"
+	"github.com/ratekit/ratekit/observe"
 	"github.com/ratekit/ratekit/ratekitprom"
 )
 
@@ -102,10 +103,10 @@ func newServer(c config) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	obs := core.Observers(metrics, core.NewSlogObserver(c.logger, core.WithKeySalt(c.salt)))
+	obs := observe.Observers(metrics, observe.NewSlog(c.logger, observe.WithKeySalt(c.salt)))
 	// Events carry the raw key for the logger, which logs only its hash;
 	// the metrics never see a key.
-	observe := []core.ObserveOption{core.WithClock(c.clock), core.WithRawKey()}
+	obsOpts := []observe.Option{observe.WithClock(c.clock), observe.WithRawKey()}
 
 	api, err := core.New(apiPolicy, core.WithClock(c.clock))
 	if err != nil {
@@ -119,17 +120,17 @@ func newServer(c config) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Observed reports what "api" did; the shadow enforces it and reports
+	// observe.New reports what "api" did; the shadow enforces it and reports
 	// what "api-v2" would have done.
-	observedAPI, err := core.NewObserved(api, obs, observe...)
+	observedAPI, err := observe.New(api, obs, obsOpts...)
 	if err != nil {
 		return nil, err
 	}
-	apiLimiter, err := core.NewShadow(observedAPI, apiV2, obs, observe...)
+	apiLimiter, err := observe.NewShadow(observedAPI, apiV2, obs, obsOpts...)
 	if err != nil {
 		return nil, err
 	}
-	exportLimiter, err := core.NewObserved(export, obs, observe...)
+	exportLimiter, err := observe.New(export, obs, obsOpts...)
 	if err != nil {
 		return nil, err
 	}

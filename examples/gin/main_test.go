@@ -14,6 +14,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/observe"
 )
 
 const ipA = "203.0.113.7"
@@ -96,7 +97,7 @@ func TestSmoke(t *testing.T) {
 
 	// The log has 2+7+1 denials, with the key hashed, never in clear.
 	log := logs.String()
-	hash := "key_hash=" + core.KeyHash([]byte("pepper"), ipA)
+	hash := "key_hash=" + observe.KeyHash([]byte("pepper"), ipA)
 	if n := strings.Count(log, `msg="ratekit: denied"`); n != 10 {
 		t.Errorf("%d denials logged, want 10:\n%s", n, log)
 	}

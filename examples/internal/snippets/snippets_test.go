@@ -23,6 +23,7 @@ var imports = map[string]string{
 	"core":        "github.com/ratekit/ratekit/core",
 	"limitertest": "github.com/ratekit/ratekit/core/limitertest",
 	"guard":       "github.com/ratekit/ratekit/guard",
+	"observe":     "github.com/ratekit/ratekit/observe",
 	"guardtest":   "github.com/ratekit/ratekit/guard/guardtest",
 	"keyfunc":     "github.com/ratekit/ratekit/keyfunc",
 	"httplimit":   "github.com/ratekit/ratekit/httplimit",

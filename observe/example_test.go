@@ -1,4 +1,4 @@
-package core_test
+package observe_test
 
 import (
 	"context"
@@ -6,19 +6,20 @@ import (
 	"time"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/observe"
 )
 
 // ExampleNewObserved counts the outcomes of a policy with an ObserverFunc;
-// a metrics package (ratekitprom) or a core.SlogObserver plugs in the same
+// a metrics package (ratekitprom) or a observe.Slog plugs in the same
 // way.
-func ExampleNewObserved() {
+func ExampleNew() {
 	clock := core.NewManualClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
 	mem, _ := core.New(core.Policy{Name: "api", Limit: 2, Window: time.Minute}, core.WithClock(clock))
 	counts := map[string]int{}
-	obs := core.ObserverFunc(func(_ context.Context, e core.Event) {
+	obs := observe.ObserverFunc(func(_ context.Context, e observe.Event) {
 		counts[e.Policy+" "+e.Outcome().String()]++
 	})
-	l, _ := core.NewObserved(mem, obs, core.WithClock(clock))
+	l, _ := observe.New(mem, obs, observe.WithClock(clock))
 	for range 3 {
 		l.Allow(context.Background(), "203.0.113.7")
 	}
@@ -34,13 +35,13 @@ func ExampleNewShadow() {
 	clock := core.NewManualClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
 	enforced, _ := core.New(core.Policy{Name: "api", Limit: 3, Window: time.Minute}, core.WithClock(clock))
 	candidate, _ := core.New(core.Policy{Name: "api-v2", Limit: 2, Window: time.Minute}, core.WithClock(clock))
-	obs := core.ObserverFunc(func(_ context.Context, e core.Event) {
-		if e.Op == core.OpAllow {
+	obs := observe.ObserverFunc(func(_ context.Context, e observe.Event) {
+		if e.Op == observe.OpAllow {
 			fmt.Printf("  %s shadow=%v: %s\n", e.Policy, e.Shadow, e.Outcome())
 		}
 	})
-	observed, _ := core.NewObserved(enforced, obs, core.WithClock(clock))
-	l, _ := core.NewShadow(observed, candidate, obs, core.WithClock(clock))
+	observed, _ := observe.New(enforced, obs, observe.WithClock(clock))
+	l, _ := observe.NewShadow(observed, candidate, obs, observe.WithClock(clock))
 	for i := range 3 {
 		d, _ := l.Allow(context.Background(), "203.0.113.7")
 		fmt.Printf("request %d allowed: %v\n", i+1, d.Allowed)
@@ -61,6 +62,6 @@ func ExampleNewShadow() {
 // salt: `printf %s 203.0.113.7 | openssl dgst -sha256 -hmac pepper` starts
 // with the same 16 hex digits.
 func ExampleKeyHash() {
-	fmt.Println(core.KeyHash([]byte("pepper"), "203.0.113.7"))
+	fmt.Println(observe.KeyHash([]byte("pepper"), "203.0.113.7"))
 	// Output: f9a092447a622340
 }

@@ -1,4 +1,4 @@
-package core_test
+package observe_test
 
 import (
 	"testing"
@@ -7,11 +7,12 @@ import (
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/limitertest"
 	"github.com/ratekit/ratekit/httplimit"
+	"github.com/ratekit/ratekit/observe"
 )
 
-func mustShadow(t testing.TB, enforced, candidate core.Limiter, obs core.Observer, opts ...core.ObserveOption) *core.Shadow {
+func mustShadow(t testing.TB, enforced, candidate core.Limiter, obs observe.Observer, opts ...observe.Option) *observe.Shadow {
 	t.Helper()
-	s, err := core.NewShadow(enforced, candidate, obs, opts...)
+	s, err := observe.NewShadow(enforced, candidate, obs, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +27,7 @@ func TestShadowSteps(t *testing.T) {
 	enforced := mustMemory(t, core.Policy{Name: "api", Limit: 3, Window: time.Minute, Algorithm: core.FixedWindow}, clock)
 	candidate := mustMemory(t, core.Policy{Name: "api-v2", Limit: 2, Window: time.Minute, Algorithm: core.FixedWindow}, clock)
 	rec := &recorder{}
-	s := mustShadow(t, enforced, candidate, rec, core.WithClock(clock))
+	s := mustShadow(t, enforced, candidate, rec, observe.WithClock(clock))
 	if got := s.Policy().Name; got != "api" {
 		t.Errorf("Policy().Name = %q, want the enforced policy's, api", got)
 	}
@@ -35,22 +36,22 @@ func TestShadowSteps(t *testing.T) {
 		n                   int64
 		wantAllowed         bool  // the enforced decision, returned
 		wantRemaining       int64 // the enforced Remaining
-		wantShadow          core.Outcome
+		wantShadow          observe.Outcome
 		wantShadowRemaining int64
 	}{
-		{"allow", 1, true, 2, core.OutcomeAllowed, 1},
-		{"peek", 2, true, 0, core.OutcomeDenied, 1},
-		{"allow", 1, true, 1, core.OutcomeAllowed, 0},
-		{"allow", 1, true, 0, core.OutcomeDenied, 0},
-		{"allow", 1, false, 0, core.OutcomeDenied, 0},
-		{"allow", 3, false, 0, core.OutcomeError, 0}, // above the candidate's capacity
+		{"allow", 1, true, 2, observe.OutcomeAllowed, 1},
+		{"peek", 2, true, 0, observe.OutcomeDenied, 1},
+		{"allow", 1, true, 1, observe.OutcomeAllowed, 0},
+		{"allow", 1, true, 0, observe.OutcomeDenied, 0},
+		{"allow", 1, false, 0, observe.OutcomeDenied, 0},
+		{"allow", 3, false, 0, observe.OutcomeError, 0}, // above the candidate's capacity
 	}
 	for i, st := range steps {
 		var d core.Decision
 		var err error
-		op := core.OpAllow
+		op := observe.OpAllow
 		if st.op == "peek" {
-			op = core.OpPeek
+			op = observe.OpPeek
 			d, err = s.Peek(ctx, "k", st.n)
 		} else {
 			d, err = s.AllowN(ctx, "k", st.n)
@@ -72,7 +73,7 @@ func TestShadowSteps(t *testing.T) {
 	if err := s.Reset(ctx, "k"); err != nil {
 		t.Fatal(err)
 	}
-	checkEvents(t, rec.take(), []eventSummary{{Op: core.OpReset, Policy: "api-v2", Outcome: core.OutcomeAllowed, Shadow: true}})
+	checkEvents(t, rec.take(), []eventSummary{{Op: observe.OpReset, Policy: "api-v2", Outcome: observe.OutcomeAllowed, Shadow: true}})
 	for _, l := range []*core.Memory{enforced, candidate} {
 		if d, _ := l.Peek(ctx, "k", 1); d.Remaining != l.Policy().Limit-1 {
 			t.Errorf("after Reset, %s has %d left after a peek of 1, want %d", l.Policy().Name, d.Remaining, l.Policy().Limit-1)
@@ -87,7 +88,7 @@ func TestShadowCandidateError(t *testing.T) {
 	enforced := mustMemory(t, core.Policy{Name: "api", Limit: 3, Window: time.Minute}, clock)
 	broken := &slowStore{Memory: mustMemory(t, core.Policy{Name: "api-redis", Limit: 3, Window: time.Minute}, clock), clock: clock, err: errDown}
 	rec := &recorder{}
-	s := mustShadow(t, enforced, broken, rec, core.WithClock(clock))
+	s := mustShadow(t, enforced, broken, rec, observe.WithClock(clock))
 	d, err := s.Allow(ctx, "k")
 	if err != nil || !d.Allowed {
 		t.Errorf("Allow = %+v, %v; want allowed, no error", d, err)
@@ -96,8 +97,8 @@ func TestShadowCandidateError(t *testing.T) {
 		t.Errorf("Reset = %v, want nil", err)
 	}
 	checkEvents(t, rec.take(), []eventSummary{
-		{Op: core.OpAllow, Policy: "api-redis", Cost: 1, Outcome: core.OutcomeError, Err: errDown.Error(), Shadow: true},
-		{Op: core.OpReset, Policy: "api-redis", Outcome: core.OutcomeError, Err: errDown.Error(), Shadow: true},
+		{Op: observe.OpAllow, Policy: "api-redis", Cost: 1, Outcome: observe.OutcomeError, Err: errDown.Error(), Shadow: true},
+		{Op: observe.OpReset, Policy: "api-redis", Outcome: observe.OutcomeError, Err: errDown.Error(), Shadow: true},
 	})
 }
 
@@ -106,7 +107,7 @@ func TestShadowConformance(t *testing.T) {
 		half := p
 		half.Limit = max(p.Limit/2, 1)
 		half.Burst = 0
-		return mustShadow(t, mustMemory(t, p, clock), mustMemory(t, half, clock), &recorder{}, core.WithClock(clock))
+		return mustShadow(t, mustMemory(t, p, clock), mustMemory(t, half, clock), &recorder{}, observe.WithClock(clock))
 	})
 }
 
@@ -120,7 +121,7 @@ func TestShadowLayersInHeaders(t *testing.T) {
 		core.Policy{Name: "daily", Algorithm: core.FixedWindow, Limit: 1000, Window: 24 * time.Hour})
 	candidate := mustMemory(t, core.Policy{Name: "v2", Limit: 1, Window: time.Second}, clock)
 	rec := &recorder{}
-	e := httplimit.MustNew(mustShadow(t, enforced, candidate, rec, core.WithClock(clock)))
+	e := httplimit.MustNew(mustShadow(t, enforced, candidate, rec, observe.WithClock(clock)))
 	const policy = `"burst";q=2;w=1, "daily";q=1000;w=86400`
 	for i, want := range []httpStep{
 		{true, policy, `"burst";r=1;t=1, "daily";r=999;t=43200`},
@@ -131,7 +132,7 @@ func TestShadowLayersInHeaders(t *testing.T) {
 	checkOps(t, rec.take(), []string{"allow v2 allowed", "allow v2 denied"})
 
 	// PeekLayers asks the candidate's Peek.
-	s := mustShadow(t, enforced, candidate, rec, core.WithClock(clock))
+	s := mustShadow(t, enforced, candidate, rec, observe.WithClock(clock))
 	ld, err := s.PeekLayers(ctx, "k", 1)
 	if err != nil || !ld.Allowed || len(ld.Layers) != 2 {
 		t.Errorf("PeekLayers: %+v, %v; want allowed, 2 layers", ld, err)

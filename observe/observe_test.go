@@ -1,4 +1,4 @@
-package core_test
+package observe_test
 
 import (
 	"context"
@@ -13,21 +13,22 @@ import (
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/limitertest"
 	"github.com/ratekit/ratekit/httplimit"
+	"github.com/ratekit/ratekit/observe"
 )
 
 // recorder is an Observer that keeps every event.
 type recorder struct {
 	mu     sync.Mutex
-	events []core.Event
+	events []observe.Event
 }
 
-func (r *recorder) Observe(_ context.Context, e core.Event) {
+func (r *recorder) Observe(_ context.Context, e observe.Event) {
 	r.mu.Lock()
 	r.events = append(r.events, e)
 	r.mu.Unlock()
 }
 
-func (r *recorder) take() []core.Event {
+func (r *recorder) take() []observe.Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ev := r.events
@@ -71,9 +72,9 @@ func (s *slowStore) Reset(ctx context.Context, key string) error {
 // noPolicy hides a limiter's Policy method.
 type noPolicy struct{ core.Limiter }
 
-func mustObserved(t testing.TB, l core.Limiter, obs core.Observer, opts ...core.ObserveOption) *core.Observed {
+func mustObserved(t testing.TB, l core.Limiter, obs observe.Observer, opts ...observe.Option) *observe.Limiter {
 	t.Helper()
-	o, err := core.NewObserved(l, obs, opts...)
+	o, err := observe.New(l, obs, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,19 +92,19 @@ func mustMemory(t testing.TB, p core.Policy, clock core.Clock) *core.Memory {
 
 // eventSummary is the part of an Event a step table checks.
 type eventSummary struct {
-	Op        core.Op
+	Op        observe.Op
 	Policy    string
 	KeyClass  string
 	Key       string
 	Cost      int64
-	Outcome   core.Outcome
+	Outcome   observe.Outcome
 	Remaining int64
 	Latency   time.Duration
 	Err       string
 	Shadow    bool
 }
 
-func summarize(ev []core.Event) []eventSummary {
+func summarize(ev []observe.Event) []eventSummary {
 	out := make([]eventSummary, len(ev))
 	for i, e := range ev {
 		out[i] = eventSummary{e.Op, e.Policy, e.KeyClass, e.Key, e.Cost, e.Outcome(), e.Decision.Remaining, e.Latency, "", e.Shadow}
@@ -114,7 +115,7 @@ func summarize(ev []core.Event) []eventSummary {
 	return out
 }
 
-func checkEvents(t *testing.T, got []core.Event, want []eventSummary) {
+func checkEvents(t *testing.T, got []observe.Event, want []eventSummary) {
 	t.Helper()
 	g := summarize(got)
 	if !reflect.DeepEqual(g, want) {
@@ -132,7 +133,7 @@ func TestObservedEvents(t *testing.T) {
 		}
 		return "ip"
 	}
-	l := mustObserved(t, store, rec, core.WithClock(clock), core.WithKeyClass(class))
+	l := mustObserved(t, store, rec, observe.WithClock(clock), observe.WithKeyClass(class))
 	if got := l.Policy().Name; got != "api" {
 		t.Errorf("Policy().Name = %q, want api", got)
 	}
@@ -142,18 +143,18 @@ func TestObservedEvents(t *testing.T) {
 		want eventSummary
 	}{
 		{func() (core.Decision, error) { return l.AllowN(ctx, "203.0.113.7", 1) },
-			eventSummary{Op: core.OpAllow, Policy: "api", KeyClass: "ip", Cost: 1, Outcome: core.OutcomeAllowed, Remaining: 1, Latency: 3 * ms}},
+			eventSummary{Op: observe.OpAllow, Policy: "api", KeyClass: "ip", Cost: 1, Outcome: observe.OutcomeAllowed, Remaining: 1, Latency: 3 * ms}},
 		{func() (core.Decision, error) { return l.Peek(ctx, "203.0.113.7", 2) },
-			eventSummary{Op: core.OpPeek, Policy: "api", KeyClass: "ip", Cost: 2, Outcome: core.OutcomeDenied, Remaining: 1, Latency: 3 * ms}},
+			eventSummary{Op: observe.OpPeek, Policy: "api", KeyClass: "ip", Cost: 2, Outcome: observe.OutcomeDenied, Remaining: 1, Latency: 3 * ms}},
 		{func() (core.Decision, error) { return l.Allow(ctx, "sk_live_1") },
-			eventSummary{Op: core.OpAllow, Policy: "api", KeyClass: "api-key", Cost: 1, Outcome: core.OutcomeAllowed, Remaining: 1, Latency: 3 * ms}},
+			eventSummary{Op: observe.OpAllow, Policy: "api", KeyClass: "api-key", Cost: 1, Outcome: observe.OutcomeAllowed, Remaining: 1, Latency: 3 * ms}},
 		{func() (core.Decision, error) { return l.AllowN(ctx, "sk_live_1", 2) },
-			eventSummary{Op: core.OpAllow, Policy: "api", KeyClass: "api-key", Cost: 2, Outcome: core.OutcomeDenied, Remaining: 1, Latency: 3 * ms}},
+			eventSummary{Op: observe.OpAllow, Policy: "api", KeyClass: "api-key", Cost: 2, Outcome: observe.OutcomeDenied, Remaining: 1, Latency: 3 * ms}},
 		{func() (core.Decision, error) { return l.AllowN(ctx, "sk_live_1", 3) },
-			eventSummary{Op: core.OpAllow, Policy: "api", KeyClass: "api-key", Cost: 3, Outcome: core.OutcomeError, Latency: 3 * ms,
+			eventSummary{Op: observe.OpAllow, Policy: "api", KeyClass: "api-key", Cost: 3, Outcome: observe.OutcomeError, Latency: 3 * ms,
 				Err: "core: cost 3, at most 2: cost exceeds what the policy can ever allow"}},
 		{func() (core.Decision, error) { return core.Decision{}, l.Reset(ctx, "sk_live_1") },
-			eventSummary{Op: core.OpReset, Policy: "api", KeyClass: "api-key", Outcome: core.OutcomeAllowed, Latency: 3 * ms}},
+			eventSummary{Op: observe.OpReset, Policy: "api", KeyClass: "api-key", Outcome: observe.OutcomeAllowed, Latency: 3 * ms}},
 	}
 	for i, s := range steps {
 		d, err := s.do()
@@ -172,66 +173,65 @@ func TestObservedKeyAndPolicy(t *testing.T) {
 
 	// Without a Policy method, each Decision names the policy; the raw key
 	// comes only with WithRawKey.
-	l := mustObserved(t, noPolicy{m}, rec, core.WithClock(clock), core.WithRawKey())
+	l := mustObserved(t, noPolicy{m}, rec, observe.WithClock(clock), observe.WithRawKey())
 	l.Allow(ctx, "ana@example.com")
 	// WithPolicyName overrides the limiter's name; no key by default.
-	l2 := mustObserved(t, m, rec, core.WithClock(clock), core.WithPolicyName("login-v2"))
+	l2 := mustObserved(t, m, rec, observe.WithClock(clock), observe.WithPolicyName("login-v2"))
 	l2.Allow(ctx, "ana@example.com")
 	checkEvents(t, rec.take(), []eventSummary{
-		{Op: core.OpAllow, Policy: "login", Key: "ana@example.com", Cost: 1, Outcome: core.OutcomeAllowed},
-		{Op: core.OpAllow, Policy: "login-v2", Cost: 1, Outcome: core.OutcomeDenied},
+		{Op: observe.OpAllow, Policy: "login", Key: "ana@example.com", Cost: 1, Outcome: observe.OutcomeAllowed},
+		{Op: observe.OpAllow, Policy: "login-v2", Cost: 1, Outcome: observe.OutcomeDenied},
 	})
 }
 
 func TestObservedErrors(t *testing.T) {
 	m := mustMemory(t, core.Policy{Limit: 1, Window: time.Minute}, core.SystemClock{})
-	obs := core.ObserverFunc(func(context.Context, core.Event) {})
+	obs := observe.ObserverFunc(func(context.Context, observe.Event) {})
 	for _, tt := range []struct {
 		name string
 		l    core.Limiter
-		obs  core.Observer
-		opts []core.ObserveOption
+		obs  observe.Observer
+		opts []observe.Option
 		want string
 	}{
-		{"nil limiter", nil, obs, nil, "core: NewObserved: a limiter is required"},
-		{"nil observer", m, nil, nil, "core: NewObserved: an observer is required"},
-		{"nil option", m, obs, []core.ObserveOption{nil}, "core: NewObserved: nil option"},
-		{"nil clock", m, obs, []core.ObserveOption{core.WithClock(nil)}, "core: NewObserved: WithClock(nil): a clock is required"},
+		{"nil limiter", nil, obs, nil, "observe: New: a limiter is required"},
+		{"nil observer", m, nil, nil, "observe: New: an observer is required"},
+		{"nil option", m, obs, []observe.Option{nil}, "observe: New: nil option"},
+		{"nil clock", m, obs, []observe.Option{observe.WithClock(nil)}, "observe: New: WithClock(nil): a clock is required"},
 	} {
-		_, err := core.NewObserved(tt.l, tt.obs, tt.opts...)
+		_, err := observe.New(tt.l, tt.obs, tt.opts...)
 		if err == nil || err.Error() != tt.want {
 			t.Errorf("%s: err = %v, want %q", tt.name, err, tt.want)
 		}
 	}
-	if _, err := core.NewShadow(nil, m, obs); err == nil {
+	if _, err := observe.NewShadow(nil, m, obs); err == nil {
 		t.Error("NewShadow(nil, ...) succeeded")
 	}
-	if _, err := core.NewShadow(m, nil, obs); err == nil {
+	if _, err := observe.NewShadow(m, nil, obs); err == nil {
 		t.Error("NewShadow(..., nil, ...) succeeded")
 	}
 }
 
 func TestObservedConformance(t *testing.T) {
-	obs := core.Observers(&recorder{}, core.NewSlogObserver(nil))
+	obs := observe.Observers(&recorder{}, observe.NewSlog(nil))
 	limitertest.Run(t, func(t *testing.T, p core.Policy, clock *core.ManualClock) core.Limiter {
-		return mustObserved(t, mustMemory(t, p, clock), obs, core.WithClock(clock))
+		return mustObserved(t, mustMemory(t, p, clock), obs, observe.WithClock(clock))
 	})
 	// On a clock of its own, the observer times the call itself, and the
 	// Memory decides by its clock: the other path.
 	t.Run("own clock", func(t *testing.T) {
 		limitertest.Run(t, func(t *testing.T, p core.Policy, clock *core.ManualClock) core.Limiter {
-			return mustObserved(t, mustMemory(t, p, clock), obs, core.WithClock(core.NewManualClock(time.Unix(0, 0))))
+			return mustObserved(t, mustMemory(t, p, clock), obs, observe.WithClock(core.NewManualClock(time.Unix(0, 0))))
 		})
 	})
 }
 
-// Over a Memory on the same clock, the stopwatch starts at the reading the
-// Memory decides by, and the latency is exact.
+// Over a Memory on the same stopped clock, the latency is exactly 0.
 func TestObservedLatencyOnTheMemorysClock(t *testing.T) {
 	clock := core.NewManualClock(time.Unix(1_800_000_000, 0))
 	m := mustMemory(t, core.Policy{Limit: 1, Window: time.Minute}, clock)
 	var got []time.Duration
-	l := mustObserved(t, m, core.ObserverFunc(func(_ context.Context, e core.Event) { got = append(got, e.Latency) }), core.WithClock(clock))
+	l := mustObserved(t, m, observe.ObserverFunc(func(_ context.Context, e observe.Event) { got = append(got, e.Latency) }), observe.WithClock(clock))
 	if d, err := l.AllowN(ctx, "k", 1); err != nil || !d.Allowed {
 		t.Fatalf("AllowN: %+v, %v", d, err)
 	}
@@ -248,8 +248,8 @@ func TestObservedLatencyOnTheMemorysClock(t *testing.T) {
 func TestObservedAllocs(t *testing.T) {
 	m := mustMemory(t, core.Policy{Limit: core.MaxLimit, Window: time.Millisecond}, core.SystemClock{})
 	var n int
-	l := mustObserved(t, m, core.ObserverFunc(func(_ context.Context, e core.Event) { n += int(e.Cost) }),
-		core.WithKeyClass(func(string) string { return "ip" }))
+	l := mustObserved(t, m, observe.ObserverFunc(func(_ context.Context, e observe.Event) { n += int(e.Cost) }),
+		observe.WithKeyClass(func(string) string { return "ip" }))
 	if a := testing.AllocsPerRun(100, func() { l.AllowN(ctx, "203.0.113.7", 1) }); a != 0 {
 		t.Errorf("Observed.AllowN: %v allocs per run, want 0", a)
 	}
@@ -260,10 +260,15 @@ func TestObserveFailover(t *testing.T) {
 	store := newFlaky(t, core.Policy{Name: "api", Limit: 10, Window: time.Minute}, clock)
 	rec := &recorder{}
 	var hooked []string
-	f := mustFailover(t, store, core.WithClock(clock), core.WithBreaker(2, 5*time.Second),
-		core.WithStoreErrorHook(func(err error) { hooked = append(hooked, err.Error()) }),
-		core.WithBreakerHook(func(open bool) { hooked = append(hooked, fmt.Sprint("open=", open)) }),
-		core.WithObserver(rec, "api"))
+	own := observe.ObserverFunc(func(_ context.Context, e observe.Event) { // a hook of one's own, kept
+		if e.Err != nil {
+			hooked = append(hooked, e.Err.Error())
+		} else {
+			hooked = append(hooked, fmt.Sprint("open=", e.Op == observe.OpBreakerOpen))
+		}
+	})
+	f := mustFailover(t, store, append([]core.FailoverOption{core.WithClock(clock), core.WithBreaker(2, 5*time.Second)},
+		observe.FailoverHooks(observe.Observers(own, rec), "api")...)...)
 	if f.BreakerOpen() {
 		t.Fatal("breaker open before any request")
 	}
@@ -287,11 +292,11 @@ func TestObserveFailover(t *testing.T) {
 	}
 	errText := "flaky: " + errDown.Error()
 	checkEvents(t, rec.take(), []eventSummary{
-		{Op: core.OpStoreError, Policy: "api", Outcome: core.OutcomeError, Err: errText},
-		{Op: core.OpStoreError, Policy: "api", Outcome: core.OutcomeError, Err: errText},
-		{Op: core.OpBreakerOpen, Policy: "api"},
-		{Op: core.OpStoreError, Policy: "api", Outcome: core.OutcomeError, Err: errText},
-		{Op: core.OpBreakerClose, Policy: "api"},
+		{Op: observe.OpStoreError, Policy: "api", Outcome: observe.OutcomeError, Err: errText},
+		{Op: observe.OpStoreError, Policy: "api", Outcome: observe.OutcomeError, Err: errText},
+		{Op: observe.OpBreakerOpen, Policy: "api"},
+		{Op: observe.OpStoreError, Policy: "api", Outcome: observe.OutcomeError, Err: errText},
+		{Op: observe.OpBreakerClose, Policy: "api"},
 	})
 	want := []string{errText, errText, "open=true", errText, "open=false"}
 	if !reflect.DeepEqual(hooked, want) {
@@ -322,10 +327,10 @@ func TestBreakerChangeRace(t *testing.T) {
 
 func TestOutcomeAndOpNames(t *testing.T) {
 	var got []string
-	for o := range core.OutcomeError + 2 {
+	for o := range observe.OutcomeError + 2 {
 		got = append(got, o.String())
 	}
-	for op := range core.OpRefund + 2 {
+	for op := range observe.OpRefund + 2 {
 		got = append(got, op.String())
 	}
 	want := []string{"allowed", "denied", "error", "Outcome(3)",
@@ -358,12 +363,12 @@ func TestCallerError(t *testing.T) {
 
 func TestObserversFanOut(t *testing.T) {
 	a, b := &recorder{}, &recorder{}
-	obs := core.Observers(a, nil, b)
-	obs.Observe(ctx, core.Event{Op: core.OpReset, Policy: "p"})
+	obs := observe.Observers(a, nil, b)
+	obs.Observe(ctx, observe.Event{Op: observe.OpReset, Policy: "p"})
 	if len(a.take()) != 1 || len(b.take()) != 1 {
 		t.Error("each observer should see the event once")
 	}
-	if one := core.Observers(nil, a); one != core.Observer(a) {
+	if one := observe.Observers(nil, a); one != observe.Observer(a) {
 		t.Errorf("Observers of one = %T, want the observer itself", one)
 	}
 }
@@ -376,7 +381,7 @@ func TestObservedLayersInHeaders(t *testing.T) {
 		core.Policy{Name: "burst", Limit: 2, Window: time.Second},
 		core.Policy{Name: "daily", Algorithm: core.FixedWindow, Limit: 1000, Window: 24 * time.Hour})
 	rec := &recorder{}
-	e := httplimit.MustNew(mustObserved(t, l, rec, core.WithClock(clock)))
+	e := httplimit.MustNew(mustObserved(t, l, rec, observe.WithClock(clock)))
 	const policy = `"burst";q=2;w=1, "daily";q=1000;w=86400`
 	for i, want := range []httpStep{
 		{true, policy, `"burst";r=1;t=1, "daily";r=999;t=43200`},
@@ -393,7 +398,7 @@ func TestObservedLayersInHeaders(t *testing.T) {
 func TestObservedOneLayer(t *testing.T) {
 	clock := core.NewManualClock(limitertest.StartTime())
 	rec := &recorder{}
-	o := mustObserved(t, mustMemory(t, core.Policy{Name: "api", Limit: 2, Window: time.Minute}, clock), rec, core.WithClock(clock))
+	o := mustObserved(t, mustMemory(t, core.Policy{Name: "api", Limit: 2, Window: time.Minute}, clock), rec, observe.WithClock(clock))
 	ld, err := o.PeekLayers(ctx, "k", 1)
 	if err != nil || !ld.Allowed || ld.Remaining != 1 || ld.Layer != 0 || len(ld.Layers) != 1 || ld.Layers[0] != ld.Decision {
 		t.Errorf("PeekLayers: %+v, %v; want one allowed layer, Remaining 1", ld, err)
@@ -406,7 +411,7 @@ func TestObservedOneLayer(t *testing.T) {
 }
 
 // checkOps compares the op, policy and outcome of each event with want.
-func checkOps(t *testing.T, got []core.Event, want []string) {
+func checkOps(t *testing.T, got []observe.Event, want []string) {
 	t.Helper()
 	g := make([]string, len(got))
 	for i, e := range got {

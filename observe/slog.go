@@ -1,4 +1,4 @@
-package core
+package observe
 
 import (
 	"context"
@@ -6,9 +6,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
+
+	"github.com/ratekit/ratekit/core"
 )
 
-// KeyHash returns the hash under which a [SlogObserver] logs key: the first
+// KeyHash returns the hash under which a [Slog] logs key: the first
 // 8 bytes, in lowercase hex (16 characters), of the HMAC-SHA256 of key under
 // salt, or of the plain SHA-256 of key when salt is empty. It is stable
 // across processes and restarts, so that the log lines of one key can be
@@ -32,10 +34,10 @@ func KeyHash(salt []byte, key string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// SlogObserver is an [Observer] that logs through log/slog what an operator
+// Slog is an [Observer] that logs through log/slog what an operator
 // wants to see: denials at Debug, store errors and circuit breaker
 // transitions at Warn. Allowed requests are not logged. Errors that are the
-// caller's doing ([CallerError]: an invalid cost, a cancelled request) are
+// caller's doing ([core.CallerError]: an invalid cost, a cancelled request) are
 // logged at Debug, as a denial is.
 //
 // Each record carries the policy name ("policy"), the op ("op"), the key's
@@ -45,28 +47,28 @@ func KeyHash(salt []byte, key string) string {
 // shadow decision "shadow"=true, an error "err".
 //
 // The level is checked before anything is formatted, so a denial costs one
-// Enabled call while Debug is off. A SlogObserver is safe for concurrent
-// use. Create one with [NewSlogObserver].
-type SlogObserver struct {
+// Enabled call while Debug is off. A Slog is safe for concurrent
+// use. Create one with [NewSlog].
+type Slog struct {
 	logger *slog.Logger
 	salt   []byte
 }
 
-var _ Observer = (*SlogObserver)(nil)
+var _ Observer = (*Slog)(nil)
 
-// SlogOption configures a [SlogObserver].
-type SlogOption func(*SlogObserver)
+// SlogOption configures a [Slog].
+type SlogOption func(*Slog)
 
 // WithKeySalt sets the salt of the logged key hashes (see [KeyHash]); salt
 // is copied. Default: none, a plain SHA-256.
 func WithKeySalt(salt []byte) SlogOption {
-	return func(s *SlogObserver) { s.salt = append([]byte(nil), salt...) }
+	return func(s *Slog) { s.salt = append([]byte(nil), salt...) }
 }
 
-// NewSlogObserver returns an observer that logs to logger, or to
+// NewSlog returns an observer that logs to logger, or to
 // [slog.Default] when logger is nil.
-func NewSlogObserver(logger *slog.Logger, opts ...SlogOption) *SlogObserver {
-	s := &SlogObserver{logger: logger}
+func NewSlog(logger *slog.Logger, opts ...SlogOption) *Slog {
+	s := &Slog{logger: logger}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(s)
@@ -76,14 +78,14 @@ func NewSlogObserver(logger *slog.Logger, opts ...SlogOption) *SlogObserver {
 }
 
 // Observe logs e if it is a denial, an error or a breaker transition.
-func (s *SlogObserver) Observe(ctx context.Context, e Event) {
+func (s *Slog) Observe(ctx context.Context, e Event) {
 	level, msg := slog.LevelDebug, ""
 	switch {
 	case e.Op == OpBreakerOpen:
 		level, msg = slog.LevelWarn, "ratekit: circuit breaker open"
 	case e.Op == OpBreakerClose:
 		level, msg = slog.LevelWarn, "ratekit: circuit breaker closed"
-	case e.Err != nil && !CallerError(e.Err):
+	case e.Err != nil && !core.CallerError(e.Err):
 		level, msg = slog.LevelWarn, "ratekit: store error"
 	case e.Err != nil:
 		msg = "ratekit: request error"

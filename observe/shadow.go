@@ -1,12 +1,14 @@
-package core
+package observe
 
 import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/ratekit/ratekit/core"
 )
 
-// Shadow is a [Limiter] that enforces one limiter and, next to it, asks a
+// Shadow is a [core.Limiter] that enforces one limiter and, next to it, asks a
 // candidate what it would have decided, so that a new limit can be watched
 // on live traffic before it is enforced.
 //
@@ -18,7 +20,7 @@ import (
 // denials are exactly those it would have made in production.
 //
 // The enforced decisions are not reported: make the enforced limiter an
-// [Observed] one (with the same observer) to see both, as the example of
+// [Limiter] one (with the same observer) to see both, as the example of
 // [NewShadow] does.
 //
 // A Shadow is safe for concurrent use. Create one with [NewShadow].
@@ -28,84 +30,84 @@ type Shadow struct {
 	// decided. Observe the enforced limiter inside the Shadow rather than around
 	// it, because the Shadow's calls take the candidate's time too.
 
-	enforced  Limiter
-	lay       LayeredLimiter // enforced, when it is layered
-	ref       Refunder       // enforced, when it can refund
-	candidate Limiter
+	enforced  core.Limiter
+	lay       core.LayeredLimiter // enforced, when it is layered
+	ref       core.Refunder       // enforced, when it can refund
+	candidate core.Limiter
 	w         observer
 }
 
 var (
-	_ Limiter        = (*Shadow)(nil)
-	_ LayeredLimiter = (*Shadow)(nil)
-	_ Refunder       = (*Shadow)(nil)
+	_ core.Limiter        = (*Shadow)(nil)
+	_ core.LayeredLimiter = (*Shadow)(nil)
+	_ core.Refunder       = (*Shadow)(nil)
 )
 
 // NewShadow returns a limiter that enforces enforced and reports to obs
 // what candidate would have decided. The options describe the candidate's
 // events: [WithPolicyName] names it (default: the candidate's policy name).
 // It fails if a limiter or obs is nil or an option is invalid.
-func NewShadow(enforced, candidate Limiter, obs Observer, opts ...ObserveOption) (*Shadow, error) {
+func NewShadow(enforced, candidate core.Limiter, obs Observer, opts ...Option) (*Shadow, error) {
 	if enforced == nil {
-		return nil, errors.New("core: NewShadow: an enforced limiter is required")
+		return nil, errors.New("observe: NewShadow: an enforced limiter is required")
 	}
 	w, err := newObserver("NewShadow", candidate, obs, opts)
 	if err != nil {
 		return nil, err
 	}
 	s := &Shadow{enforced: enforced, candidate: candidate, w: w, ref: refunderOf(enforced)}
-	s.lay, _ = AsLayered(enforced)
+	s.lay, _ = core.AsLayered(enforced)
 	return s, nil
 }
 
 // Policy returns the enforced limiter's policy, when it has a Policy
 // method that returns a valid Policy, else the zero Policy.
-func (s *Shadow) Policy() Policy {
+func (s *Shadow) Policy() core.Policy {
 	p, _ := policyOf(s.enforced)
 	return p
 }
 
 // Allow is shorthand for AllowN(ctx, key, 1).
-func (s *Shadow) Allow(ctx context.Context, key string) (Decision, error) {
+func (s *Shadow) Allow(ctx context.Context, key string) (core.Decision, error) {
 	return s.AllowN(ctx, key, 1)
 }
 
 // AllowN returns what the enforced limiter's AllowN returns, after asking
 // the candidate's AllowN and reporting its answer.
-func (s *Shadow) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
+func (s *Shadow) AllowN(ctx context.Context, key string, n int64) (core.Decision, error) {
 	d, err := s.enforced.AllowN(ctx, key, n)
-	s.consult(ctx, OpAllow, Limiter.AllowN, key, n)
+	s.consult(ctx, OpAllow, key, n)
 	return d, err
 }
 
 // Peek returns what the enforced limiter's Peek returns, after asking the
 // candidate's Peek and reporting its answer.
-func (s *Shadow) Peek(ctx context.Context, key string, n int64) (Decision, error) {
+func (s *Shadow) Peek(ctx context.Context, key string, n int64) (core.Decision, error) {
 	d, err := s.enforced.Peek(ctx, key, n)
-	s.consult(ctx, OpPeek, Limiter.Peek, key, n)
+	s.consult(ctx, OpPeek, key, n)
 	return d, err
 }
 
 // AllowLayers returns what the enforced limiter's AllowLayers returns,
-// when it is a [LayeredLimiter], after asking the candidate's AllowN and
+// when it is a [core.LayeredLimiter], after asking the candidate's AllowN and
 // reporting its answer, as AllowN does. An enforced limiter that is not
-// layered counts as one layer: AllowLayers returns [MostRestrictive] of
+// layered counts as one layer: AllowLayers returns [core.MostRestrictive] of
 // its AllowN Decision, which HTTP middleware writes exactly as the
 // Decision alone. (A Shadow has these methods whatever it enforces, so
 // that enforcing a layered limiter does not hide its layers; see
-// [Failover] for why.)
-func (s *Shadow) AllowLayers(ctx context.Context, key string, n int64) (LayeredDecision, error) {
-	ld, err := layersOf(ctx, s.enforced, s.lay, key, n, Limiter.AllowN, LayeredLimiter.AllowLayers)
-	s.consult(ctx, OpAllow, Limiter.AllowN, key, n)
+// [core.Failover] for why.)
+func (s *Shadow) AllowLayers(ctx context.Context, key string, n int64) (core.LayeredDecision, error) {
+	ld, err := layersOf(ctx, s.enforced, s.lay, key, n, true)
+	s.consult(ctx, OpAllow, key, n)
 	return ld, err
 }
 
 // PeekLayers returns what the enforced limiter's PeekLayers returns (see
 // [Shadow.AllowLayers]), after asking the candidate's Peek and reporting
 // its answer.
-func (s *Shadow) PeekLayers(ctx context.Context, key string, n int64) (LayeredDecision, error) {
-	ld, err := layersOf(ctx, s.enforced, s.lay, key, n, Limiter.Peek, LayeredLimiter.PeekLayers)
-	s.consult(ctx, OpPeek, Limiter.Peek, key, n)
+func (s *Shadow) PeekLayers(ctx context.Context, key string, n int64) (core.LayeredDecision, error) {
+	ld, err := layersOf(ctx, s.enforced, s.lay, key, n, false)
+	s.consult(ctx, OpPeek, key, n)
 	return ld, err
 }
 
@@ -115,13 +117,13 @@ func (s *Shadow) Reset(ctx context.Context, key string) error {
 	err := s.enforced.Reset(ctx, key)
 	start := s.w.now()
 	cerr := s.candidate.Reset(ctx, key)
-	s.w.report(ctx, OpReset, key, 0, Decision{}, cerr, start, true)
+	s.w.report(ctx, OpReset, key, 0, core.Decision{}, cerr, start, true)
 	return err
 }
 
 // Refund gives back n units in the enforced limiter and returns its error,
-// or an error wrapping [ErrNoRefund] when it cannot refund (see
-// [AsRefunder]). The candidate is not refunded and nothing is reported: it
+// or an error wrapping [core.ErrNoRefund] when it cannot refund (see
+// [core.AsRefunder]). The candidate is not refunded and nothing is reported: it
 // decided the request on its own, and giving back units it may have denied
 // would give it units of other requests. A candidate watched on a route
 // that refunds therefore reports more denials than it would make enforced.
@@ -134,13 +136,19 @@ func (s *Shadow) Refund(ctx context.Context, key string, n int64, elapsed time.D
 
 // Unwrap returns the enforced limiter, the one Shadow passes requests to
 // and whose answers it returns; the candidate is not unwrapped (see
-// [AsLayered] and [AsRefunder]).
-func (s *Shadow) Unwrap() Limiter { return s.enforced }
+// [core.AsLayered] and [core.AsRefunder]).
+func (s *Shadow) Unwrap() core.Limiter { return s.enforced }
 
 // consult asks the candidate with decide (its AllowN or Peek, as op says)
 // and reports its answer, timed.
-func (s *Shadow) consult(ctx context.Context, op Op, decide decideFunc, key string, n int64) {
+func (s *Shadow) consult(ctx context.Context, op Op, key string, n int64) {
 	start := s.w.now()
-	cd, cerr := decide(s.candidate, ctx, key, n)
+	var cd core.Decision
+	var cerr error
+	if op == OpAllow {
+		cd, cerr = s.candidate.AllowN(ctx, key, n)
+	} else {
+		cd, cerr = s.candidate.Peek(ctx, key, n)
+	}
 	s.w.report(ctx, op, key, n, cd, cerr, start, true)
 }

@@ -1,4 +1,4 @@
-package core_test
+package observe_test
 
 import (
 	"bytes"
@@ -9,16 +9,17 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/limitertest"
+	"github.com/ratekit/ratekit/observe"
 )
 
 func TestKeyHash(t *testing.T) {
 	// The same values as:
 	//	printf %s 203.0.113.7 | sha256sum | cut -c1-16
 	//	printf %s 203.0.113.7 | openssl dgst -sha256 -hmac pepper | sed 's/.*= //' | cut -c1-16
-	if got, want := core.KeyHash(nil, "203.0.113.7"), "fec52565aa0cf18f"; got != want {
+	if got, want := observe.KeyHash(nil, "203.0.113.7"), "fec52565aa0cf18f"; got != want {
 		t.Errorf("KeyHash(nil, ...) = %s, want %s", got, want)
 	}
-	if got, want := core.KeyHash([]byte("pepper"), "203.0.113.7"), "f9a092447a622340"; got != want {
+	if got, want := observe.KeyHash([]byte("pepper"), "203.0.113.7"), "f9a092447a622340"; got != want {
 		t.Errorf("KeyHash(pepper, ...) = %s, want %s", got, want)
 	}
 }
@@ -40,13 +41,13 @@ func TestSlogObserver(t *testing.T) {
 	clock := core.NewManualClock(limitertest.StartTime())
 	store := newFlaky(t, core.Policy{Name: "api", Limit: 1, Window: time.Minute}, clock)
 	var buf bytes.Buffer
-	slogObs := core.NewSlogObserver(newTextLogger(&buf, slog.LevelDebug), core.WithKeySalt([]byte("pepper")))
-	f := mustFailover(t, store, core.WithClock(clock), core.WithBreaker(1, time.Second), core.WithErrorPolicy(core.FailClosed()),
-		core.WithObserver(slogObs, "api"))
-	l := mustObserved(t, f, slogObs, core.WithClock(clock), core.WithRawKey(),
-		core.WithKeyClass(func(string) string { return "ip" }))
+	slogObs := observe.NewSlog(newTextLogger(&buf, slog.LevelDebug), observe.WithKeySalt([]byte("pepper")))
+	f := mustFailover(t, store, append([]core.FailoverOption{core.WithClock(clock), core.WithBreaker(1, time.Second), core.WithErrorPolicy(core.FailClosed())},
+		observe.FailoverHooks(slogObs, "api")...)...)
+	l := mustObserved(t, f, slogObs, observe.WithClock(clock), observe.WithRawKey(),
+		observe.WithKeyClass(func(string) string { return "ip" }))
 	candidate := mustMemory(t, core.Policy{Name: "api-v2", Limit: 1, Window: time.Hour}, clock)
-	shadow := mustShadow(t, l, candidate, slogObs, core.WithClock(clock), core.WithRawKey())
+	shadow := mustShadow(t, l, candidate, slogObs, observe.WithClock(clock), observe.WithRawKey())
 
 	shadow.Allow(ctx, "203.0.113.7")     // allowed by both: nothing logged
 	shadow.Allow(ctx, "203.0.113.7")     // denied by both
@@ -78,10 +79,10 @@ func TestSlogObserver(t *testing.T) {
 
 	// At Info, only the warnings are written.
 	buf.Reset()
-	slogObs = core.NewSlogObserver(newTextLogger(&buf, slog.LevelInfo))
-	slogObs.Observe(ctx, core.Event{Op: core.OpAllow, Policy: "api", Key: "k"})
-	slogObs.Observe(ctx, core.Event{Op: core.OpAllow, Policy: "api", Key: "k", Decision: core.Decision{Allowed: false}})
-	slogObs.Observe(ctx, core.Event{Op: core.OpReset, Policy: "api", Err: errDown})
+	slogObs = observe.NewSlog(newTextLogger(&buf, slog.LevelInfo))
+	slogObs.Observe(ctx, observe.Event{Op: observe.OpAllow, Policy: "api", Key: "k"})
+	slogObs.Observe(ctx, observe.Event{Op: observe.OpAllow, Policy: "api", Key: "k", Decision: core.Decision{Allowed: false}})
+	slogObs.Observe(ctx, observe.Event{Op: observe.OpReset, Policy: "api", Err: errDown})
 	if got, want := buf.String(), `level=WARN msg="ratekit: store error" policy=api op=reset err="store: connection refused"`+"\n"; got != want {
 		t.Errorf("log at Info:\n%s\nwant:\n%s", got, want)
 	}
@@ -91,8 +92,8 @@ func TestSlogObserver(t *testing.T) {
 // Debug is off.
 func TestSlogObserverAllocs(t *testing.T) {
 	var buf bytes.Buffer
-	obs := core.NewSlogObserver(newTextLogger(&buf, slog.LevelInfo))
-	e := core.Event{Op: core.OpAllow, Policy: "api", Key: "k"}
+	obs := observe.NewSlog(newTextLogger(&buf, slog.LevelInfo))
+	e := observe.Event{Op: observe.OpAllow, Policy: "api", Key: "k"}
 	if a := testing.AllocsPerRun(100, func() { obs.Observe(ctx, e) }); a != 0 {
 		t.Errorf("%v allocs per denial at Info, want 0", a)
 	}

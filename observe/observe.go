@@ -1,14 +1,36 @@
-package core
+// Package observe reports what ratekit limiters decide, for metrics, logs
+// and trying a policy before enforcing it.
+//
+// Every report is an [Event] told to an [Observer] ([ObserverFunc] for a
+// function, [Observers] for several, [PolicyObserver] for one that
+// prepares per policy):
+//
+//   - [New] wraps a [core.Limiter] in a [Limiter] that reports every call:
+//     the policy, the key's class, the Decision, the latency and the error.
+//   - [NewShadow] enforces one limiter and reports what a candidate would
+//     have decided, so that a new limit can be watched on live traffic.
+//   - [FailoverHooks] reports a [core.Failover]'s store errors and circuit
+//     breaker transitions.
+//   - [NewSlog] is an Observer that logs denials and store errors through
+//     log/slog, with keys hashed by [KeyHash], never in the clear.
+//
+// [New] and [NewShadow] take the options [WithPolicyName], [WithKeyClass],
+// [WithRawKey] and [WithClock]; [NewSlog] takes [WithKeySalt]. Prometheus
+// metrics are an Observer in the ratekitprom module.
+package observe
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/ratekit/ratekit/core"
 )
 
-// Op says what an [Event] reports: a call to a [Limiter] method, or
-// something a [Failover] saw.
+// Op says what an [Event] reports: a call to a [core.Limiter] method, or
+// something a [core.Failover] saw.
 type Op uint8
 
 const (
@@ -18,15 +40,15 @@ const (
 	OpPeek
 	// OpReset reports a call to Reset: the Event has no Decision.
 	OpReset
-	// OpStoreError reports an outage error that a [Failover] met and
+	// OpStoreError reports an outage error that a [core.Failover] met and
 	// decided by its failure mode, so that its caller got no error; Err is
 	// the store's error. See [WithObserver].
 	OpStoreError
-	// OpBreakerOpen reports that a [Failover]'s circuit breaker opened.
+	// OpBreakerOpen reports that a [core.Failover]'s circuit breaker opened.
 	OpBreakerOpen
-	// OpBreakerClose reports that a [Failover]'s circuit breaker closed.
+	// OpBreakerClose reports that a [core.Failover]'s circuit breaker closed.
 	OpBreakerClose
-	// OpRefund reports a call to Refund (see [Refunder]): the Event has no
+	// OpRefund reports a call to Refund (see [core.Refunder]): the Event has no
 	// Decision; Cost is the units given back.
 	OpRefund
 )
@@ -71,8 +93,8 @@ func (o Outcome) String() string {
 	return "Outcome(" + strconv.Itoa(int(o)) + ")"
 }
 
-// Event is one thing an [Observer] is told: a decision of an [Observed] or
-// [Shadow] limiter, or a store error or breaker transition of a [Failover]
+// Event is one thing an [Observer] is told: a decision of a [Limiter] or
+// [Shadow] limiter, or a store error or breaker transition of a [core.Failover]
 // (see [WithObserver]).
 type Event struct {
 	// Op says what happened.
@@ -97,7 +119,7 @@ type Event struct {
 	Cost int64
 
 	// Decision is what AllowN or Peek returned; zero for the other ops.
-	Decision Decision
+	Decision core.Decision
 
 	// Latency is how long the limiter took to decide, on the observing
 	// limiter's clock ([WithClock]); 0 for Failover events.
@@ -125,18 +147,6 @@ func (e *Event) Outcome() Outcome {
 	return OutcomeAllowed
 }
 
-// CallerError reports whether err is the caller's doing rather than a
-// store's: an empty key, a cost that is not positive or can never fit
-// ([ErrEmptyKey], [ErrInvalidCost], [ErrCostTooHigh]), a negative elapsed
-// time or a limiter that cannot refund ([ErrInvalidElapsed],
-// [ErrNoRefund]), or a context that was cancelled or ran out. Observers log
-// store errors louder than these.
-func CallerError(err error) bool {
-	return errors.Is(err, ErrEmptyKey) || errors.Is(err, ErrInvalidCost) || errors.Is(err, ErrCostTooHigh) ||
-		errors.Is(err, ErrInvalidElapsed) || errors.Is(err, ErrNoRefund) ||
-		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
-}
-
 // An Observer is told about every [Event] of the limiters it observes.
 //
 // Observe is called on the goroutine of the request, after the limiter
@@ -151,7 +161,7 @@ type Observer interface {
 
 // A PolicyObserver is an [Observer] that can prepare, once, for the events
 // of one policy, such as a metrics observer resolving that policy's series
-// ahead of time. [NewObserved], [NewShadow] and [WithObserver] call
+// ahead of time. [New], [NewShadow] and [WithObserver] call
 // ObserverFor once when they know the policy name of every event they will
 // report, and report to the Observer it returns instead.
 type PolicyObserver interface {
@@ -179,7 +189,7 @@ type ObserverFunc func(ctx context.Context, e Event)
 func (f ObserverFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }
 
 // Observers returns an [Observer] that tells each of obs every event, in
-// order, such as a metrics observer and a [SlogObserver]. Nil observers are
+// order, such as a metrics observer and a [Slog]. Nil observers are
 // skipped.
 func Observers(obs ...Observer) Observer {
 	var list multiObserver
@@ -211,42 +221,50 @@ func (m multiObserver) ObserverFor(policy string) Observer {
 	return bound
 }
 
-// ObserveOption configures an [Observed] or [Shadow] limiter:
-// [WithPolicyName], [WithKeyClass], [WithRawKey] or [WithClock].
-type ObserveOption interface{ applyObserve(*observeOptions) }
+// Option configures a [Limiter] or a [Shadow]: [WithPolicyName],
+// [WithKeyClass], [WithRawKey] or [WithClock].
+type Option func(*options)
 
-type observeOptions struct {
+type options struct {
 	policy    string
 	hasPolicy bool
 	keyClass  func(key string) string
 	rawKey    bool
-	clock     Clock
+	clock     core.Clock
 }
 
 // WithPolicyName sets the policy name events carry, such as "api" or, for a
 // [Shadow] candidate, "api-v2". Default: the name of the limiter's policy
 // when it has a Policy method (both stores do), else the name of each
 // Decision's policy.
-func WithPolicyName(name string) ObserveOption {
-	return observeOption(func(o *observeOptions) { o.policy, o.hasPolicy = name, true })
+func WithPolicyName(name string) Option {
+	return Option(func(o *options) { o.policy, o.hasPolicy = name, true })
 }
 
 // WithKeyClass sets a function that maps a key to its class, such as
 // "ip" or "api-key", for [Event.KeyClass]. Its results must come from a
 // small, fixed set: they may become log fields or metric labels. It must be
 // safe for concurrent use and quick. Default: no key class.
-func WithKeyClass(f func(key string) string) ObserveOption {
-	return observeOption(func(o *observeOptions) { o.keyClass = f })
+func WithKeyClass(f func(key string) string) Option {
+	return Option(func(o *options) { o.keyClass = f })
 }
 
 // WithRawKey hands the raw key to the observer in [Event.Key], for an
-// observer that hashes it (a [SlogObserver] logs [KeyHash] of it, never the
+// observer that hashes it (a [Slog] logs [KeyHash] of it, never the
 // key itself). Default: events carry no key.
-func WithRawKey() ObserveOption {
-	return observeOption(func(o *observeOptions) { o.rawKey = true })
+func WithRawKey() Option {
+	return Option(func(o *options) { o.rawKey = true })
 }
 
-// observer is what Observed and Shadow share: the observer, the options,
+// WithClock sets the clock latency is measured on (monotonically on
+// [core.SystemClock], with one clock read at the start of a call and one at
+// its end). It should be the observed limiter's clock. It fails the
+// constructor if c is nil. Default: [core.SystemClock].
+func WithClock(c core.Clock) Option {
+	return Option(func(o *options) { o.clock = c })
+}
+
+// observer is what Limiter and Shadow share: the observer, the options,
 // and a stopwatch.
 type observer struct {
 	obs      Observer
@@ -254,28 +272,27 @@ type observer struct {
 	fixed    bool // policy is fixed: from WithPolicyName or a Policy method
 	keyClass func(string) string
 	rawKey   bool
-	clock    Clock
+	clock    core.Clock
 	base     time.Time
 	system   bool
-	nanos    nanoClock
 }
 
-func newObserver(name string, l Limiter, obs Observer, opts []ObserveOption) (observer, error) {
+func newObserver(name string, l core.Limiter, obs Observer, opts []Option) (observer, error) {
 	if l == nil {
-		return observer{}, errors.New("core: " + name + ": a limiter is required")
+		return observer{}, errors.New("observe: " + name + ": a limiter is required")
 	}
 	if obs == nil {
-		return observer{}, errors.New("core: " + name + ": an observer is required")
+		return observer{}, errors.New("observe: " + name + ": an observer is required")
 	}
-	o := observeOptions{clock: SystemClock{}}
+	o := options{clock: core.SystemClock{}}
 	for _, opt := range opts {
 		if opt == nil {
-			return observer{}, errors.New("core: " + name + ": nil option")
+			return observer{}, errors.New("observe: " + name + ": nil option")
 		}
-		opt.applyObserve(&o)
+		opt(&o)
 	}
 	if o.clock == nil {
-		return observer{}, errors.New("core: " + name + ": WithClock(nil): a clock is required")
+		return observer{}, errors.New("observe: " + name + ": WithClock(nil): a clock is required")
 	}
 	w := observer{obs: obs, policy: o.policy, fixed: o.hasPolicy, keyClass: o.keyClass, rawKey: o.rawKey, clock: o.clock}
 	if !w.fixed {
@@ -287,8 +304,7 @@ func newObserver(name string, l Limiter, obs Observer, opts []ObserveOption) (ob
 		w.obs = observerFor(obs, w.policy)
 	}
 	w.base = o.clock.Now()
-	_, w.system = o.clock.(SystemClock)
-	w.nanos, _ = o.clock.(nanoClock)
+	_, w.system = o.clock.(core.SystemClock)
 	return w, nil
 }
 
@@ -298,19 +314,17 @@ func (w *observer) now() int64 {
 	switch {
 	case w.system:
 		return int64(time.Since(w.base))
-	case w.nanos != nil:
-		return w.nanos.unixNano()
 	}
 	return int64(w.clock.Now().Sub(w.base))
 }
 
 // report tells the observer about one call that started at start.
-func (w *observer) report(ctx context.Context, op Op, key string, n int64, d Decision, err error, start int64, shadow bool) {
+func (w *observer) report(ctx context.Context, op Op, key string, n int64, d core.Decision, err error, start int64, shadow bool) {
 	w.reportTook(ctx, op, key, n, d, err, w.now()-start, shadow)
 }
 
 // reportTook tells the observer about one call that took took ns.
-func (w *observer) reportTook(ctx context.Context, op Op, key string, n int64, d Decision, err error, took int64, shadow bool) {
+func (w *observer) reportTook(ctx context.Context, op Op, key string, n int64, d core.Decision, err error, took int64, shadow bool) {
 	e := Event{Op: op, Policy: w.policy, Cost: n, Decision: d, Err: err, Shadow: shadow}
 	e.Latency = time.Duration(max(took, 0))
 	if !w.fixed {
@@ -325,74 +339,61 @@ func (w *observer) reportTook(ctx context.Context, op Op, key string, n int64, d
 	w.obs.Observe(ctx, e)
 }
 
-// Observed is a [Limiter] that decides by another and tells an [Observer]
+// Limiter is a [core.Limiter] that decides by another and tells an [Observer]
 // about every call: the policy name, the key's class (never the key itself
 // unless [WithRawKey] says so), the Decision, the time the limiter took
 // and the error. It changes no decision and returns what the limiter
 // returned.
 //
-// Wrap the outermost limiter a request goes through (a [Layered] limiter,
-// not its layers; a [Failover], not its remote limiter), once: an Observed
-// is not a [Memory] and cannot be a layer. Its cost is two clock reads and
-// the observer's own, or one clock read over a Memory on the same clock
-// (the Memory's own reading starts the stopwatch); a limiter that is not
-// wrapped pays nothing.
+// Wrap the outermost limiter a request goes through (a [core.Layered] limiter,
+// not its layers; a [core.Failover], not its remote limiter), once: a
+// Limiter is not a [core.Memory] and cannot be a layer. Its cost is two
+// clock reads and the observer's own; a limiter that is not wrapped pays
+// nothing.
 //
-// An Observed is safe for concurrent use. Create one with [NewObserved].
-type Observed struct {
-	l   Limiter
-	lay LayeredLimiter // l, when it is layered
-	mem *Memory        // l, when it is a Memory on the observer's clock
-	ref Refunder       // l, when it can refund
+// A Limiter is safe for concurrent use. Create one with [New].
+type Limiter struct {
+	l   core.Limiter
+	lay core.LayeredLimiter // l, when it is layered
+	mem *core.Memory        // l, when it is a core.Memory on the observer's clock
+	ref core.Refunder       // l, when it can refund
 	w   observer
 }
 
 var (
-	_ Limiter        = (*Observed)(nil)
-	_ LayeredLimiter = (*Observed)(nil)
-	_ Refunder       = (*Observed)(nil)
+	_ core.Limiter        = (*Limiter)(nil)
+	_ core.LayeredLimiter = (*Limiter)(nil)
+	_ core.Refunder       = (*Limiter)(nil)
 )
 
-// NewObserved returns a limiter that decides by l and reports every call to
+// New returns a limiter that decides by l and reports every call to
 // obs. It fails if l or obs is nil or an option is invalid.
-func NewObserved(l Limiter, obs Observer, opts ...ObserveOption) (*Observed, error) {
-	w, err := newObserver("NewObserved", l, obs, opts)
+func New(l core.Limiter, obs Observer, opts ...Option) (*Limiter, error) {
+	w, err := newObserver("New", l, obs, opts)
 	if err != nil {
 		return nil, err
 	}
-	o := &Observed{l: l, w: w, ref: refunderOf(l)}
-	o.lay, _ = AsLayered(l)
-	if m, ok := l.(*Memory); ok && (m.system && w.system || m.nanos != nil && m.nanos == w.nanos) {
-		// Time the call with the limiter's own clock readings: the one it
-		// decides by starts the stopwatch, one clock read instead of two.
-		o.mem = m
-	}
+	o := &Limiter{l: l, w: w, ref: refunderOf(l)}
+	o.lay, _ = core.AsLayered(l)
 	return o, nil
 }
 
 // Policy returns the observed limiter's policy, when it has a Policy
 // method that returns a valid Policy, else the zero Policy (as
 // [DenialCache.Policy] does).
-func (o *Observed) Policy() Policy {
+func (o *Limiter) Policy() core.Policy {
 	p, _ := policyOf(o.l)
 	return p
 }
 
 // Allow is shorthand for AllowN(ctx, key, 1).
-func (o *Observed) Allow(ctx context.Context, key string) (Decision, error) {
+func (o *Limiter) Allow(ctx context.Context, key string) (core.Decision, error) {
 	return o.AllowN(ctx, key, 1)
 }
 
 // AllowN returns what the observed limiter's AllowN returns, after
 // reporting it as an [OpAllow] event.
-func (o *Observed) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
-	if o.mem != nil {
-		start := o.mem.nowNs()
-		var d Decision
-		err := o.mem.decideInto(&d, key, n, true, micros(start))
-		o.w.reportTook(ctx, OpAllow, key, n, d, err, o.mem.nowNs()-start, false)
-		return d, err
-	}
+func (o *Limiter) AllowN(ctx context.Context, key string, n int64) (core.Decision, error) {
 	start := o.w.now()
 	d, err := o.l.AllowN(ctx, key, n)
 	o.w.report(ctx, OpAllow, key, n, d, err, start, false)
@@ -401,14 +402,7 @@ func (o *Observed) AllowN(ctx context.Context, key string, n int64) (Decision, e
 
 // Peek returns what the observed limiter's Peek returns, after reporting it
 // as an [OpPeek] event.
-func (o *Observed) Peek(ctx context.Context, key string, n int64) (Decision, error) {
-	if o.mem != nil {
-		start := o.mem.nowNs()
-		var d Decision
-		err := o.mem.decideInto(&d, key, n, false, micros(start))
-		o.w.reportTook(ctx, OpPeek, key, n, d, err, o.mem.nowNs()-start, false)
-		return d, err
-	}
+func (o *Limiter) Peek(ctx context.Context, key string, n int64) (core.Decision, error) {
 	start := o.w.now()
 	d, err := o.l.Peek(ctx, key, n)
 	o.w.report(ctx, OpPeek, key, n, d, err, start, false)
@@ -416,94 +410,88 @@ func (o *Observed) Peek(ctx context.Context, key string, n int64) (Decision, err
 }
 
 // AllowLayers returns what the observed limiter's AllowLayers returns,
-// when it is a [LayeredLimiter], after reporting its Decision as an
+// when it is a [core.LayeredLimiter], after reporting its Decision as an
 // [OpAllow] event, as AllowN does. A limiter that is not layered counts as
-// one layer: AllowLayers returns [MostRestrictive] of its AllowN Decision,
-// which HTTP middleware writes exactly as the Decision alone. (An Observed
+// one layer: AllowLayers returns [core.MostRestrictive] of its AllowN Decision,
+// which HTTP middleware writes exactly as the Decision alone. (A Limiter
 // has these methods whatever it observes, so that observing a layered
-// limiter does not hide its layers; see [Failover] for why. Over a limiter
+// limiter does not hide its layers; see [core.Failover] for why. Over a limiter
 // that is not layered they cost one allocation more than AllowN.)
-func (o *Observed) AllowLayers(ctx context.Context, key string, n int64) (LayeredDecision, error) {
+func (o *Limiter) AllowLayers(ctx context.Context, key string, n int64) (core.LayeredDecision, error) {
 	start := o.w.now()
-	ld, err := layersOf(ctx, o.l, o.lay, key, n, Limiter.AllowN, LayeredLimiter.AllowLayers)
+	ld, err := layersOf(ctx, o.l, o.lay, key, n, true)
 	o.w.report(ctx, OpAllow, key, n, ld.Decision, err, start, false)
 	return ld, err
 }
 
 // PeekLayers reports what AllowLayers would decide now, counting nothing,
 // after reporting its Decision as an [OpPeek] event.
-func (o *Observed) PeekLayers(ctx context.Context, key string, n int64) (LayeredDecision, error) {
+func (o *Limiter) PeekLayers(ctx context.Context, key string, n int64) (core.LayeredDecision, error) {
 	start := o.w.now()
-	ld, err := layersOf(ctx, o.l, o.lay, key, n, Limiter.Peek, LayeredLimiter.PeekLayers)
+	ld, err := layersOf(ctx, o.l, o.lay, key, n, false)
 	o.w.report(ctx, OpPeek, key, n, ld.Decision, err, start, false)
 	return ld, err
 }
 
 // Reset returns what the observed limiter's Reset returns, after reporting
 // it as an [OpReset] event.
-func (o *Observed) Reset(ctx context.Context, key string) error {
+func (o *Limiter) Reset(ctx context.Context, key string) error {
 	start := o.w.now()
 	err := o.l.Reset(ctx, key)
-	o.w.report(ctx, OpReset, key, 0, Decision{}, err, start, false)
+	o.w.report(ctx, OpReset, key, 0, core.Decision{}, err, start, false)
 	return err
 }
 
 // policyOf returns l's policy and whether it is known: l has a Policy
 // method and it returns a valid Policy. The wrappers' Policy methods
-// ([DenialCache.Policy], [Leased.Policy], [Observed.Policy],
+// ([DenialCache.Policy], [Leased.Policy], [Limiter.Policy],
 // [Shadow.Policy]) return the zero Policy when they do not know theirs,
 // which must not be taken for a policy with a capacity of 0. It returns
 // the zero Policy when the policy is unknown.
-func policyOf(l Limiter) (Policy, bool) {
-	if p, ok := l.(interface{ Policy() Policy }); ok {
+func policyOf(l core.Limiter) (core.Policy, bool) {
+	if p, ok := l.(interface{ Policy() core.Policy }); ok {
 		if pol := p.Policy(); pol.Validate() == nil {
 			return pol, true
 		}
 	}
-	return Policy{}, false
+	return core.Policy{}, false
 }
 
-// WithObserver returns a [FailoverOption] that reports the Failover's
-// outage errors ([OpStoreError]) and circuit breaker transitions
+// FailoverHooks returns the options of [core.NewFailover] that report the
+// Failover's outage errors ([OpStoreError]) and circuit breaker transitions
 // ([OpBreakerOpen], [OpBreakerClose]) to obs as events of the named policy,
-// with a background context. An [Observed] limiter around the Failover does
-// not see those errors: the Failover decides such requests by its error
-// policy and returns no error.
+// with a background context: [core.WithStoreErrorHook] and
+// [core.WithBreakerHook]. A [Limiter] around the Failover does not see
+// those errors: the Failover decides such requests by its error policy and
+// returns no error. They replace hooks set before them, and hooks set after
+// them replace theirs; to keep a hook of your own, call it from an
+// [ObserverFunc] in obs.
 //
-// It keeps the hooks set before it by [WithStoreErrorHook] and
-// [WithBreakerHook] (and calls them first); one of those set after it
-// replaces its own.
-func WithObserver(obs Observer, policy string) FailoverOption {
-	return failoverOption(func(f *Failover) {
-		if obs == nil {
-			return
-		}
-		obs = observerFor(obs, policy)
-		prevErr, prevBreaker := f.hook, f.onBreaker
-		f.hook = func(err error) {
-			if prevErr != nil {
-				prevErr(err)
-			}
+//	f, err := core.NewFailover(remote, core.FailOpen(), observe.FailoverHooks(obs, "api")...)
+func FailoverHooks(obs Observer, policy string) []core.FailoverOption {
+	if obs == nil {
+		return nil
+	}
+	obs = observerFor(obs, policy)
+	return []core.FailoverOption{
+		core.WithStoreErrorHook(func(err error) {
 			obs.Observe(context.Background(), Event{Op: OpStoreError, Policy: policy, Err: err})
-		}
-		f.onBreaker = func(open bool) {
-			if prevBreaker != nil {
-				prevBreaker(open)
-			}
+		}),
+		core.WithBreakerHook(func(open bool) {
 			op := OpBreakerClose
 			if open {
 				op = OpBreakerOpen
 			}
 			obs.Observe(context.Background(), Event{Op: op, Policy: policy})
-		}
-	})
+		}),
+	}
 }
 
 // Refund returns what the observed limiter's Refund returns, after
 // reporting it as an [OpRefund] event. When the observed limiter cannot
-// refund (see [AsRefunder]), it returns, and reports, an error wrapping
-// [ErrNoRefund].
-func (o *Observed) Refund(ctx context.Context, key string, n int64, elapsed time.Duration) error {
+// refund (see [core.AsRefunder]), it returns, and reports, an error wrapping
+// [core.ErrNoRefund].
+func (o *Limiter) Refund(ctx context.Context, key string, n int64, elapsed time.Duration) error {
 	start := o.w.now()
 	var err error
 	if o.ref != nil {
@@ -511,10 +499,46 @@ func (o *Observed) Refund(ctx context.Context, key string, n int64, elapsed time
 	} else {
 		err = noRefund("observed", o.l)
 	}
-	o.w.report(ctx, OpRefund, key, n, Decision{}, err, start, false)
+	o.w.report(ctx, OpRefund, key, n, core.Decision{}, err, start, false)
 	return err
 }
 
-// Unwrap returns the observed limiter, the one Observed passes requests
-// to (see [AsLayered] and [AsRefunder]).
-func (o *Observed) Unwrap() Limiter { return o.l }
+// Unwrap returns the observed limiter, the one Limiter passes requests
+// to (see [core.AsLayered] and [core.AsRefunder]).
+func (o *Limiter) Unwrap() core.Limiter { return o.l }
+
+// layersOf asks l for every layer's Decision: by AllowLayers or PeekLayers
+// when l is layered (lay, not nil, is then l), else by AllowN or Peek, as
+// one layer: [core.MostRestrictive] of its Decision or, with an error, the
+// Decision with no Layers, as a layered limiter's errors have.
+func layersOf(ctx context.Context, l core.Limiter, lay core.LayeredLimiter, key string, n int64, allow bool) (core.LayeredDecision, error) {
+	if lay != nil {
+		if allow {
+			return lay.AllowLayers(ctx, key, n)
+		}
+		return lay.PeekLayers(ctx, key, n)
+	}
+	var d core.Decision
+	var err error
+	if allow {
+		d, err = l.AllowN(ctx, key, n)
+	} else {
+		d, err = l.Peek(ctx, key, n)
+	}
+	if err != nil {
+		return core.LayeredDecision{Decision: d}, err
+	}
+	return core.MostRestrictive([]core.Decision{d}), nil
+}
+
+// refunderOf returns l as a Refunder if it can refund, else nil.
+func refunderOf(l core.Limiter) core.Refunder {
+	r, _ := core.AsRefunder(l)
+	return r
+}
+
+// noRefund returns core.ErrNoRefund, wrapped, naming the limiter that
+// cannot refund.
+func noRefund(who string, l core.Limiter) error {
+	return fmt.Errorf("observe: %s: %T: %w", who, l, core.ErrNoRefund)
+}
