@@ -18,59 +18,6 @@ import (
 	"github.com/ratekit/ratekit/observe"
 )
 
-var errDown = errors.New("store: connection refused")
-
-// flakyStore is a remote limiter that fails with errDown while down is set
-// and otherwise decides by a memory limiter. It counts its calls.
-type flakyStore struct {
-	*core.Memory
-	down    atomic.Bool
-	calls   atomic.Int64
-	gate    chan struct{} // when set, calls signal entered and wait on it
-	entered chan struct{}
-}
-
-func newFlaky(t testing.TB, p core.Policy, clock core.Clock) *flakyStore {
-	m, err := core.New(p, core.WithClock(clock))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &flakyStore{Memory: m}
-}
-
-func (s *flakyStore) call() error {
-	s.calls.Add(1)
-	if s.gate != nil {
-		s.entered <- struct{}{}
-		<-s.gate
-	}
-	if s.down.Load() {
-		return errDown
-	}
-	return nil
-}
-
-func (s *flakyStore) AllowN(ctx context.Context, key string, n int64) (core.Decision, error) {
-	if err := s.call(); err != nil {
-		return core.Decision{}, fmt.Errorf("flaky: %w", err)
-	}
-	return s.Memory.AllowN(ctx, key, n)
-}
-
-func (s *flakyStore) Peek(ctx context.Context, key string, n int64) (core.Decision, error) {
-	if err := s.call(); err != nil {
-		return core.Decision{}, fmt.Errorf("flaky: %w", err)
-	}
-	return s.Memory.Peek(ctx, key, n)
-}
-
-func (s *flakyStore) Reset(ctx context.Context, key string) error {
-	if err := s.call(); err != nil {
-		return fmt.Errorf("flaky: %w", err)
-	}
-	return s.Memory.Reset(ctx, key)
-}
-
 func mustFailover(t testing.TB, remote core.Limiter, opts ...core.FailoverOption) *core.Failover {
 	t.Helper()
 	f, err := core.NewFailover(remote, opts...)
@@ -118,7 +65,7 @@ func TestFailoverModes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			clock.Set(limitertest.StartTime())
 			remote := newFlaky(t, p, clock)
-			remote.down.Store(true)
+			remote.Down.Store(true)
 			var hooked []error
 			f := mustFailover(t, remote, tt.opt, core.WithBreaker(2, 5*time.Second), core.WithClock(clock),
 				core.WithStoreErrorHook(func(err error) { hooked = append(hooked, err) }))
@@ -139,7 +86,7 @@ func TestFailoverModes(t *testing.T) {
 			if len(hooked) != 2 || !errors.Is(hooked[0], errDown) {
 				t.Errorf("hook called with %v, want the 2 errors before the breaker opened", hooked)
 			}
-			if got := remote.calls.Load(); got != 2 {
+			if got := remote.Calls.Load(); got != 2 {
 				t.Errorf("store called %d times, want 2 (then the breaker is open)", got)
 			}
 		})
@@ -171,15 +118,15 @@ func TestFailoverBreaker(t *testing.T) {
 	}
 	for i, st := range steps {
 		clock.Advance(st.advance)
-		remote.down.Store(st.down)
-		before := remote.calls.Load()
+		remote.Down.Store(st.down)
+		before := remote.Calls.Load()
 		for range st.requests {
 			d, err := f.Allow(ctx, "k")
 			if err != nil || !d.Allowed {
 				t.Fatalf("step %d: %+v, %v; want allowed (fail open)", i, d, err)
 			}
 		}
-		if got := remote.calls.Load() - before; got != st.wantCalls {
+		if got := remote.Calls.Load() - before; got != st.wantCalls {
 			t.Errorf("step %d: store called %d times, want %d", i, got, st.wantCalls)
 		}
 	}
@@ -207,20 +154,20 @@ func TestFailoverCallerErrors(t *testing.T) {
 	}
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	remote.down.Store(true)
+	remote.Down.Store(true)
 	if _, err := f.Allow(cancelled, "k"); !errors.Is(err, errDown) {
 		t.Errorf("cancelled caller: err %v, want the store's error", err)
 	}
-	remote.down.Store(false)
-	if d, err := f.Allow(ctx, "k"); err != nil || !d.Allowed || remote.calls.Load() != 5 {
-		t.Errorf("after caller errors: %+v, %v, %d calls; want the store asked (breaker closed)", d, err, remote.calls.Load())
+	remote.Down.Store(false)
+	if d, err := f.Allow(ctx, "k"); err != nil || !d.Allowed || remote.Calls.Load() != 5 {
+		t.Errorf("after caller errors: %+v, %v, %d calls; want the store asked (breaker closed)", d, err, remote.Calls.Load())
 	}
 	if hooked.Load() != 0 {
 		t.Errorf("hook called %d times for caller errors, want 0", hooked.Load())
 	}
 	// Bad input is rejected by the failure mode too while the breaker is
 	// open.
-	remote.down.Store(true)
+	remote.Down.Store(true)
 	f.Allow(ctx, "k")
 	if _, err := f.AllowN(ctx, "k", 11); !errors.Is(err, core.ErrCostTooHigh) {
 		t.Errorf("open breaker, cost 11: err %v, want ErrCostTooHigh", err)
@@ -236,17 +183,17 @@ func TestFailoverOneProbe(t *testing.T) {
 	clock := core.NewManualClock(limitertest.StartTime())
 	remote := newFlaky(t, core.Policy{Limit: 10, Window: time.Minute}, clock)
 	f := mustFailover(t, remote, core.WithErrorPolicy(core.FailClosed()), core.WithBreaker(1, time.Second), core.WithClock(clock))
-	remote.down.Store(true)
+	remote.Down.Store(true)
 	f.Allow(ctx, "k") // opens
 	clock.Advance(time.Second)
-	remote.gate, remote.entered = make(chan struct{}), make(chan struct{}, 1)
-	remote.down.Store(false)
+	remote.Gate, remote.Entered = make(chan struct{}), make(chan struct{}, 1)
+	remote.Down.Store(false)
 	probed := make(chan core.Decision)
 	go func() {
 		d, _ := f.Allow(ctx, "k")
 		probed <- d
 	}()
-	<-remote.entered // the probe is waiting in the store
+	<-remote.Entered // the probe is waiting in the store
 	var wg sync.WaitGroup
 	for range 50 {
 		wg.Add(1)
@@ -258,14 +205,14 @@ func TestFailoverOneProbe(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	close(remote.gate)
+	close(remote.Gate)
 	if d := <-probed; !d.Allowed {
 		t.Errorf("the probe: %+v, want allowed by the store", d)
 	}
-	if got := remote.calls.Load(); got != 2 {
+	if got := remote.Calls.Load(); got != 2 {
 		t.Errorf("store called %d times, want 2 (the failure and one probe)", got)
 	}
-	if d, _ := f.Allow(ctx, "k"); !d.Allowed || remote.calls.Load() != 3 {
+	if d, _ := f.Allow(ctx, "k"); !d.Allowed || remote.Calls.Load() != 3 {
 		t.Errorf("after the probe: %+v; want the store to decide again", d)
 	}
 }
@@ -336,7 +283,7 @@ func ExampleNewFailover() {
 // down is set and otherwise decides by a Layered limiter.
 type flakyLayered struct {
 	*core.Layered
-	down atomic.Bool
+	Down atomic.Bool
 }
 
 func (s *flakyLayered) AllowN(ctx context.Context, key string, n int64) (core.Decision, error) {
@@ -350,21 +297,21 @@ func (s *flakyLayered) Peek(ctx context.Context, key string, n int64) (core.Deci
 }
 
 func (s *flakyLayered) AllowLayers(ctx context.Context, key string, n int64) (core.LayeredDecision, error) {
-	if s.down.Load() {
+	if s.Down.Load() {
 		return core.LayeredDecision{}, fmt.Errorf("flaky: %w", errDown)
 	}
 	return s.Layered.AllowLayers(ctx, key, n)
 }
 
 func (s *flakyLayered) PeekLayers(ctx context.Context, key string, n int64) (core.LayeredDecision, error) {
-	if s.down.Load() {
+	if s.Down.Load() {
 		return core.LayeredDecision{}, fmt.Errorf("flaky: %w", errDown)
 	}
 	return s.Layered.PeekLayers(ctx, key, n)
 }
 
 func (s *flakyLayered) Reset(ctx context.Context, key string) error {
-	if s.down.Load() {
+	if s.Down.Load() {
 		return fmt.Errorf("flaky: %w", errDown)
 	}
 	return s.Layered.Reset(ctx, key)
@@ -423,7 +370,7 @@ func TestFailoverLayersInHeaders(t *testing.T) {
 		checkHTTP(t, e, i, want)
 	}
 
-	remote.down.Store(true)
+	remote.Down.Store(true)
 	const localPolicy = `"local-burst";q=1;w=1, "local-daily";q=250;w=86400`
 	for i, want := range []httpStep{
 		{true, localPolicy, `"local-burst";r=0;t=1, "local-daily";r=249;t=43200`},
@@ -471,7 +418,7 @@ func TestFailoverOneLayerHeaders(t *testing.T) {
 			var engines [2]*httplimit.Engine
 			for i := range engines {
 				remote := newFlaky(t, p, clock)
-				remote.down.Store(tc.down)
+				remote.Down.Store(tc.down)
 				var l core.Limiter = mustFailover(t, remote, core.WithErrorPolicy(tc.opt()), core.WithClock(clock))
 				if i == 1 {
 					if _, ok := l.(core.LayeredLimiter); !ok {
@@ -524,7 +471,7 @@ func TestFailoverLayersErrors(t *testing.T) {
 	if d, _ := f.Peek(ctx, "k", 1); d.Remaining != 1 {
 		t.Errorf("PeekLayers counted: Remaining %d after it, want 1", d.Remaining)
 	}
-	remote.down.Store(true)
+	remote.Down.Store(true)
 	ld, err = f.AllowLayers(ctx, "k", 1)
 	if err != nil || ld.Allowed || ld.Layer != 0 || len(ld.Layers) != 1 || ld.Layers[0] != ld.Decision {
 		t.Errorf("AllowLayers, failing closed: %+v, %v; want one denied layer", ld, err)
@@ -542,7 +489,7 @@ type policyless struct{ core.Limiter }
 func TestFailoverUnknownPolicy(t *testing.T) {
 	clock := core.NewManualClock(limitertest.StartTime())
 	store := newFlaky(t, core.Policy{Limit: 10, Window: time.Minute}, clock)
-	store.down.Store(true)
+	store.Down.Store(true)
 	remote := policyless{store}
 	wrappers := []struct {
 		name string

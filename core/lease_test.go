@@ -176,16 +176,16 @@ func TestLeasedErrors(t *testing.T) {
 		t.Errorf("cost 11: %v", err)
 	}
 	// A request waiting for the key's lock honours its context.
-	f := &flakyStore{Memory: remote.Memory, gate: make(chan struct{}), entered: make(chan struct{})}
+	f := &flakyStore{Memory: remote.Memory, Gate: make(chan struct{}), Entered: make(chan struct{})}
 	slow := mustLeased(t, f, 5, core.WithClock(clock))
 	go slow.Allow(ctx, "k")
-	<-f.entered
+	<-f.Entered
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
 	if _, err := slow.Allow(cctx, "k"); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled while waiting: %v, want context.Canceled", err)
 	}
-	close(f.gate)
+	close(f.Gate)
 }
 
 // WithMaxKeys bounds the keys held; an evicted lease's units are dropped.

@@ -349,7 +349,7 @@ func TestLayeredRefundKeys(t *testing.T) {
 type flakyRefunder struct{ *flakyStore }
 
 func (s flakyRefunder) Refund(ctx context.Context, key string, n int64, elapsed time.Duration) error {
-	if err := s.call(); err != nil {
+	if err := s.Call(); err != nil {
 		return fmt.Errorf("flaky: %w", err)
 	}
 	return s.Memory.Refund(ctx, key, n, elapsed)
@@ -374,7 +374,7 @@ func TestFailoverRefund(t *testing.T) {
 		t.Fatalf("remote after the refund: %+v, want a unit free", d)
 	}
 
-	remote.down.Store(true)
+	remote.Down.Store(true)
 	allow(t, f, "outage", 2) // decided by the local limiter
 	if err := f.Refund(ctx, "outage", 2, 0); err != nil {
 		t.Fatalf("refund in an outage: %v, want the local refund's nil", err)
@@ -385,12 +385,12 @@ func TestFailoverRefund(t *testing.T) {
 	if !f.BreakerOpen() || len(hooked) != 2 {
 		t.Fatalf("breaker open = %v after %d hooked errors; want the refund's error counted, breaker open", f.BreakerOpen(), len(hooked))
 	}
-	calls := remote.calls.Load()
+	calls := remote.Calls.Load()
 	allow(t, f, "open", 1)
 	if err := f.Refund(ctx, "open", 1, 0); err != nil {
 		t.Fatalf("refund with the breaker open: %v", err)
 	}
-	if remote.calls.Load() != calls {
+	if remote.Calls.Load() != calls {
 		t.Fatalf("the open breaker let the refund call the store")
 	}
 	if d, _ := local.Peek(ctx, "open", 2); !d.Allowed {
@@ -466,14 +466,14 @@ func TestObservedAndShadowRefund(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = o.Refund(ctx, "", 1, 0)
-	checkEvents(t, rec.take(), []eventSummary{
+	checkEvents(t, rec.Take(), []eventSummary{
 		{Op: observe.OpRefund, Policy: "api", Cost: 2, Outcome: observe.OutcomeAllowed},
 		{Op: observe.OpRefund, Policy: "api", Cost: 1, Outcome: observe.OutcomeError, Err: "core: key is empty"},
 	})
 	if err := mustObserved(t, hidden{mustNew(t, p, clock)}, rec).Refund(ctx, "k", 1, 0); !errors.Is(err, core.ErrNoRefund) {
 		t.Fatalf("observed non-refunder: %v", err)
 	}
-	if ev := rec.take(); len(ev) != 1 || !errors.Is(ev[0].Err, core.ErrNoRefund) {
+	if ev := rec.Take(); len(ev) != 1 || !errors.Is(ev[0].Err, core.ErrNoRefund) {
 		t.Fatalf("events %+v, want one refund event with ErrNoRefund", ev)
 	}
 

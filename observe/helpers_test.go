@@ -2,71 +2,30 @@ package observe_test
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net/http/httptest"
-	"sync/atomic"
 	"testing"
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/httplimit"
+	"github.com/ratekit/ratekit/internal/flakystore"
 	"github.com/ratekit/ratekit/internal/httpview"
+	"github.com/ratekit/ratekit/internal/observetest"
+)
+
+// The shared test helpers, under the names these tests use.
+type (
+	recorder     = observetest.Recorder
+	eventSummary = observetest.EventSummary
+	flakyStore   = flakystore.Store
+)
+
+var (
+	checkEvents = observetest.CheckEvents
+	newFlaky    = flakystore.New
+	errDown     = flakystore.ErrDown
 )
 
 var ctx = context.Background()
-
-var errDown = errors.New("store: connection refused")
-
-// flakyStore is a remote limiter that fails with errDown while down is set
-// and otherwise decides by a memory limiter. It counts its calls.
-type flakyStore struct {
-	*core.Memory
-	down    atomic.Bool
-	calls   atomic.Int64
-	gate    chan struct{} // when set, calls signal entered and wait on it
-	entered chan struct{}
-}
-
-func newFlaky(t testing.TB, p core.Policy, clock core.Clock) *flakyStore {
-	m, err := core.New(p, core.WithClock(clock))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &flakyStore{Memory: m}
-}
-
-func (s *flakyStore) call() error {
-	s.calls.Add(1)
-	if s.gate != nil {
-		s.entered <- struct{}{}
-		<-s.gate
-	}
-	if s.down.Load() {
-		return errDown
-	}
-	return nil
-}
-
-func (s *flakyStore) AllowN(ctx context.Context, key string, n int64) (core.Decision, error) {
-	if err := s.call(); err != nil {
-		return core.Decision{}, fmt.Errorf("flaky: %w", err)
-	}
-	return s.Memory.AllowN(ctx, key, n)
-}
-
-func (s *flakyStore) Peek(ctx context.Context, key string, n int64) (core.Decision, error) {
-	if err := s.call(); err != nil {
-		return core.Decision{}, fmt.Errorf("flaky: %w", err)
-	}
-	return s.Memory.Peek(ctx, key, n)
-}
-
-func (s *flakyStore) Reset(ctx context.Context, key string) error {
-	if err := s.call(); err != nil {
-		return fmt.Errorf("flaky: %w", err)
-	}
-	return s.Memory.Reset(ctx, key)
-}
 
 func mustFailover(t testing.TB, remote core.Limiter, opts ...core.FailoverOption) *core.Failover {
 	t.Helper()

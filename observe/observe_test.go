@@ -16,26 +16,6 @@ import (
 	"github.com/ratekit/ratekit/observe"
 )
 
-// recorder is an Observer that keeps every event.
-type recorder struct {
-	mu     sync.Mutex
-	events []observe.Event
-}
-
-func (r *recorder) Observe(_ context.Context, e observe.Event) {
-	r.mu.Lock()
-	r.events = append(r.events, e)
-	r.mu.Unlock()
-}
-
-func (r *recorder) take() []observe.Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ev := r.events
-	r.events = nil
-	return ev
-}
-
 // slowStore decides by a Memory limiter and advances the clock by lag on
 // every call, so that an observer on the same clock measures exactly lag.
 type slowStore struct {
@@ -90,39 +70,6 @@ func mustMemory(t testing.TB, p core.Policy, clock core.Clock) *core.Memory {
 	return m
 }
 
-// eventSummary is the part of an Event a step table checks.
-type eventSummary struct {
-	Op        observe.Op
-	Policy    string
-	KeyClass  string
-	Key       string
-	Cost      int64
-	Outcome   observe.Outcome
-	Remaining int64
-	Latency   time.Duration
-	Err       string
-	Shadow    bool
-}
-
-func summarize(ev []observe.Event) []eventSummary {
-	out := make([]eventSummary, len(ev))
-	for i, e := range ev {
-		out[i] = eventSummary{e.Op, e.Policy, e.KeyClass, e.Key, e.Cost, e.Outcome(), e.Decision.Remaining, e.Latency, "", e.Shadow}
-		if e.Err != nil {
-			out[i].Err = e.Err.Error()
-		}
-	}
-	return out
-}
-
-func checkEvents(t *testing.T, got []observe.Event, want []eventSummary) {
-	t.Helper()
-	g := summarize(got)
-	if !reflect.DeepEqual(g, want) {
-		t.Errorf("events:\n got %+v\nwant %+v", g, want)
-	}
-}
-
 func TestObservedEvents(t *testing.T) {
 	clock := core.NewManualClock(limitertest.StartTime())
 	store := &slowStore{Memory: mustMemory(t, core.Policy{Name: "api", Limit: 2, Window: time.Minute}, clock), clock: clock, lag: 3 * time.Millisecond}
@@ -158,7 +105,7 @@ func TestObservedEvents(t *testing.T) {
 	}
 	for i, s := range steps {
 		d, err := s.do()
-		ev := rec.take()
+		ev := rec.Take()
 		checkEvents(t, ev, []eventSummary{s.want})
 		if len(ev) == 1 && (ev[0].Decision != d || ev[0].Err != err) {
 			t.Errorf("step %d: event carries %+v, %v; the call returned %+v, %v", i, ev[0].Decision, ev[0].Err, d, err)
@@ -178,7 +125,7 @@ func TestObservedKeyAndPolicy(t *testing.T) {
 	// WithPolicyName overrides the limiter's name; no key by default.
 	l2 := mustObserved(t, m, rec, observe.WithClock(clock), observe.WithPolicyName("login-v2"))
 	l2.Allow(ctx, "ana@example.com")
-	checkEvents(t, rec.take(), []eventSummary{
+	checkEvents(t, rec.Take(), []eventSummary{
 		{Op: observe.OpAllow, Policy: "login", Key: "ana@example.com", Cost: 1, Outcome: observe.OutcomeAllowed},
 		{Op: observe.OpAllow, Policy: "login-v2", Cost: 1, Outcome: observe.OutcomeDenied},
 	})
@@ -272,7 +219,7 @@ func TestObserveFailover(t *testing.T) {
 	if f.BreakerOpen() {
 		t.Fatal("breaker open before any request")
 	}
-	store.down.Store(true)
+	store.Down.Store(true)
 	for range 3 { // two errors open the breaker; the third is not sent
 		if _, err := f.Allow(ctx, "k"); err != nil {
 			t.Fatal(err)
@@ -283,7 +230,7 @@ func TestObserveFailover(t *testing.T) {
 	}
 	clock.Advance(5 * time.Second)
 	f.Allow(ctx, "k") // the probe fails: open for another cool-down, no transition
-	store.down.Store(false)
+	store.Down.Store(false)
 	clock.Advance(5 * time.Second)
 	f.Allow(ctx, "k") // the probe succeeds: closed
 	f.Allow(ctx, "k")
@@ -291,7 +238,7 @@ func TestObserveFailover(t *testing.T) {
 		t.Error("breaker open after a successful probe")
 	}
 	errText := "flaky: " + errDown.Error()
-	checkEvents(t, rec.take(), []eventSummary{
+	checkEvents(t, rec.Take(), []eventSummary{
 		{Op: observe.OpStoreError, Policy: "api", Outcome: observe.OutcomeError, Err: errText},
 		{Op: observe.OpStoreError, Policy: "api", Outcome: observe.OutcomeError, Err: errText},
 		{Op: observe.OpBreakerOpen, Policy: "api"},
@@ -308,7 +255,7 @@ func TestObserveFailover(t *testing.T) {
 func TestBreakerChangeRace(t *testing.T) {
 	clock := core.NewManualClock(limitertest.StartTime())
 	store := newFlaky(t, core.Policy{Limit: 10, Window: time.Minute}, clock)
-	store.down.Store(true)
+	store.Down.Store(true)
 	var mu sync.Mutex
 	opens := 0
 	f := mustFailover(t, store, core.WithClock(clock), core.WithBreaker(1, time.Minute),
@@ -365,7 +312,7 @@ func TestObserversFanOut(t *testing.T) {
 	a, b := &recorder{}, &recorder{}
 	obs := observe.Observers(a, nil, b)
 	obs.Observe(ctx, observe.Event{Op: observe.OpReset, Policy: "p"})
-	if len(a.take()) != 1 || len(b.take()) != 1 {
+	if len(a.Take()) != 1 || len(b.Take()) != 1 {
 		t.Error("each observer should see the event once")
 	}
 	if one := observe.Observers(nil, a); one != observe.Observer(a) {
@@ -390,7 +337,7 @@ func TestObservedLayersInHeaders(t *testing.T) {
 	} {
 		checkHTTP(t, e, i, want)
 	}
-	checkOps(t, rec.take(), []string{"allow burst allowed", "allow burst allowed", "allow burst denied"})
+	checkOps(t, rec.Take(), []string{"allow burst allowed", "allow burst allowed", "allow burst denied"})
 }
 
 // Over a limiter that is not layered, AllowLayers and PeekLayers return
@@ -407,7 +354,7 @@ func TestObservedOneLayer(t *testing.T) {
 	if !errors.Is(err, core.ErrCostTooHigh) || ld.Layers != nil {
 		t.Errorf("AllowLayers of 3 over a limit of 2: %+v, %v; want ErrCostTooHigh, no layers", ld, err)
 	}
-	checkOps(t, rec.take(), []string{"peek api allowed", "allow api error"})
+	checkOps(t, rec.Take(), []string{"peek api allowed", "allow api error"})
 }
 
 // checkOps compares the op, policy and outcome of each event with want.

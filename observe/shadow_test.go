@@ -60,7 +60,7 @@ func TestShadowSteps(t *testing.T) {
 			t.Errorf("step %d: %s(%d) = %+v, %v; want the enforced Allowed %v, Remaining %d",
 				i, st.op, st.n, d, err, st.wantAllowed, st.wantRemaining)
 		}
-		ev := rec.take()
+		ev := rec.Take()
 		if len(ev) != 1 {
 			t.Fatalf("step %d: %d events, want 1", i, len(ev))
 		}
@@ -73,7 +73,7 @@ func TestShadowSteps(t *testing.T) {
 	if err := s.Reset(ctx, "k"); err != nil {
 		t.Fatal(err)
 	}
-	checkEvents(t, rec.take(), []eventSummary{{Op: observe.OpReset, Policy: "api-v2", Outcome: observe.OutcomeAllowed, Shadow: true}})
+	checkEvents(t, rec.Take(), []eventSummary{{Op: observe.OpReset, Policy: "api-v2", Outcome: observe.OutcomeAllowed, Shadow: true}})
 	for _, l := range []*core.Memory{enforced, candidate} {
 		if d, _ := l.Peek(ctx, "k", 1); d.Remaining != l.Policy().Limit-1 {
 			t.Errorf("after Reset, %s has %d left after a peek of 1, want %d", l.Policy().Name, d.Remaining, l.Policy().Limit-1)
@@ -96,7 +96,7 @@ func TestShadowCandidateError(t *testing.T) {
 	if err := s.Reset(ctx, "k"); err != nil {
 		t.Errorf("Reset = %v, want nil", err)
 	}
-	checkEvents(t, rec.take(), []eventSummary{
+	checkEvents(t, rec.Take(), []eventSummary{
 		{Op: observe.OpAllow, Policy: "api-redis", Cost: 1, Outcome: observe.OutcomeError, Err: errDown.Error(), Shadow: true},
 		{Op: observe.OpReset, Policy: "api-redis", Outcome: observe.OutcomeError, Err: errDown.Error(), Shadow: true},
 	})
@@ -129,7 +129,7 @@ func TestShadowLayersInHeaders(t *testing.T) {
 	} {
 		checkHTTP(t, e, i, want)
 	}
-	checkOps(t, rec.take(), []string{"allow v2 allowed", "allow v2 denied"})
+	checkOps(t, rec.Take(), []string{"allow v2 allowed", "allow v2 denied"})
 
 	// PeekLayers asks the candidate's Peek.
 	s := mustShadow(t, enforced, candidate, rec, observe.WithClock(clock))
@@ -137,5 +137,5 @@ func TestShadowLayersInHeaders(t *testing.T) {
 	if err != nil || !ld.Allowed || len(ld.Layers) != 2 {
 		t.Errorf("PeekLayers: %+v, %v; want allowed, 2 layers", ld, err)
 	}
-	checkOps(t, rec.take(), []string{"peek v2 allowed"})
+	checkOps(t, rec.Take(), []string{"peek v2 allowed"})
 }

@@ -52,10 +52,10 @@ func TestSlogObserver(t *testing.T) {
 	shadow.Allow(ctx, "203.0.113.7")     // allowed by both: nothing logged
 	shadow.Allow(ctx, "203.0.113.7")     // denied by both
 	shadow.AllowN(ctx, "203.0.113.7", 2) // a cost too high: a caller error, at debug
-	store.down.Store(true)
+	store.Down.Store(true)
 	clock.Advance(time.Minute)
 	shadow.Allow(ctx, "203.0.113.7") // store error, breaker opens, denied closed
-	store.down.Store(false)
+	store.Down.Store(false)
 	clock.Advance(time.Second)
 	shadow.Allow(ctx, "203.0.113.7") // the probe closes the breaker
 
