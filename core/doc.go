@@ -1,7 +1,9 @@
-// Package core holds ratekit's rate-limiting algorithms and the in-memory
-// store: one [Limiter] interface, five exact algorithms selected by a
-// [Policy], and [Memory], the sharded in-process limiter. The Redis store
-// and the framework adapters build on these types.
+// Package core holds what ratekit is built on: one [Limiter] interface,
+// five exact algorithms selected by a [Policy], [Memory], the sharded
+// in-process limiter, and the compositions of limiters: [Layered] limits
+// on one key, [Tiered] plans, and [Failover] for a remote store that
+// fails. The Redis store, the framework adapters and the other packages
+// build on these types.
 //
 // A [Policy] says "at most Limit units per Window", counted by one
 // [Algorithm]. A [Limiter] answers each request with a [Decision]: whether it
@@ -69,10 +71,16 @@
 //
 // # Around a limiter
 //
+// [NewLayered] enforces several policies on one key (10 per second and 1,000
+// per hour), counting a request in every layer or in none. [NewTiered]
+// picks a key's policy from its plan (free, pro) on every request.
 // [NewFailover] wraps a remote limiter (Redis) with an [ErrorPolicy] for when
-// it is down, behind a circuit breaker. [NewLeased] takes units from a
-// remote limiter in batches for hot keys, and [NewDenialCache] answers a
-// denied key from memory until its RetryAfter.
+// it is down, behind a circuit breaker. A limiter that can give units back
+// is a [Refunder]; wrappers expose Unwrap, so that [AsRefunder] and
+// [AsLayered] see through them, a user's own wrapper included. Package
+// hotkey holds the wrappers that take load off a remote store (leases and a
+// denial cache); packages observe and guard hold observability and the
+// login guard.
 //
 // # Example
 //

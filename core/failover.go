@@ -31,7 +31,7 @@ type Failover struct {
 	// request through to the store (the cool-down when the breaker is closed).
 	// The Decision's Limit and Policy are the remote limiter's, when it has a
 	// Policy method (both stores do) that returns a valid Policy. A wrapper whose
-	// Policy method returns the zero Policy, as DenialCache, Leased and observe.Limiter
+	// Policy method returns the zero Policy, as hotkey.DenialCache, hotkey.Leased and observe.Limiter
 	// do when theirs is unknown, has no policy here either: FailOpen and
 	// FailClosed then accept any cost, and their Decisions have a zero Limit and
 	// Policy.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/limitertest"
+	"github.com/ratekit/ratekit/hotkey"
 	"github.com/ratekit/ratekit/httplimit"
 	"github.com/ratekit/ratekit/internal/httpview"
 	"github.com/ratekit/ratekit/observe"
@@ -495,8 +496,8 @@ func TestFailoverUnknownPolicy(t *testing.T) {
 		name string
 		l    core.Limiter
 	}{
-		{"DenialCache", mustDenialCache(t, remote, core.WithClock(clock))},
-		{"Leased", mustLeased(t, remote, 5, core.WithClock(clock))},
+		{"DenialCache", mustDenialCache(t, remote, hotkey.WithClock(clock))},
+		{"Leased", mustLeased(t, remote, 5, hotkey.WithClock(clock))},
 		{"Observed", mustObserved(t, remote, &recorder{}, observe.WithClock(clock))},
 	}
 	for _, w := range wrappers {

@@ -67,7 +67,7 @@ type LayeredLimiter interface {
 
 // AsLayered returns l as a [LayeredLimiter] when its decisions have layers
 // worth reporting one by one: l is a LayeredLimiter and, when it is a
-// wrapper (it has an Unwrap() [Limiter] method, as [Failover], [DenialCache]
+// wrapper (it has an Unwrap() [Limiter] method, as [Failover], hotkey.DenialCache
 // and observe.Limiter do), what it unwraps to is layered too, or, for a wrapper
 // that also has a Fallback() Limiter method (as [Failover] does), its
 // fallback is. AsLayered follows Unwrap chains, as [errors.Is] does, so a

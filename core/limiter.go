@@ -36,7 +36,7 @@ type Limiter interface {
 //
 // The memory store ([Memory], [Layered], [Tiered]) and the Redis store
 // implement it. The wrappers in this package that pass requests to one
-// limiter ([DenialCache], [Failover], observe.Limiter) have a Refund
+// limiter (hotkey.DenialCache, [Failover], observe.Limiter) have a Refund
 // method whatever they wrap, which returns [ErrNoRefund] when that limiter
 // cannot give units back; [AsRefunder] tells, once, whether a limiter can.
 type Refunder interface {

@@ -22,11 +22,6 @@ func TestNilOption(t *testing.T) {
 			_, err := core.NewFailover(remote, core.WithErrorPolicy(core.FailClosed()), nil)
 			return err
 		},
-		"NewLeased": func() error { _, err := core.NewLeased(remote, 10, nil); return err },
-		"NewDenialCache": func() error {
-			_, err := core.NewDenialCache(remote, nil)
-			return err
-		},
 	} {
 		err := build()
 		if err == nil || !strings.Contains(err.Error(), name+": option") || !strings.Contains(err.Error(), "is nil") {

@@ -343,7 +343,7 @@ func parseWindow(s string) (time.Duration, error) {
 
 // policyOf returns l's policy and whether it is known: l has a Policy
 // method and it returns a valid Policy. The wrappers' Policy methods
-// ([DenialCache.Policy], [Leased.Policy]) return the zero Policy when they
+// (hotkey.DenialCache.Policy, hotkey.Leased.Policy) return the zero Policy when they
 // do not know theirs, which must not be taken for a policy with a capacity
 // of 0. It returns the zero Policy when the policy is unknown.
 func policyOf(l Limiter) (Policy, bool) {

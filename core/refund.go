@@ -49,7 +49,7 @@ import (
 // for other requests.
 
 // ErrNoRefund reports a limiter that cannot give units back: a wrapper
-// whose limiter is not a [Refunder] (see [AsRefunder]), or a [Leased] one.
+// whose limiter is not a [Refunder] (see [AsRefunder]), or a hotkey.Leased one.
 var ErrNoRefund = errors.New("limiter cannot give units back")
 
 // ErrInvalidElapsed reports a negative elapsed time given to Refund.
@@ -57,7 +57,7 @@ var ErrInvalidElapsed = errors.New("elapsed time must not be negative")
 
 // AsRefunder returns l as a [Refunder] when it can give units back: l is a
 // Refunder and, when it is a wrapper (it has an Unwrap() [Limiter] method,
-// as [DenialCache], [Failover] and observe.Limiter do), so is what it
+// as hotkey.DenialCache, [Failover] and observe.Limiter do), so is what it
 // unwraps to, along the whole Unwrap chain. A user's own wrapper takes part
 // by implementing Refunder and Unwrap. This package's wrappers have a
 // Refund method whatever they wrap and return [ErrNoRefund] when it cannot

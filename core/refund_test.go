@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/limitertest"
+	"github.com/ratekit/ratekit/hotkey"
 	"github.com/ratekit/ratekit/observe"
 )
 
@@ -224,7 +225,7 @@ func TestWrappersRefund(t *testing.T) {
 			return mustShadow(t, m, mustNew(t, p, clock), &recorder{}, observe.WithClock(clock))
 		}},
 		{"denial-cache", func(t *testing.T, m *core.Memory, _ core.Policy, clock *core.ManualClock) core.Limiter {
-			return mustDenialCache(t, m, core.WithClock(clock))
+			return mustDenialCache(t, m, hotkey.WithClock(clock))
 		}},
 		{"failover", func(t *testing.T, m *core.Memory, p core.Policy, clock *core.ManualClock) core.Limiter {
 			return mustFailover(t, m, core.WithErrorPolicy(core.Fallback(mustNew(t, p, clock))), core.WithClock(clock))
@@ -257,7 +258,7 @@ func TestNoRefund(t *testing.T) {
 	clock := core.NewManualClock(layeredStart)
 	p := core.Policy{Limit: 10, Window: time.Minute}
 	plain := hidden{mustNew(t, p, clock)}
-	leased := mustLeased(t, mustNew(t, p, clock), 2, core.WithClock(clock))
+	leased := mustLeased(t, mustNew(t, p, clock), 2, hotkey.WithClock(clock))
 	if _, ok := core.Limiter(leased).(core.Refunder); ok {
 		t.Errorf("Leased is a Refunder")
 	}
@@ -406,28 +407,6 @@ func TestFailoverRefund(t *testing.T) {
 	}
 	if err := open.Refund(ctx, "k", 3, 0); !errors.Is(err, core.ErrCostTooHigh) {
 		t.Fatalf("refund above capacity: %v, want ErrCostTooHigh", err)
-	}
-}
-
-// A refund forgets the key's remembered denial: the key has room again.
-func TestDenialCacheRefund(t *testing.T) {
-	clock := core.NewManualClock(layeredStart)
-	remote := newCounting(t, core.Policy{Limit: 2, Window: time.Hour}, clock)
-	c := mustDenialCache(t, remote, core.WithClock(clock))
-	allow(t, c, "k", 2)
-	for range 2 {
-		if d := allow(t, c, "k", 1); d.Allowed {
-			t.Fatalf("exhausted key allowed")
-		}
-	}
-	if c.Hits() != 1 {
-		t.Fatalf("%d hits, want the second denial from memory", c.Hits())
-	}
-	if err := c.Refund(ctx, "k", 1, 0); err != nil {
-		t.Fatal(err)
-	}
-	if d := allow(t, c, "k", 1); !d.Allowed {
-		t.Fatalf("after the refund: %+v, want allowed (the denial forgotten)", d)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/hotkey"
 )
 
 // tally is a user's own wrapper: it counts the calls it passes on. It
@@ -71,7 +72,7 @@ func TestUnwrapUserWrapper(t *testing.T) {
 	p := core.Policy{Limit: 10, Window: time.Minute}
 	mem := mustNew(t, p, clock)
 	lay := mustLayered(t, mustNew(t, p, clock), mustNew(t, core.Policy{Limit: 100, Window: time.Hour}, clock))
-	leased := mustLeased(t, mustNew(t, p, clock), 2, core.WithClock(clock))
+	leased := mustLeased(t, mustNew(t, p, clock), 2, hotkey.WithClock(clock))
 	observe := func(l core.Limiter) core.Limiter { return mustObserved(t, l, &recorder{}) }
 	wrap := func(l core.Limiter) core.Limiter { return &tally{l: l} }
 
@@ -134,7 +135,7 @@ func TestUnwrap(t *testing.T) {
 		{"observed", mustObserved(t, remote, &recorder{})},
 		{"shadow", mustShadow(t, remote, candidate, &recorder{})},
 		{"denial-cache", mustDenialCache(t, remote)},
-		{"leased", mustLeased(t, remote, 2, core.WithClock(clock))},
+		{"leased", mustLeased(t, remote, 2, hotkey.WithClock(clock))},
 	} {
 		if got := c.w.Unwrap(); got != core.Limiter(remote) {
 			t.Errorf("%s: Unwrap() = %p, want %p", c.name, got, remote)

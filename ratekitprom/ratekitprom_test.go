@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/hotkey"
 	"github.com/ratekit/ratekit/observe"
 	"github.com/ratekit/ratekit/ratekitprom"
 )
@@ -113,8 +114,8 @@ func TestScrape(t *testing.T) {
 
 	// "lease" takes from a remote limiter in batches that double: 1, then
 	// 2 units, for 3 requests.
-	leased := must[*core.Leased](t)(core.NewLeased(newMemory(t, core.Policy{Name: "lease", Limit: 100, Window: time.Minute}, clock), 10,
-		core.WithClock(clock)))
+	leased := must[*hotkey.Leased](t)(hotkey.NewLeased(newMemory(t, core.Policy{Name: "lease", Limit: 100, Window: time.Minute}, clock), 10,
+		hotkey.WithClock(clock)))
 	if err := m.WatchLeased("lease", leased); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/hotkey"
 )
 
 // MemoryStats is what [Metrics.WatchMemory] reads: a [core.Memory].
@@ -15,9 +16,9 @@ type MemoryStats interface {
 	Stats() core.Stats
 }
 
-// LeaseStats is what [Metrics.WatchLeased] reads: a [core.Leased].
+// LeaseStats is what [Metrics.WatchLeased] reads: a [hotkey.Leased].
 type LeaseStats interface {
-	Stats() core.LeaseStats
+	Stats() hotkey.LeaseStats
 }
 
 // BreakerState is what [Metrics.WatchFailover] reads: a [core.Failover].

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/limitertest"
+	"github.com/ratekit/ratekit/hotkey"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -37,9 +38,9 @@ func countedClient(t *testing.T) (*redis.Client, *atomic.Int64) {
 	return c, &n
 }
 
-func mustLeased(t *testing.T, remote core.Limiter, batch int64, opts ...core.LeaseOption) *core.Leased {
+func mustLeased(t *testing.T, remote core.Limiter, batch int64, opts ...hotkey.LeaseOption) *hotkey.Leased {
 	t.Helper()
-	l, err := core.NewLeased(remote, batch, opts...)
+	l, err := hotkey.NewLeased(remote, batch, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +57,7 @@ func TestLeaseCalls(t *testing.T) {
 		clock := core.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 		var l core.Limiter = mustNew(t, client, p, WithPrefix(uniquePrefix(t.Name())), WithClock(clock))
 		if batch > 1 {
-			l = mustLeased(t, l, batch, core.WithClock(clock))
+			l = mustLeased(t, l, batch, hotkey.WithClock(clock))
 		}
 		scripts.Store(0)
 		for allowed := 0; allowed < allowedWant; {
@@ -92,12 +93,12 @@ func TestLeaseOverAdmission(t *testing.T) {
 	const batch, instances, step = 100, 4, time.Millisecond
 	clock := core.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	prefix := uniquePrefix(t.Name())
-	var ls []*core.Leased
+	var ls []*hotkey.Leased
 	var scripts []*atomic.Int64
 	for range instances {
 		client, n := countedClient(t)
 		scripts = append(scripts, n)
-		ls = append(ls, mustLeased(t, mustNew(t, client, p, WithPrefix(prefix), WithClock(clock)), batch, core.WithClock(clock)))
+		ls = append(ls, mustLeased(t, mustNew(t, client, p, WithPrefix(prefix), WithClock(clock)), batch, hotkey.WithClock(clock)))
 	}
 	var admitted []int64
 	var total, requests int64
@@ -163,7 +164,7 @@ func TestDenialCacheRedis(t *testing.T) {
 	clock := core.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	p := core.Policy{Limit: 10, Window: time.Second}
 	remote := mustNew(t, client, p, WithPrefix(uniquePrefix(t.Name())), WithClock(clock))
-	c, err := core.NewDenialCache(remote, core.WithClock(clock))
+	c, err := hotkey.NewDenialCache(remote, hotkey.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}

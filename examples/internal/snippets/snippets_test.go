@@ -24,6 +24,7 @@ var imports = map[string]string{
 	"limitertest": "github.com/ratekit/ratekit/core/limitertest",
 	"guard":       "github.com/ratekit/ratekit/guard",
 	"observe":     "github.com/ratekit/ratekit/observe",
+	"hotkey":      "github.com/ratekit/ratekit/hotkey",
 	"guardtest":   "github.com/ratekit/ratekit/guard/guardtest",
 	"keyfunc":     "github.com/ratekit/ratekit/keyfunc",
 	"httplimit":   "github.com/ratekit/ratekit/httplimit",

@@ -1,4 +1,4 @@
-package core
+package hotkey
 
 import (
 	"hash/maphash"
@@ -139,6 +139,18 @@ func (t *table[V]) len() int {
 		sh.mu.Lock()
 		n += sh.lru.Len()
 		sh.mu.Unlock()
+	}
+	return n
+}
+
+// shardCount returns the number of shards for maxKeys: 64, or the largest
+// power of two below it that leaves at least 64 keys to each shard, as the
+// memory store does: enough shards that two CPUs rarely wait for one lock,
+// few enough that no shard fills long before the table does.
+func shardCount(maxKeys int) int {
+	n := 64
+	for n > 1 && maxKeys/n < 64 {
+		n /= 2
 	}
 	return n
 }

@@ -1,4 +1,4 @@
-package core
+package hotkey
 
 import (
 	"context"
@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/ratekit/ratekit/core"
 )
 
-// DenialCache is a [Limiter] that remembers the denials of a remote limiter
+// DenialCache is a [core.Limiter] that remembers the denials of a remote limiter
 // (such as the Redis store) and answers repeated requests of a denied key
 // from memory, with no remote call, until the denial's RetryAfter has
 // passed. A client hammering a key past its limit then costs one remote call
@@ -20,7 +22,7 @@ import (
 // [DenialCache.Reset] and [DenialCache.Refund] forget the key's denial; a
 // Reset or Refund made elsewhere is not seen, so the key stays denied here
 // until the denial's RetryAfter at the latest. Memory is bounded by
-// [WithMaxKeys] (default [DefaultLeaseMaxKeys]).
+// [WithMaxKeys] (default [DefaultMaxKeys]).
 //
 // A DenialCache is safe for concurrent use. Create one with
 // [NewDenialCache].
@@ -46,9 +48,9 @@ type DenialCache struct {
 	// is forgotten to make room, which costs one remote call later and changes no
 	// decision.
 
-	remote  Limiter
-	ref     Refunder // remote, when it can refund
-	clock   Clock
+	remote  core.Limiter
+	ref     core.Refunder // remote, when it can refund
+	clock   core.Clock
 	denials table[denial]
 
 	// forgets counts, per slot of keys (by their hash), the denials
@@ -67,8 +69,8 @@ type DenialCache struct {
 }
 
 var (
-	_ Limiter  = (*DenialCache)(nil)
-	_ Refunder = (*DenialCache)(nil)
+	_ core.Limiter  = (*DenialCache)(nil)
+	_ core.Refunder = (*DenialCache)(nil)
 )
 
 // denial is a remembered remote denial: n units, from at to until (Unix ns).
@@ -78,36 +80,28 @@ type denial struct {
 	resetAt   int64
 	remaining int64
 	limit     int64
-	policy    Policy
-}
-
-// DenialOption configures a [DenialCache]: [WithClock] or [WithMaxKeys].
-type DenialOption interface{ applyDenial(*denialOptions) }
-
-type denialOptions struct {
-	clock   Clock
-	maxKeys int
+	policy    core.Policy
 }
 
 // NewDenialCache returns a limiter that decides by remote and answers
 // requests of a key it denied from memory until the denial's RetryAfter has
 // passed. It fails if remote is nil or an option is invalid.
-func NewDenialCache(remote Limiter, opts ...DenialOption) (*DenialCache, error) {
+func NewDenialCache(remote core.Limiter, opts ...Option) (*DenialCache, error) {
 	if remote == nil {
-		return nil, errors.New("core: NewDenialCache: a remote limiter is required")
+		return nil, errors.New("hotkey: NewDenialCache: a remote limiter is required")
 	}
-	o := denialOptions{clock: SystemClock{}, maxKeys: DefaultLeaseMaxKeys}
+	o := options{clock: core.SystemClock{}, maxKeys: DefaultMaxKeys}
 	for i, opt := range opts {
 		if opt == nil {
-			return nil, fmt.Errorf("core: NewDenialCache: option %d is nil", i+1)
+			return nil, fmt.Errorf("hotkey: NewDenialCache: option %d is nil", i+1)
 		}
-		opt.applyDenial(&o)
+		opt.apply(&o)
 	}
 	switch {
 	case o.clock == nil:
-		return nil, errors.New("core: NewDenialCache: WithClock(nil): a clock is required")
+		return nil, errors.New("hotkey: NewDenialCache: WithClock(nil): a clock is required")
 	case o.maxKeys < 1:
-		return nil, fmt.Errorf("core: NewDenialCache: WithMaxKeys(%d): must be at least 1", o.maxKeys)
+		return nil, fmt.Errorf("hotkey: NewDenialCache: WithMaxKeys(%d): must be at least 1", o.maxKeys)
 	}
 	return &DenialCache{remote: remote, ref: refunderOf(remote), clock: o.clock, denials: newTable[denial](o.maxKeys, nil)}, nil
 }
@@ -115,7 +109,7 @@ func NewDenialCache(remote Limiter, opts ...DenialOption) (*DenialCache, error) 
 // Policy returns the remote limiter's policy, if it has a Policy method
 // (both stores do) that returns a valid Policy, or else the zero Policy:
 // the policy is unknown.
-func (c *DenialCache) Policy() Policy {
+func (c *DenialCache) Policy() core.Policy {
 	p, _ := policyOf(c.remote)
 	return p
 }
@@ -124,37 +118,37 @@ func (c *DenialCache) Policy() Policy {
 func (c *DenialCache) Hits() uint64 { return c.hits.Load() }
 
 // Allow is shorthand for AllowN(ctx, key, 1).
-func (c *DenialCache) Allow(ctx context.Context, key string) (Decision, error) {
+func (c *DenialCache) Allow(ctx context.Context, key string) (core.Decision, error) {
 	return c.AllowN(ctx, key, 1)
 }
 
 // AllowN denies the request from memory if a denial of the same cost is
 // remembered (see [DenialCache]), and otherwise asks the remote limiter, remembering a
 // denial. Errors of the remote limiter are returned as they are.
-func (c *DenialCache) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
-	return c.decide(ctx, key, n, Limiter.AllowN, true)
+func (c *DenialCache) AllowN(ctx context.Context, key string, n int64) (core.Decision, error) {
+	return c.decide(ctx, key, n, core.Limiter.AllowN, true)
 }
 
 // Peek is AllowN counting nothing: a remembered denial answers it, and a
 // denial of the remote Peek is remembered as one of AllowN would be.
-func (c *DenialCache) Peek(ctx context.Context, key string, n int64) (Decision, error) {
-	return c.decide(ctx, key, n, Limiter.Peek, false)
+func (c *DenialCache) Peek(ctx context.Context, key string, n int64) (core.Decision, error) {
+	return c.decide(ctx, key, n, core.Limiter.Peek, false)
 }
 
 // Reset forgets key's denial and resets key in the remote limiter.
 func (c *DenialCache) Reset(ctx context.Context, key string) error {
 	if key == "" {
-		return fmt.Errorf("core: %w", ErrEmptyKey)
+		return fmt.Errorf("hotkey: %w", core.ErrEmptyKey)
 	}
 	err := c.remote.Reset(ctx, key)
 	c.forget(key)
 	return err
 }
 
-// Refund gives back n units in the remote limiter (see [Refunder]) and,
+// Refund gives back n units in the remote limiter (see [core.Refunder]) and,
 // when it succeeds, forgets key's denial: the key has more room than when
 // it was denied. It returns the remote error as it is, or an error wrapping
-// [ErrNoRefund] when the remote limiter cannot refund (see [AsRefunder]).
+// [core.ErrNoRefund] when the remote limiter cannot refund (see [core.AsRefunder]).
 func (c *DenialCache) Refund(ctx context.Context, key string, n int64, elapsed time.Duration) error {
 	if c.ref == nil {
 		return noRefund("denial cache", c.remote)
@@ -183,13 +177,13 @@ func (c *DenialCache) forgetsOf(key string) *atomic.Uint64 {
 }
 
 // Unwrap returns the remote limiter, the one DenialCache passes the
-// requests it does not deny itself to (see [AsRefunder]).
-func (c *DenialCache) Unwrap() Limiter { return c.remote }
+// requests it does not deny itself to (see [core.AsRefunder]).
+func (c *DenialCache) Unwrap() core.Limiter { return c.remote }
 
-func (c *DenialCache) decide(ctx context.Context, key string, n int64, op decideFunc, commit bool) (Decision, error) {
+func (c *DenialCache) decide(ctx context.Context, key string, n int64, op decideFunc, commit bool) (core.Decision, error) {
 	if key == "" || n <= 0 {
 		p := c.Policy()
-		return Decision{Limit: p.Limit, Policy: p}, checkRequest(key, n, MaxLimit)
+		return core.Decision{Limit: p.Limit, Policy: p}, checkRequest(key, n, core.MaxLimit)
 	}
 	now := c.clock.Now().UnixNano()
 	if d, ok := c.cached(key, n, now); ok {
@@ -223,8 +217,8 @@ func (c *DenialCache) decide(ctx context.Context, key string, n int64, op decide
 
 // cached returns the remembered denial of n units of key at now,
 // forgetting one that has run out.
-func (c *DenialCache) cached(key string, n, now int64) (Decision, bool) {
-	var d Decision
+func (c *DenialCache) cached(key string, n, now int64) (core.Decision, bool) {
+	var d core.Decision
 	var hit bool
 	c.denials.update(key, func(e denial, ok bool) (denial, bool) {
 		if !ok {
@@ -235,7 +229,7 @@ func (c *DenialCache) cached(key string, n, now int64) (Decision, bool) {
 		}
 		if n == e.n {
 			hit = true
-			d = Decision{
+			d = core.Decision{
 				Limit:      e.limit,
 				Remaining:  e.remaining,
 				RetryAfter: time.Duration(e.until - now),

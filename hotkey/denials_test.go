@@ -1,4 +1,4 @@
-package core_test
+package hotkey_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/limitertest"
+	"github.com/ratekit/ratekit/hotkey"
 )
 
 // countingStore is a remote limiter that decides by a memory limiter and
@@ -43,9 +44,9 @@ func (s *countingStore) Reset(ctx context.Context, key string) error {
 
 func (s *countingStore) calls() int64 { return s.allows.Load() + s.peeks.Load() }
 
-func mustDenialCache(t testing.TB, remote core.Limiter, opts ...core.DenialOption) *core.DenialCache {
+func mustDenialCache(t testing.TB, remote core.Limiter, opts ...hotkey.Option) *hotkey.DenialCache {
 	t.Helper()
-	c, err := core.NewDenialCache(remote, opts...)
+	c, err := hotkey.NewDenialCache(remote, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +57,7 @@ func mustDenialCache(t testing.TB, remote core.Limiter, opts ...core.DenialOptio
 // whole conformance suite, every algorithm.
 func TestDenialCacheConformance(t *testing.T) {
 	limitertest.Run(t, func(t *testing.T, p core.Policy, clock *core.ManualClock) core.Limiter {
-		return mustDenialCache(t, newCounting(t, p, clock), core.WithClock(clock))
+		return mustDenialCache(t, newCounting(t, p, clock), hotkey.WithClock(clock))
 	})
 }
 
@@ -68,7 +69,7 @@ func TestDenialCacheSteps(t *testing.T) {
 	p := core.Policy{Limit: 10, Window: time.Second} // one token per 100ms
 	clock := core.NewManualClock(limitertest.StartTime())
 	remote := newCounting(t, p, clock)
-	c := mustDenialCache(t, remote, core.WithClock(clock))
+	c := mustDenialCache(t, remote, hotkey.WithClock(clock))
 	for range 10 {
 		if d, _ := c.Allow(ctx, "k"); !d.Allowed {
 			t.Fatal("first 10 requests: denied")
@@ -141,7 +142,7 @@ func TestDenialCacheHammer(t *testing.T) {
 	p := core.Policy{Limit: 100, Window: time.Minute}
 	clock := core.NewManualClock(limitertest.StartTime())
 	remote := newCounting(t, p, clock)
-	c := mustDenialCache(t, remote, core.WithClock(clock))
+	c := mustDenialCache(t, remote, hotkey.WithClock(clock))
 	var allowed atomic.Int64
 	for step := range 100 { // 100 steps of 100ms: 10 s
 		done := make(chan struct{})
@@ -179,18 +180,18 @@ func TestDenialCacheHammer(t *testing.T) {
 func TestDenialCacheErrors(t *testing.T) {
 	p := core.Policy{Limit: 10, Window: time.Second}
 	clock := core.NewManualClock(limitertest.StartTime())
-	if _, err := core.NewDenialCache(nil); err == nil {
+	if _, err := hotkey.NewDenialCache(nil); err == nil {
 		t.Error("NewDenialCache(nil): no error")
 	}
-	if _, err := core.NewDenialCache(newCounting(t, p, clock), core.WithMaxKeys(0)); err == nil {
+	if _, err := hotkey.NewDenialCache(newCounting(t, p, clock), hotkey.WithMaxKeys(0)); err == nil {
 		t.Error("WithMaxKeys(0): no error")
 	}
-	if _, err := core.NewDenialCache(newCounting(t, p, clock), core.WithClock(nil)); err == nil {
+	if _, err := hotkey.NewDenialCache(newCounting(t, p, clock), hotkey.WithClock(nil)); err == nil {
 		t.Error("WithClock(nil): no error")
 	}
 	// One key remembered: a second denied key pushes the first out.
 	remote := newCounting(t, core.Policy{Limit: 1, Window: time.Hour}, clock)
-	c := mustDenialCache(t, remote, core.WithClock(clock), core.WithMaxKeys(1))
+	c := mustDenialCache(t, remote, hotkey.WithClock(clock), hotkey.WithMaxKeys(1))
 	for _, k := range []string{"a", "a", "b", "b", "a"} {
 		c.Allow(ctx, k)
 	}
@@ -198,5 +199,27 @@ func TestDenialCacheErrors(t *testing.T) {
 	// (replaces a); a: the remote again.
 	if got := remote.calls(); got != 5 {
 		t.Errorf("%d remote calls, want 5", got)
+	}
+}
+
+// A refund forgets the key's remembered denial: the key has room again.
+func TestDenialCacheRefund(t *testing.T) {
+	clock := core.NewManualClock(limitertest.StartTime())
+	remote := newCounting(t, core.Policy{Limit: 2, Window: time.Hour}, clock)
+	c := mustDenialCache(t, remote, hotkey.WithClock(clock))
+	allow(t, c, "k", 2)
+	for range 2 {
+		if d := allow(t, c, "k", 1); d.Allowed {
+			t.Fatalf("exhausted key allowed")
+		}
+	}
+	if c.Hits() != 1 {
+		t.Fatalf("%d hits, want the second denial from memory", c.Hits())
+	}
+	if err := c.Refund(ctx, "k", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if d := allow(t, c, "k", 1); !d.Allowed {
+		t.Fatalf("after the refund: %+v, want allowed (the denial forgotten)", d)
 	}
 }

@@ -1,4 +1,4 @@
-package core_test
+package hotkey_test
 
 import (
 	"context"
@@ -8,11 +8,13 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/limitertest"
+	"github.com/ratekit/ratekit/hotkey"
+	"github.com/ratekit/ratekit/internal/flakystore"
 )
 
-func mustLeased(t testing.TB, remote core.Limiter, batch int64, opts ...core.LeaseOption) *core.Leased {
+func mustLeased(t testing.TB, remote core.Limiter, batch int64, opts ...hotkey.LeaseOption) *hotkey.Leased {
 	t.Helper()
-	l, err := core.NewLeased(remote, batch, opts...)
+	l, err := hotkey.NewLeased(remote, batch, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +29,7 @@ func TestLeasedSteps(t *testing.T) {
 	p := core.Policy{Limit: 1000, Window: time.Hour} // no refill to speak of
 	clock := core.NewManualClock(limitertest.StartTime())
 	remote := newCounting(t, p, clock)
-	l := mustLeased(t, remote, 8, core.WithClock(clock), core.WithLeaseTime(100*ms))
+	l := mustLeased(t, remote, 8, hotkey.WithClock(clock), hotkey.WithLeaseTime(100*ms))
 	steps := []struct {
 		at            time.Duration
 		n             int64
@@ -98,8 +100,8 @@ func TestLeasedNearLimit(t *testing.T) {
 	p := core.Policy{Limit: 10, Window: time.Second} // a unit per 100ms
 	clock := core.NewManualClock(limitertest.StartTime())
 	remote := newCounting(t, p, clock)
-	other := mustLeased(t, remote, 100, core.WithClock(clock))
-	l := mustLeased(t, remote, 100, core.WithClock(clock))
+	other := mustLeased(t, remote, 100, hotkey.WithClock(clock))
+	l := mustLeased(t, remote, 100, hotkey.WithClock(clock))
 	// The batch is capped at the capacity, 10.
 	for range 7 {
 		if d, _ := l.Allow(ctx, "k"); !d.Allowed {
@@ -133,7 +135,7 @@ func TestLeasedRace(t *testing.T) {
 	p := core.Policy{Limit: 100, Window: time.Hour}
 	clock := core.NewManualClock(limitertest.StartTime())
 	remote := newCounting(t, p, clock)
-	l := mustLeased(t, remote, 10, core.WithClock(clock))
+	l := mustLeased(t, remote, 10, hotkey.WithClock(clock))
 	got := limitertest.CountAllowed(t, 8, 50, func(int) (core.Decision, error) { return l.Allow(ctx, "shared") })
 	if got != 100 {
 		t.Errorf("%d of 400 allowed, want exactly 100", got)
@@ -147,25 +149,25 @@ func TestLeasedErrors(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
 		batch int64
-		opts  []core.LeaseOption
+		opts  []hotkey.LeaseOption
 	}{
 		{"batch 0", 0, nil},
-		{"WithLeaseTime(0)", 10, []core.LeaseOption{core.WithLeaseTime(0)}},
-		{"WithClock(nil)", 10, []core.LeaseOption{core.WithClock(nil)}},
-		{"WithMaxKeys(0)", 10, []core.LeaseOption{core.WithMaxKeys(0)}},
+		{"WithLeaseTime(0)", 10, []hotkey.LeaseOption{hotkey.WithLeaseTime(0)}},
+		{"WithClock(nil)", 10, []hotkey.LeaseOption{hotkey.WithClock(nil)}},
+		{"WithMaxKeys(0)", 10, []hotkey.LeaseOption{hotkey.WithMaxKeys(0)}},
 	} {
-		if _, err := core.NewLeased(remote, tt.batch, tt.opts...); err == nil {
+		if _, err := hotkey.NewLeased(remote, tt.batch, tt.opts...); err == nil {
 			t.Errorf("%s: no error", tt.name)
 		}
 	}
-	if _, err := core.NewLeased(nil, 10); err == nil {
+	if _, err := hotkey.NewLeased(nil, 10); err == nil {
 		t.Error("NewLeased(nil): no error")
 	}
 	leaky := newCounting(t, core.Policy{Algorithm: core.LeakyBucket, Limit: 10, Window: time.Second}, clock)
-	if _, err := core.NewLeased(leaky, 10); err == nil {
+	if _, err := hotkey.NewLeased(leaky, 10); err == nil {
 		t.Error("a leaky bucket: no error")
 	}
-	l := mustLeased(t, remote, 5, core.WithClock(clock))
+	l := mustLeased(t, remote, 5, hotkey.WithClock(clock))
 	if _, err := l.AllowN(ctx, "", 1); !errors.Is(err, core.ErrEmptyKey) {
 		t.Errorf("empty key: %v", err)
 	}
@@ -176,8 +178,8 @@ func TestLeasedErrors(t *testing.T) {
 		t.Errorf("cost 11: %v", err)
 	}
 	// A request waiting for the key's lock honours its context.
-	f := &flakyStore{Memory: remote.Memory, Gate: make(chan struct{}), Entered: make(chan struct{})}
-	slow := mustLeased(t, f, 5, core.WithClock(clock))
+	f := &flakystore.Store{Memory: remote.Memory, Gate: make(chan struct{}), Entered: make(chan struct{})}
+	slow := mustLeased(t, f, 5, hotkey.WithClock(clock))
 	go slow.Allow(ctx, "k")
 	<-f.Entered
 	cctx, cancel := context.WithCancel(ctx)
@@ -192,7 +194,7 @@ func TestLeasedErrors(t *testing.T) {
 func TestLeasedMaxKeys(t *testing.T) {
 	clock := core.NewManualClock(limitertest.StartTime())
 	remote := newCounting(t, core.Policy{Limit: 100, Window: time.Hour}, clock)
-	l := mustLeased(t, remote, 10, core.WithClock(clock), core.WithMaxKeys(2))
+	l := mustLeased(t, remote, 10, hotkey.WithClock(clock), hotkey.WithMaxKeys(2))
 	for _, k := range []string{"a", "a", "b", "c"} {
 		l.Allow(ctx, k)
 	}
@@ -209,9 +211,9 @@ func TestLeasedCalls(t *testing.T) {
 	for _, instances := range []int{1, 4} {
 		clock := core.NewManualClock(limitertest.StartTime())
 		remote := newCounting(t, p, clock)
-		var ls []*core.Leased
+		var ls []*hotkey.Leased
 		for range instances {
-			ls = append(ls, mustLeased(t, remote, 100, core.WithClock(clock)))
+			ls = append(ls, mustLeased(t, remote, 100, hotkey.WithClock(clock)))
 		}
 		// 300 requests a second in all, round robin over the instances.
 		allowed := 0
@@ -248,12 +250,12 @@ func TestLeasedOverAdmission(t *testing.T) {
 		clock := core.NewManualClock(limitertest.StartTime())
 		remote := newCounting(t, p, clock)
 		var ls []core.Limiter
-		var leases []*core.Leased
+		var leases []*hotkey.Leased
 		for range 4 {
-			l := mustLeased(t, remote, batch, core.WithClock(clock))
+			l := mustLeased(t, remote, batch, hotkey.WithClock(clock))
 			leases = append(leases, l)
 			if tt.denials {
-				ls = append(ls, mustDenialCache(t, l, core.WithClock(clock)))
+				ls = append(ls, mustDenialCache(t, l, hotkey.WithClock(clock)))
 			} else {
 				ls = append(ls, l)
 			}
@@ -303,7 +305,7 @@ func TestLeasedUnknownPolicy(t *testing.T) {
 	clock := core.NewManualClock(limitertest.StartTime())
 	p := core.Policy{Name: "api", Limit: 100, Window: time.Minute}
 	store := newCounting(t, p, clock)
-	l := mustLeased(t, mustDenialCache(t, policyless{store}, core.WithClock(clock)), 8, core.WithClock(clock))
+	l := mustLeased(t, mustDenialCache(t, policyless{store}, hotkey.WithClock(clock)), 8, hotkey.WithClock(clock))
 	for i := range 15 {
 		if d, err := l.Allow(ctx, "k"); err != nil || !d.Allowed {
 			t.Fatalf("request %d: %+v, %v; want allowed", i, d, err)

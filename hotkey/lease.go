@@ -1,4 +1,4 @@
-package core
+package hotkey
 
 import (
 	"context"
@@ -6,17 +6,11 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/ratekit/ratekit/core"
 )
 
-// DefaultLeaseTime is how long leased units may be spent unless [WithLeaseTime]
-// says otherwise.
-const DefaultLeaseTime = time.Second
-
-// DefaultLeaseMaxKeys is the number of keys a [Leased] or [DenialCache]
-// limiter remembers unless [WithMaxKeys] says otherwise.
-const DefaultLeaseMaxKeys = 1 << 16
-
-// Leased is a [Limiter] that takes units from a remote limiter (such as the
+// Leased is a [core.Limiter] that takes units from a remote limiter (such as the
 // Redis store) in batches per key and spends them locally, so that a hot key
 // costs one remote call per batch instead of one per request. A lease
 // expires after [WithLeaseTime] (default [DefaultLeaseTime]); units left
@@ -28,7 +22,7 @@ const DefaultLeaseMaxKeys = 1 << 16
 // above batch, and leaky-bucket requests, go to the remote limiter as they
 // are; denials are the remote limiter's Decisions.
 //
-// A Leased is not a [Refunder]. It is safe for concurrent use: requests for
+// A Leased is not a [core.Refunder]. It is safe for concurrent use: requests for
 // one key share one remote call while its lease is topped up. Create one
 // with [NewLeased].
 type Leased struct {
@@ -71,18 +65,18 @@ type Leased struct {
 	// A request waiting for a top-up by another request for its key honours
 	// its context.
 
-	remote    Limiter
+	remote    core.Limiter
 	batch     int64
 	leaseTime int64 // ns
-	clock     Clock
+	clock     core.Clock
 	leases    table[*lease]
-	policy    atomic.Pointer[Policy] // the remote's, when known
+	policy    atomic.Pointer[core.Policy] // the remote's, when known
 
 	takes   atomic.Uint64
 	dropped atomic.Uint64
 }
 
-var _ Limiter = (*Leased)(nil)
+var _ core.Limiter = (*Leased)(nil)
 
 // Leased has no Refund method. A request spends units that the remote
 // limiter counted when the lease was taken, maybe long before, so a remote
@@ -105,7 +99,7 @@ type lease struct {
 	storeLeft int64 // the remote's Remaining at the last take
 	resetAt   int64 // Unix ns: the remote's ResetAfter at the last take
 	limit     int64
-	policy    Policy
+	policy    core.Policy
 }
 
 // LeaseStats counts what a [Leased] limiter did.
@@ -119,57 +113,39 @@ type LeaseStats struct {
 	Dropped uint64
 }
 
-// LeaseOption configures a [Leased] limiter: [WithLeaseTime], [WithClock] or
-// [WithMaxKeys].
-type LeaseOption interface{ applyLease(*leaseOptions) }
-
-type leaseOptions struct {
-	leaseTime time.Duration
-	clock     Clock
-	maxKeys   int
-}
-
-// WithLeaseTime sets how long units taken from the remote limiter may be spent
-// (positive); units left after it are dropped. Keep it short: the longer it
-// is, the longer an instance can sit on units other instances could have
-// used. Default: [DefaultLeaseTime].
-func WithLeaseTime(d time.Duration) LeaseOption {
-	return leaseOption(func(o *leaseOptions) { o.leaseTime = d })
-}
-
 // NewLeased returns a limiter that takes units from remote in batches of up
 // to batch (at least 1) and spends them locally. It fails if remote is nil
-// or an option is invalid; a remote whose Policy is a [LeakyBucket] is
+// or an option is invalid; a remote whose Policy is a [core.LeakyBucket] is
 // rejected, and batch is capped at the remote policy's capacity, when the
 // remote limiter has a Policy method (both stores do) that returns a valid
 // Policy; a zero Policy, as a wrapper such as [DenialCache] returns when
 // it does not know the policy, is taken as unknown.
-func NewLeased(remote Limiter, batch int64, opts ...LeaseOption) (*Leased, error) {
+func NewLeased(remote core.Limiter, batch int64, opts ...LeaseOption) (*Leased, error) {
 	if remote == nil {
-		return nil, errors.New("core: NewLeased: a remote limiter is required")
+		return nil, errors.New("hotkey: NewLeased: a remote limiter is required")
 	}
 	if batch < 1 {
-		return nil, fmt.Errorf("core: NewLeased: batch %d: must be at least 1", batch)
+		return nil, fmt.Errorf("hotkey: NewLeased: batch %d: must be at least 1", batch)
 	}
-	o := leaseOptions{leaseTime: DefaultLeaseTime, clock: SystemClock{}, maxKeys: DefaultLeaseMaxKeys}
+	o := options{leaseTime: DefaultLeaseTime, clock: core.SystemClock{}, maxKeys: DefaultMaxKeys}
 	for i, opt := range opts {
 		if opt == nil {
-			return nil, fmt.Errorf("core: NewLeased: option %d is nil", i+1)
+			return nil, fmt.Errorf("hotkey: NewLeased: option %d is nil", i+1)
 		}
 		opt.applyLease(&o)
 	}
 	switch {
 	case o.leaseTime <= 0:
-		return nil, fmt.Errorf("core: NewLeased: WithLeaseTime(%v): must be positive", o.leaseTime)
+		return nil, fmt.Errorf("hotkey: NewLeased: WithLeaseTime(%v): must be positive", o.leaseTime)
 	case o.clock == nil:
-		return nil, errors.New("core: NewLeased: WithClock(nil): a clock is required")
+		return nil, errors.New("hotkey: NewLeased: WithClock(nil): a clock is required")
 	case o.maxKeys < 1:
-		return nil, fmt.Errorf("core: NewLeased: WithMaxKeys(%d): must be at least 1", o.maxKeys)
+		return nil, fmt.Errorf("hotkey: NewLeased: WithMaxKeys(%d): must be at least 1", o.maxKeys)
 	}
 	l := &Leased{remote: remote, batch: batch, leaseTime: int64(o.leaseTime), clock: o.clock}
 	if pol, ok := policyOf(remote); ok {
-		if pol.Algorithm == LeakyBucket {
-			return nil, errors.New("core: NewLeased: a leaky bucket's Delay cannot be leased")
+		if pol.Algorithm == core.LeakyBucket {
+			return nil, errors.New("hotkey: NewLeased: a leaky bucket's Delay cannot be leased")
 		}
 		l.batch = min(batch, pol.Capacity())
 		l.policy.Store(&pol)
@@ -190,11 +166,11 @@ func NewLeased(remote Limiter, batch int64, opts ...LeaseOption) (*Leased, error
 
 // Policy returns the remote limiter's policy: from its Policy method, or
 // else from its last Decision (the zero Policy before any).
-func (l *Leased) Policy() Policy {
+func (l *Leased) Policy() core.Policy {
 	if p := l.policy.Load(); p != nil {
 		return *p
 	}
-	return Policy{}
+	return core.Policy{}
 }
 
 // Stats reports the keys held, the remote takes and the units dropped so
@@ -204,14 +180,14 @@ func (l *Leased) Stats() LeaseStats {
 }
 
 // Allow is shorthand for AllowN(ctx, key, 1).
-func (l *Leased) Allow(ctx context.Context, key string) (Decision, error) {
+func (l *Leased) Allow(ctx context.Context, key string) (core.Decision, error) {
 	return l.AllowN(ctx, key, 1)
 }
 
 // AllowN spends n units of key's lease, topping it up from the remote
 // limiter when it holds fewer. See [Leased] for what the Decision means.
 // Errors of the remote limiter are returned as they are.
-func (l *Leased) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
+func (l *Leased) AllowN(ctx context.Context, key string, n int64) (core.Decision, error) {
 	if key == "" || n <= 0 {
 		return l.invalid(key, n)
 	}
@@ -220,7 +196,7 @@ func (l *Leased) AllowN(ctx context.Context, key string, n int64) (Decision, err
 	}
 	e := l.leases.getOrAdd(key, func() *lease { return &lease{sem: make(chan struct{}, 1), size: n} })
 	if err := e.lock(ctx); err != nil {
-		return Decision{Limit: l.Policy().Limit, Policy: l.Policy()}, err
+		return core.Decision{Limit: l.Policy().Limit, Policy: l.Policy()}, err
 	}
 	defer e.unlock()
 	now := l.now()
@@ -236,7 +212,7 @@ func (l *Leased) AllowN(ctx context.Context, key string, n int64) (Decision, err
 	need := n - e.left
 	take := max(min(e.size, batch), n) - e.left
 	d, err := l.take(ctx, key, take)
-	if take > need && (err == nil && !d.Allowed || errors.Is(err, ErrCostTooHigh)) {
+	if take > need && (err == nil && !d.Allowed || errors.Is(err, core.ErrCostTooHigh)) {
 		e.size = max(e.size/2, 1)
 		take = need
 		d, err = l.take(ctx, key, take)
@@ -259,7 +235,7 @@ func (l *Leased) AllowN(ctx context.Context, key string, n int64) (Decision, err
 // Peek reports what AllowN would decide now, counting nothing: from the
 // lease when it holds n units, else by asking the remote limiter about the
 // units missing.
-func (l *Leased) Peek(ctx context.Context, key string, n int64) (Decision, error) {
+func (l *Leased) Peek(ctx context.Context, key string, n int64) (core.Decision, error) {
 	if key == "" || n <= 0 {
 		return l.invalid(key, n)
 	}
@@ -271,7 +247,7 @@ func (l *Leased) Peek(ctx context.Context, key string, n int64) (Decision, error
 		return l.remote.Peek(ctx, key, n)
 	}
 	if err := e.lock(ctx); err != nil {
-		return Decision{Limit: l.Policy().Limit, Policy: l.Policy()}, err
+		return core.Decision{Limit: l.Policy().Limit, Policy: l.Policy()}, err
 	}
 	defer e.unlock()
 	now := l.now()
@@ -292,18 +268,18 @@ func (l *Leased) Peek(ctx context.Context, key string, n int64) (Decision, error
 // remote limiter.
 func (l *Leased) Reset(ctx context.Context, key string) error {
 	if key == "" {
-		return fmt.Errorf("core: %w", ErrEmptyKey)
+		return fmt.Errorf("hotkey: %w", core.ErrEmptyKey)
 	}
 	l.leases.remove(key)
 	return l.remote.Reset(ctx, key)
 }
 
 // Unwrap returns the remote limiter, the one Leased takes leases from.
-func (l *Leased) Unwrap() Limiter { return l.remote }
+func (l *Leased) Unwrap() core.Limiter { return l.remote }
 
-func (l *Leased) invalid(key string, n int64) (Decision, error) {
+func (l *Leased) invalid(key string, n int64) (core.Decision, error) {
 	p := l.Policy()
-	return Decision{Limit: p.Limit, Policy: p}, checkRequest(key, n, MaxLimit)
+	return core.Decision{Limit: p.Limit, Policy: p}, checkRequest(key, n, core.MaxLimit)
 }
 
 // maxTake returns batch, capped at the remote policy's capacity once known.
@@ -321,11 +297,11 @@ func (l *Leased) passThrough(n int64) bool {
 		return true
 	}
 	p := l.policy.Load()
-	return p != nil && p.Algorithm == LeakyBucket
+	return p != nil && p.Algorithm == core.LeakyBucket
 }
 
 // take asks the remote limiter for n units and learns its policy.
-func (l *Leased) take(ctx context.Context, key string, n int64) (Decision, error) {
+func (l *Leased) take(ctx context.Context, key string, n int64) (core.Decision, error) {
 	l.takes.Add(1)
 	d, err := l.remote.AllowN(ctx, key, n)
 	if err == nil && l.policy.Load() == nil && d.Policy.Limit != 0 {
@@ -362,19 +338,19 @@ func (e *lease) lock(ctx context.Context) error {
 	case e.sem <- struct{}{}:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("core: lease: %w", ctx.Err())
+		return fmt.Errorf("hotkey: lease: %w", ctx.Err())
 	}
 }
 
 func (e *lease) unlock() { <-e.sem }
 
 // decision is the allowed Decision for a request just spent from e.
-func (e *lease) decision(now int64) Decision {
+func (e *lease) decision(now int64) core.Decision {
 	rem := e.left + e.storeLeft
 	if c := e.policy.Capacity(); c > 0 {
 		rem = min(rem, c)
 	}
-	return Decision{
+	return core.Decision{
 		Allowed:    true,
 		Limit:      e.limit,
 		Remaining:  rem,
