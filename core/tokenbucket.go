@@ -75,7 +75,9 @@ const (
 // units of 1/Scale microsecond, one unit of cost taking Interval of them to
 // refill (or to be served), and a full bucket holding Capacity of them
 // (Burst·Interval). Every store implements the buckets with these integers,
-// so that all stores decide alike; see [Policy.Emission].
+// so that all stores decide alike; see [Policy.Emission]. It is public so
+// that a store of your own can make the memory and Redis stores' decisions
+// exactly (docs/extending.md).
 type Emission struct {
 	// Scale is q, the time units per microsecond: Limit/gcd(Limit, Window in
 	// µs), capped at 64.
