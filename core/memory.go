@@ -23,13 +23,13 @@ const DefaultMaxKeys = 1 << 20
 // the entry holding the fewest units; [Memory.Stats] counts those evictions,
 // the only way this limiter forgets usage.
 //
-// State per key: the token and leaky buckets keep one int64, the fixed window
-// two, the sliding window an int64 and two counters, the sliding log one
-// entry per distinct request time in the last window.
-//
 // A Memory is safe for concurrent use. Its methods ignore ctx: they never
 // block on anything but a shard's mutex.
 type Memory struct {
+	// State per key: the token and leaky buckets keep one int64, the fixed
+	// window two, the sliding window an int64 and two counters, the sliding log
+	// one entry per distinct request time in the last window.
+	//
 	// Keys live in a sharded hash table (64 shards, fewer for a small maximum,
 	// each behind its own mutex). A key is kept as a 128-bit seeded hash of it
 	// beside its state in a slot the garbage collector does not scan. A key's

@@ -19,8 +19,8 @@ type PlanFunc func(ctx context.Context, key string) (plan string, err error)
 var ErrUnknownPlan = errors.New("unknown plan")
 
 // Tiered is a [Limiter] that chooses the policy of each request by its key's
-// plan, such as 60 per minute on "free" and 1,000 on "pro". It holds one
-// [Memory] limiter per plan, not one per user.
+// plan ("free", "pro"). It holds one [Memory] limiter per plan, not one per
+// user.
 //
 // Each request is decided, and counted, by the plan its key is on at that
 // moment ([PlanFunc] is asked every time), so a plan change applies to the
