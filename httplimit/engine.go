@@ -180,6 +180,35 @@ func (r *Result) Response() Response {
 	return *r.resp
 }
 
+// Problem returns why the request was refused, the zero Problem when it is
+// served: for an adapter that answers in a protocol other than HTTP, such as
+// gRPC, with a status of its own. A refusal written by a [WithDenied]
+// function has only Type ([ProblemRateLimited]), Status and Policy set.
+func (r *Result) Problem() Problem {
+	switch {
+	case r.serve || r.resp == nil:
+		return Problem{}
+	case r.resp.problem.Type != "":
+		return r.resp.problem
+	}
+	return Problem{Type: ProblemRateLimited, Status: r.resp.Status, Policy: r.e.deniedName(r)}
+}
+
+// RetryAfter returns the Retry-After of a refusal in whole seconds (at
+// least 1), or 0 when the response has none: the request is served, or
+// retrying cannot help ([ProblemCostTooHigh], [ProblemInvalidKey]...).
+func (r *Result) RetryAfter() int64 {
+	switch {
+	case r.serve || r.resp == nil:
+		return 0
+	case r.denied:
+		return RetryAfterSeconds(r.d.RetryAfter)
+	case r.resp.problem.Type == ProblemUnavailable:
+		return RetryAfterSeconds(failClosedRetry)
+	}
+	return 0
+}
+
 // Counting reports whether [Result.Done] needs the response status: the
 // request was counted before the handler and is given back unless
 // [WithCountIf] accepts the status. Adapters that must do extra work to

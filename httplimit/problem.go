@@ -65,6 +65,8 @@ type Response struct {
 	Header http.Header
 	// Body is the response body.
 	Body []byte
+
+	problem Problem // the engine's own refusals: what Body encodes
 }
 
 // DeniedResponse returns the default response to a request denied by d: 429
@@ -144,7 +146,7 @@ func problemResponse(p Problem) Response {
 	h := make(http.Header, 3)
 	h["Content-Type"] = []string{ContentTypeProblem}
 	h["Cache-Control"] = []string{"no-store"}
-	return Response{Status: p.Status, Header: h, Body: body}
+	return Response{Status: p.Status, Header: h, Body: body, problem: p}
 }
 
 // WriteDenied writes the default answer to a request denied by d on a
