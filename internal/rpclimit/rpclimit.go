@@ -1,0 +1,297 @@
+// Package rpclimit is the part of ratekit's gRPC and Connect interceptors
+// (grpclimit, connectlimit) that knows no RPC library: the options both
+// take, the [keyfunc.Request] view of a call, one httplimit.Engine per
+// limiter, and what a refusal becomes in RPC terms (a google.rpc.Code, the
+// Retry-After in seconds, the policy, the rate headers as metadata).
+//
+// The interceptors live in modules of their own that import this package:
+// a change to it must keep compiling their released versions, or they must
+// require the root version that makes it.
+package rpclimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/httplimit"
+	"github.com/ratekit/ratekit/keyfunc"
+)
+
+// The google.rpc.Code values a refusal maps to; gRPC's codes.Code and
+// Connect's connect.Code use the same numbers.
+const (
+	CodeOK                uint32 = 0
+	CodeCanceled          uint32 = 1
+	CodeInvalidArgument   uint32 = 3
+	CodeDeadlineExceeded  uint32 = 4
+	CodeResourceExhausted uint32 = 8
+	CodeUnavailable       uint32 = 14
+)
+
+// Config is what the interceptors' options set. The zero Config limits
+// every call with the default limiter, keyed by its peer's address.
+type Config struct {
+	// Methods holds per-method limiters by full method name
+	// ("/pkg.Service/Method"); a method not in it uses the default limiter.
+	Methods map[string]core.Limiter
+	// MethodFunc, if set, picks the limiter of a method not in Methods; nil
+	// from it means the default limiter.
+	MethodFunc func(method string) core.Limiter
+	// Key keys a call (keyfunc's functions see the peer address as
+	// RemoteAddr, the metadata as headers and the method as the route).
+	Key keyfunc.Func
+	// Cost is the units a call (or, with PerMessage, a message) costs.
+	Cost func(keyfunc.Request) (int64, error)
+	// Skip exempts a call from the limit.
+	Skip func(keyfunc.Request) bool
+	// ErrorPolicy is what a call gets when the limiter fails; nil: fail
+	// open, as in HTTP.
+	ErrorPolicy *core.ErrorPolicy
+	// DryRun, when set, serves denied calls and reports them to DryRunFunc
+	// (which may be nil).
+	DryRun     bool
+	DryRunFunc func(keyfunc.Request, core.Decision)
+	// CountIf, when set, counts a call before the handler and gives it
+	// back unless CountIf accepts the code the handler ended with.
+	CountIf func(code uint32) bool
+	// ErrorHook receives every error met while limiting a call.
+	ErrorHook func(keyfunc.Request, error)
+	// Clock is the clock CountIf's refunds measure elapsed time by.
+	Clock core.Clock
+	// PerMessage charges every message a client streams, not only the
+	// stream's start (the interceptors read it; Check does not).
+	PerMessage bool
+}
+
+// Limiter checks calls against their method's limiter. It is safe for
+// concurrent use.
+type Limiter struct {
+	def     *httplimit.Engine
+	methods map[string]*httplimit.Engine // fixed at New
+	fn      func(string) core.Limiter
+	byFunc  sync.Map // method -> *httplimit.Engine, for fn's limiters
+	opts    []httplimit.Option
+	hook    func(keyfunc.Request, error)
+	// PerMessage is Config.PerMessage.
+	PerMessage bool
+}
+
+// New returns a Limiter for the default limiter l and cfg; who names the
+// constructor in errors ("grpclimit: UnaryServerInterceptor").
+func New(who string, l core.Limiter, cfg Config) (*Limiter, error) {
+	if l == nil {
+		return nil, fmt.Errorf("%s: a limiter is required", who)
+	}
+	var opts []httplimit.Option
+	if cfg.Key != nil {
+		opts = append(opts, httplimit.WithKey(cfg.Key))
+	}
+	if cfg.Cost != nil {
+		opts = append(opts, httplimit.WithCost(cfg.Cost))
+	}
+	if cfg.Skip != nil {
+		opts = append(opts, httplimit.WithSkip(cfg.Skip))
+	}
+	if cfg.ErrorPolicy != nil {
+		opts = append(opts, httplimit.WithErrorPolicy(*cfg.ErrorPolicy))
+	}
+	if cfg.DryRun {
+		opts = append(opts, httplimit.WithDryRun(cfg.DryRunFunc))
+	}
+	if f := cfg.CountIf; f != nil {
+		// The engine's "status" is the call's code here: Done is given
+		// the code the handler ended with.
+		opts = append(opts, httplimit.WithCountIf(func(code int) bool { return f(uint32(code)) }))
+	}
+	if cfg.ErrorHook != nil {
+		opts = append(opts, httplimit.WithErrorHook(cfg.ErrorHook))
+	}
+	if cfg.Clock != nil {
+		opts = append(opts, httplimit.WithClock(cfg.Clock))
+	}
+	// Calls carry no body a key function could read; keyfunc.Request's
+	// Field finds nothing.
+	lim := &Limiter{fn: cfg.MethodFunc, opts: opts, hook: cfg.ErrorHook, PerMessage: cfg.PerMessage}
+	var err error
+	if lim.def, err = httplimit.New(l, opts...); err != nil {
+		return nil, fmt.Errorf("%s: %w", who, err)
+	}
+	if len(cfg.Methods) > 0 {
+		lim.methods = make(map[string]*httplimit.Engine, len(cfg.Methods))
+		for m, ml := range cfg.Methods {
+			if !strings.HasPrefix(m, "/") || strings.Count(m, "/") != 2 {
+				return nil, fmt.Errorf("%s: method %q: want a full method name such as /pkg.Service/Method", who, m)
+			}
+			if ml == nil {
+				return nil, fmt.Errorf("%s: method %s: nil limiter (to exempt a method, skip it)", who, m)
+			}
+			if lim.methods[m], err = httplimit.New(ml, opts...); err != nil {
+				return nil, fmt.Errorf("%s: method %s: %w", who, m, err)
+			}
+		}
+	}
+	return lim, nil
+}
+
+// engine returns the engine that limits method.
+func (l *Limiter) engine(method string) (*httplimit.Engine, error) {
+	if e, ok := l.methods[method]; ok {
+		return e, nil
+	}
+	if l.fn == nil {
+		return l.def, nil
+	}
+	if e, ok := l.byFunc.Load(method); ok {
+		return e.(*httplimit.Engine), nil
+	}
+	ml := l.fn(method)
+	if ml == nil {
+		return l.def, nil
+	}
+	e, err := httplimit.New(ml, l.opts...)
+	if err != nil {
+		return nil, err
+	}
+	// Methods are the server's registered ones, so the cache is bounded.
+	got, _ := l.byFunc.LoadOrStore(method, e)
+	return got.(*httplimit.Engine), nil
+}
+
+// Check decides call c. c must stay unchanged until the Verdict's Done.
+func (l *Limiter) Check(c *Call) Verdict {
+	e, err := l.engine(c.Procedure)
+	if err != nil {
+		// A limiter from MethodFunc that cannot be used (it cannot give
+		// units back for CountIf): a configuration error, met at the
+		// method's first call. The call is refused as when the limiter is
+		// down and fails closed, never served unlimited.
+		if l.hook != nil {
+			l.hook(c, fmt.Errorf("rpclimit: method %s: %w", c.Procedure, err))
+		}
+		return Verdict{broken: true, ctx: c.Ctx}
+	}
+	return Verdict{res: e.Check(c), ctx: c.Ctx}
+}
+
+// Verdict is what [Limiter.Check] decided for a call.
+type Verdict struct {
+	res    httplimit.Result
+	broken bool // the method has no usable limiter
+	ctx    context.Context
+}
+
+// Serve reports whether the handler should be called.
+func (v *Verdict) Serve() bool { return !v.broken && v.res.Serve() }
+
+// Refusal is a refused call in RPC terms.
+type Refusal struct {
+	// Code is the google.rpc.Code to answer with.
+	Code uint32
+	// Message is the status message: what the problem+json detail says in
+	// HTTP.
+	Message string
+	// RetryAfter is when to retry, in whole seconds (at least 1), or 0
+	// when retrying cannot help.
+	RetryAfter int64
+	// Policy names the policy that refused the call, or is "".
+	Policy string
+}
+
+// Refusal returns what a call that is not served gets.
+func (v *Verdict) Refusal() Refusal {
+	if v.broken {
+		return Refusal{Code: CodeUnavailable, Message: "The call could not be checked against its rate limit.", RetryAfter: 1}
+	}
+	p := v.res.Problem()
+	r := Refusal{Message: p.Detail, RetryAfter: v.res.RetryAfter(), Policy: p.Policy}
+	switch p.Type {
+	case httplimit.ProblemRateLimited, httplimit.ProblemCostTooHigh:
+		r.Code = CodeResourceExhausted
+	case httplimit.ProblemInvalidKey, httplimit.ProblemInvalidCost:
+		r.Code = CodeInvalidArgument
+	case httplimit.ProblemCanceled:
+		// The call ended while it waited for its leaky-bucket slot.
+		r.Code = CodeCanceled
+		if errors.Is(v.ctx.Err(), context.DeadlineExceeded) {
+			r.Code = CodeDeadlineExceeded
+		}
+	default:
+		r.Code = CodeUnavailable
+	}
+	return r
+}
+
+// Headers passes add the rate headers of the call, lowercase, as metadata
+// keys are: "ratelimit" and "ratelimit-policy" (one member each per
+// policy), and "retry-after" when refused with one. Their values are those
+// the HTTP adapters write.
+func (v *Verdict) Headers(add func(name, value string)) {
+	if !v.broken {
+		v.res.WriteHeaders(metadataSink(add))
+	}
+}
+
+// Done tells the limiter the code the handler ended with; with CountIf it
+// gives the call's units back unless CountIf accepts the code.
+func (v *Verdict) Done(code uint32) {
+	if !v.broken {
+		v.res.Done(int(code))
+	}
+}
+
+// metadataSink takes the engine's headers as metadata: lowercase, and only
+// the rate fields (not an HTTP body's Content-Type or Cache-Control).
+type metadataSink func(name, value string)
+
+func (s metadataSink) Set(name, value string) { s.Add(name, value) }
+
+func (s metadataSink) Add(name, value string) {
+	switch n := strings.ToLower(name); n {
+	case "ratelimit", "ratelimit-policy", "retry-after":
+		s(n, value)
+	}
+}
+
+// Call is one RPC as keyfunc sees it; it implements [keyfunc.Request].
+type Call struct {
+	// Ctx is the call's context.
+	Ctx context.Context
+	// Peer is the client's address, "host:port" or a bare IP address.
+	Peer string
+	// Metadata returns the values of the named metadata key (lowercase,
+	// as gRPC keys are), or nil.
+	Metadata func(name string) []string
+	// Procedure is the full method name, "/pkg.Service/Method".
+	Procedure string
+}
+
+var _ keyfunc.Request = (*Call)(nil)
+
+// RemoteAddr returns the peer's address.
+func (c *Call) RemoteAddr() string { return c.Peer }
+
+// Header returns the metadata values of name, matched case-insensitively.
+func (c *Call) Header(name string) []string {
+	if c.Metadata == nil {
+		return nil
+	}
+	return c.Metadata(strings.ToLower(name))
+}
+
+// Method returns "POST", the HTTP method of every gRPC and Connect call
+// (Connect's GET for side-effect-free calls aside).
+func (c *Call) Method() string { return http.MethodPost }
+
+// Route returns the full method name.
+func (c *Call) Route() string { return c.Procedure }
+
+// Context returns the call's context.
+func (c *Call) Context() context.Context { return c.Ctx }
+
+// Field finds nothing: a call's messages are not forms.
+func (c *Call) Field(string) (string, error) { return "", nil }
