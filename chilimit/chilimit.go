@@ -13,12 +13,9 @@ import (
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/httplimit"
-	"github.com/ratekit/ratekit/internal/httpview"
-	"github.com/ratekit/ratekit/keyfunc"
 )
 
 // New returns net/http middleware that limits requests with l, configured by
@@ -35,32 +32,14 @@ import (
 // configuration mistake, found when the server starts.
 func New(l core.Limiter, opts ...httplimit.Option) func(http.Handler) http.Handler {
 	e := httplimit.MustNew(l, opts...)
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			res := e.Check(httpview.NewFunc(r, route))
-			if !res.WriteHTTP(w) {
-				return
-			}
-			if !res.Counting() {
-				next.ServeHTTP(w, r)
-				return
-			}
-			ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-			next.ServeHTTP(ww, r)
-			status := ww.Status()
-			if status == 0 {
-				status = http.StatusOK // nothing written: net/http sends 200
-			}
-			res.Done(status)
-		})
-	}
+	return func(next http.Handler) http.Handler { return e.Handler(next, route) }
 }
 
-// route returns chi's route pattern, or the ServeMux pattern when chi did
-// not route the request.
+// route returns chi's route pattern, or "" when chi did not route the
+// request (the engine then reads the ServeMux pattern).
 func route(r *http.Request) string {
-	if p := chi.RouteContext(r.Context()).RoutePattern(); p != "" {
-		return p
+	if rc := chi.RouteContext(r.Context()); rc != nil {
+		return rc.RoutePattern()
 	}
-	return keyfunc.FromHTTP(r).Route()
+	return ""
 }

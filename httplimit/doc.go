@@ -4,6 +4,11 @@
 // happens when the limiter fails, dry runs, and giving back the requests
 // whose responses are not counted.
 //
+// [Middleware] is the plain net/http middleware, for the standard
+// [net/http.ServeMux] or any handler chain:
+//
+//	mux.Handle("/api/", httplimit.Middleware(limiter)(api))
+//
 // The framework adapters (ginlimit, echolimit, chilimit, fiberlimit) are glue
 // around an [Engine]: they build a [keyfunc.Request] view of the request,
 // call [Engine.Check], write the [Result] the framework's way, call the
