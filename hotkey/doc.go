@@ -12,7 +12,7 @@
 //     cost are denied from memory, with the Decision the remote limiter
 //     would give.
 //
-// Both are [core.Limiter]s, keep a bounded number of keys ([WithMaxKeys]),
+// Both implement [core.Limiter], keep a bounded number of keys ([WithMaxKeys]),
 // read an injected clock ([WithClock]) and expose Unwrap. Put them
 // outermost first: a DenialCache over a Leased over a [core.Failover] over
 // the remote limiter.
