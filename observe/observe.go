@@ -355,7 +355,6 @@ func (w *observer) reportTook(ctx context.Context, op Op, key string, n int64, d
 type Limiter struct {
 	l   core.Limiter
 	lay core.LayeredLimiter // l, when it is layered
-	mem *core.Memory        // l, when it is a core.Memory on the observer's clock
 	ref core.Refunder       // l, when it can refund
 	w   observer
 }
@@ -380,7 +379,7 @@ func New(l core.Limiter, obs Observer, opts ...Option) (*Limiter, error) {
 
 // Policy returns the observed limiter's policy, when it has a Policy
 // method that returns a valid Policy, else the zero Policy (as
-// [DenialCache.Policy] does).
+// [github.com/ratekit/ratekit/hotkey.DenialCache.Policy] does).
 func (o *Limiter) Policy() core.Policy {
 	p, _ := policyOf(o.l)
 	return p
@@ -444,7 +443,7 @@ func (o *Limiter) Reset(ctx context.Context, key string) error {
 
 // policyOf returns l's policy and whether it is known: l has a Policy
 // method and it returns a valid Policy. The wrappers' Policy methods
-// ([DenialCache.Policy], [Leased.Policy], [Limiter.Policy],
+// (hotkey.DenialCache.Policy, hotkey.Leased.Policy, [Limiter.Policy],
 // [Shadow.Policy]) return the zero Policy when they do not know theirs,
 // which must not be taken for a policy with a capacity of 0. It returns
 // the zero Policy when the policy is unknown.
