@@ -1,6 +1,7 @@
 package ratekitprom
 
 import (
+	"context"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -65,8 +66,8 @@ func (v *latencyVec) child(label string) *latencyHist {
 	return h
 }
 
-// observe counts one duration.
-func (h *latencyHist) observe(d time.Duration) {
+// Record counts one duration.
+func (h *latencyHist) Record(_ context.Context, d time.Duration) {
 	i := 0
 	for i < len(h.ns) && int64(d) > h.ns[i] {
 		i++

@@ -3,6 +3,7 @@ package ratekitprom_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -70,8 +71,9 @@ func TestScrape(t *testing.T) {
 	m := must[*ratekitprom.Metrics](t)(ratekitprom.New(reg, ratekitprom.WithLatencyBuckets([]float64{0.3, 1})))
 
 	// "api" enforces 3 a minute on a store that decides in 250ms (500ms
-	// twice: times whose sum is exact in binary floating point); "api-v2",
-	// 2 a minute, is its shadow candidate.
+	// twice: times whose sum is exact in binary floating point), so its
+	// third request, which leaves 0, is near its limit; "api-v2", 2 a
+	// minute, is its shadow candidate.
 	api := newMemory(t, core.Policy{Name: "api", Limit: 3, Window: time.Minute}, clock)
 	store := &slowStore{Memory: api, clock: clock, lag: 250 * time.Millisecond}
 	candidate := newMemory(t, core.Policy{Name: "api-v2", Limit: 2, Window: time.Minute}, clock)
@@ -156,6 +158,9 @@ ratekit_memory_keys{policy="small"} 1
 # TYPE ratekit_memory_lossy_evictions_total counter
 ratekit_memory_lossy_evictions_total{policy="api"} 0
 ratekit_memory_lossy_evictions_total{policy="small"} 1
+# HELP ratekit_near_limit_total Allowed AllowN calls that left less than the near-limit fraction of the policy's limit (by default 10%).
+# TYPE ratekit_near_limit_total counter
+ratekit_near_limit_total{policy="api"} 1
 # HELP ratekit_peeks_total Peek calls by policy and outcome (allowed, denied, error).
 # TYPE ratekit_peeks_total counter
 ratekit_peeks_total{outcome="allowed",policy="api"} 1
@@ -225,6 +230,12 @@ func TestErrors(t *testing.T) {
 			_, err := ratekitprom.New(nil, ratekitprom.WithLatencyBuckets([]float64{1, 1}))
 			return err
 		}(), "ratekitprom: WithLatencyBuckets: bounds must increase, 1 then 1"},
+		{"no buckets", func() error { _, err := ratekitprom.New(nil, ratekitprom.WithLatencyBuckets(nil)); return err }(),
+			"ratekitprom: WithLatencyBuckets: at least one bound is required"},
+		{"near 0", func() error { _, err := ratekitprom.New(nil, ratekitprom.WithNearLimit(0)); return err }(),
+			"ratekitprom: WithNearLimit(0): the fraction must be more than 0 and at most 1"},
+		{"near 1.5", func() error { _, err := ratekitprom.New(nil, ratekitprom.WithNearLimit(1.5)); return err }(),
+			"ratekitprom: WithNearLimit(1.5): the fraction must be more than 0 and at most 1"},
 		{"nil memory", m.WatchMemory("x", nil), "ratekitprom: WatchMemory: nil limiter"},
 		{"nil lease", m.WatchLeased("x", nil), "ratekitprom: WatchLeased: nil limiter"},
 		{"nil failover", m.WatchFailover("x", nil), "ratekitprom: WatchFailover: nil limiter"},
@@ -245,6 +256,7 @@ func TestObserveAllocs(t *testing.T) {
 	m := must[*ratekitprom.Metrics](t)(ratekitprom.New(nil))
 	events := []observe.Event{
 		{Op: observe.OpAllow, Policy: "api", Decision: core.Decision{Allowed: true}, Latency: time.Microsecond},
+		{Op: observe.OpAllow, Policy: "api", Decision: core.Decision{Allowed: true, Limit: 10}, Latency: time.Microsecond}, // near its limit
 		{Op: observe.OpAllow, Policy: "api", Shadow: true},
 		{Op: observe.OpPeek, Policy: "api"},
 		{Op: observe.OpStoreError, Policy: "api", Err: errDown},
@@ -289,5 +301,42 @@ ratekit_shadow_decisions_total{outcome="error",policy="api"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "ratekit_decisions_total", "ratekit_shadow_decisions_total"); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestNearLimit runs 25 requests against a limit of 20 at several
+// fractions: the allowed ones leave 19 down to 0, and those that leave
+// less than the fraction of 20 are near the limit; the 5 denied never are.
+func TestNearLimit(t *testing.T) {
+	for _, tt := range []struct {
+		opts []ratekitprom.Option
+		want int // allowed decisions that left Remaining < fraction × 20
+	}{
+		{nil, 2}, // 10% of 20 is 2: 1 and 0 left
+		{[]ratekitprom.Option{ratekitprom.WithNearLimit(0.25)}, 5}, // 5: 4 down to 0, not 5 itself
+		{[]ratekitprom.Option{ratekitprom.WithNearLimit(0.26)}, 6}, // 5.2: 5 down to 0
+		{[]ratekitprom.Option{ratekitprom.WithNearLimit(1)}, 20},   // 20: every allowed one
+	} {
+		clock := core.NewManualClock(start)
+		reg := prometheus.NewPedanticRegistry()
+		m := must[*ratekitprom.Metrics](t)(ratekitprom.New(reg, tt.opts...))
+		mem := newMemory(t, core.Policy{Name: "api", Limit: 20, Window: time.Minute}, clock)
+		l := must[*observe.Limiter](t)(observe.New(mem, m, observe.WithClock(clock)))
+		for range 25 {
+			l.Allow(ctx, "203.0.113.7")
+		}
+		want := fmt.Sprintf(`
+# HELP ratekit_decisions_total AllowN calls by policy and outcome (allowed, denied, error).
+# TYPE ratekit_decisions_total counter
+ratekit_decisions_total{outcome="allowed",policy="api"} 20
+ratekit_decisions_total{outcome="denied",policy="api"} 5
+ratekit_decisions_total{outcome="error",policy="api"} 0
+# HELP ratekit_near_limit_total Allowed AllowN calls that left less than the near-limit fraction of the policy's limit (by default 10%%).
+# TYPE ratekit_near_limit_total counter
+ratekit_near_limit_total{policy="api"} %d
+`, tt.want)
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "ratekit_decisions_total", "ratekit_near_limit_total"); err != nil {
+			t.Errorf("%d options: %v", len(tt.opts), err)
+		}
 	}
 }
