@@ -1,7 +1,6 @@
 package chilimit_test
 
 import (
-	"io"
 	"net/http"
 	"testing"
 
@@ -16,18 +15,11 @@ func newApp(app *adaptertest.App) http.Handler {
 	if app.Use != nil {
 		r.Use(chilimit.New(app.Use.Limiter, app.Use.Options...))
 	}
-	handle := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		status, out := app.Handle(r.Header.Get(adaptertest.StatusHeader), body)
-		w.Header().Set("Content-Type", "text/plain")
-		w.WriteHeader(status)
-		w.Write(out)
-	})
 	for _, rt := range app.Routes {
 		if rt.Limit != nil {
-			r.With(chilimit.New(rt.Limit.Limiter, rt.Limit.Options...)).Method(rt.Method, rt.Pattern, handle)
+			r.With(chilimit.New(rt.Limit.Limiter, rt.Limit.Options...)).Method(rt.Method, rt.Pattern, app)
 		} else {
-			r.Method(rt.Method, rt.Pattern, handle)
+			r.Method(rt.Method, rt.Pattern, app)
 		}
 	}
 	return r

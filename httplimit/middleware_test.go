@@ -2,7 +2,6 @@ package httplimit_test
 
 import (
 	"bufio"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -20,15 +19,8 @@ import (
 // handler registered for the route's pattern, so they see r.Pattern.
 func newMux(app *adaptertest.App) http.Handler {
 	mux := http.NewServeMux()
-	handle := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		status, out := app.Handle(r.Header.Get(adaptertest.StatusHeader), body)
-		w.Header().Set("Content-Type", "text/plain")
-		w.WriteHeader(status)
-		w.Write(out)
-	})
 	for _, rt := range app.Routes {
-		var h http.Handler = handle
+		var h http.Handler = app
 		if rt.Limit != nil {
 			h = httplimit.Middleware(rt.Limit.Limiter, rt.Limit.Options...)(h)
 		}

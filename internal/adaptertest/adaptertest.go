@@ -81,6 +81,17 @@ func (a *App) Handle(statusHeader string, body []byte) (int, []byte) {
 	return status, append([]byte("ok:"), body...)
 }
 
+// ServeHTTP is [App.Handle] as a net/http handler, for the drivers of
+// net/http routers: it answers with Handle's status and body, as
+// text/plain.
+func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	status, out := a.Handle(r.Header.Get(StatusHeader), body)
+	w.Header().Set("Content-Type", "text/plain")
+	w.WriteHeader(status)
+	w.Write(out)
+}
+
 // Context returns the context registered under the ContextHeader id, or nil.
 func (a *App) Context(id string) context.Context {
 	if v, ok := a.ctxs.Load(id); ok {
