@@ -9,6 +9,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/httplimit"
+	"github.com/ratekit/ratekit/internal/adaptertest"
 	"github.com/ratekit/ratekit/internal/httpview"
 	"github.com/ratekit/ratekit/keyfunc"
 )
@@ -82,5 +83,21 @@ func BenchmarkCheckLayered(b *testing.B) {
 			res.WriteHeaders(h)
 			clear(h) // a response's headers start empty
 		}
+	})
+}
+
+// BenchmarkMiddlewareHello measures what Middleware adds to a hello-world
+// route on the standard ServeMux, on the allowed path: ratekit minus bare.
+func BenchmarkMiddlewareHello(b *testing.B) {
+	hello := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("hello")) })
+	b.Run("bare", func(b *testing.B) {
+		mux := http.NewServeMux()
+		mux.Handle("GET /hello", hello)
+		adaptertest.BenchHTTP(b, mux)
+	})
+	b.Run("ratekit", func(b *testing.B) {
+		mux := http.NewServeMux()
+		mux.Handle("GET /hello", httplimit.Middleware(adaptertest.BenchLimiter(b))(hello))
+		adaptertest.BenchHTTP(b, mux)
 	})
 }
