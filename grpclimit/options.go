@@ -1,0 +1,176 @@
+package grpclimit
+
+import (
+	"context"
+	"maps"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/rpclimit"
+	"github.com/ratekit/ratekit/keyfunc"
+)
+
+// An Option configures [UnaryServerInterceptor] and
+// [StreamServerInterceptor]; both take every option ([WithPerMessage]
+// means nothing to unary calls). Each option's doc says its default; a nil
+// function means the default, and a later option replaces an earlier one
+// of the same kind. The options are [httplimit]'s vocabulary in gRPC terms:
+// see its options for the full behaviour.
+type Option func(*config)
+
+// config is what the options set: the interceptors share their options
+// and their behaviour with connectlimit's, in package rpclimit.
+type config = rpclimit.Config
+
+// WithKey sets who is limited: the function that turns a call into the key
+// the limiter counts by. Key functions see the peer's address as the
+// remote address, the request metadata as headers (lowercase keys, as
+// gRPC has them) and the full method name ("/pkg.Service/Method") as the
+// route: [keyfunc.Header] for an API key (hashed), [keyfunc.Route] for the
+// method, [keyfunc.Join] for both. A key function that finds nothing to
+// key by (an error wrapping [keyfunc.ErrNoKey]) falls back to the peer's
+// address; any other key error refuses the call with InvalidArgument.
+//
+// Default: [keyfunc.PeerIP], the peer's address; no metadata is trusted.
+// Behind a proxy that appends to x-forwarded-for, pass
+// [keyfunc.ClientIP]([keyfunc.TrustProxies](...)): it reads the metadata
+// from the right, and only when the peer is a trusted proxy. A server on a
+// Unix socket, whose peers have no IP address, needs a key of its own.
+func WithKey(f keyfunc.Func) Option { return func(c *config) { c.Key = f } }
+
+// WithMethods gives methods limits of their own: the limiter of each full
+// method name ("/pkg.Service/Method") in m counts that method's calls
+// apart from every other method's. The map is copied; a name that is not a
+// full method name, or a nil limiter, makes the interceptor constructors
+// panic.
+//
+// Default: every method uses the interceptor's limiter, sharing its count.
+func WithMethods(m map[string]core.Limiter) Option {
+	m = maps.Clone(m)
+	return func(c *config) { c.Methods = m }
+}
+
+// WithMethodFunc gives methods limits of their own, picked by f for each
+// method not in [WithMethods] (f is asked once per method, on its first
+// call); nil from f means the interceptor's limiter. A limiter from f that
+// cannot be used (with [WithCountIf], one that cannot give units back) is
+// reported to the [WithErrorHook] hook, and that method's calls are
+// refused with Unavailable.
+//
+// Default: every method not in WithMethods uses the interceptor's limiter.
+func WithMethodFunc(f func(fullMethod string) core.Limiter) Option {
+	return func(c *config) { c.MethodFunc = f }
+}
+
+// WithCost sets how many units a call spends (with [WithPerMessage], each
+// message too). An error or a cost that is not positive is the call's
+// fault: it is reported to the [WithErrorHook] hook and refused with
+// InvalidArgument, never served unlimited. A cost above what the policy can
+// ever allow is refused with ResourceExhausted and no RetryInfo.
+//
+// Default: every call costs 1.
+func WithCost(f func(ctx context.Context, fullMethod string) (int64, error)) Option {
+	return func(c *config) {
+		c.Cost = nil
+		if f != nil {
+			c.Cost = func(r keyfunc.Request) (int64, error) { return f(r.Context(), r.Route()) }
+		}
+	}
+}
+
+// WithSkip sets which calls are not limited at all, such as health checks:
+// a call for which f returns true is served without being counted and
+// without rate metadata.
+//
+// Default: no call is skipped.
+func WithSkip(f func(ctx context.Context, fullMethod string) bool) Option {
+	return func(c *config) {
+		c.Skip = nil
+		if f != nil {
+			c.Skip = func(r keyfunc.Request) bool { return f(r.Context(), r.Route()) }
+		}
+	}
+}
+
+// WithErrorPolicy sets what a call gets when the limiter fails (a store is
+// down or times out): [core.FailOpen], [core.FailClosed] or
+// [core.Fallback], as [core.ErrorPolicy] describes. Failing closed, or a
+// fallback failing too, is Unavailable with a RetryInfo of 1 second. Every
+// such error also reaches the [WithErrorHook] hook. It never applies to the
+// call's own faults (an invalid key, a bad cost): those are refused.
+//
+// Default: [core.FailOpen]: the call is served, without rate metadata.
+func WithErrorPolicy(p core.ErrorPolicy) Option {
+	return func(c *config) { c.ErrorPolicy = &p }
+}
+
+// WithDryRun makes the interceptors decide, count and set rate metadata as
+// usual, but never refuse: a denied call is reported to f and then served
+// (without retry-after), and a leaky bucket's Delay is not waited. Use it
+// to try a new limit on live traffic. f may be nil to only set metadata.
+//
+// Default: off; denied calls are refused.
+func WithDryRun(f func(ctx context.Context, fullMethod string, d core.Decision)) Option {
+	return func(c *config) {
+		c.DryRun, c.DryRunFunc = true, nil
+		if f != nil {
+			c.DryRunFunc = func(r keyfunc.Request, d core.Decision) { f(r.Context(), r.Route(), d) }
+		}
+	}
+}
+
+// WithCountIf counts only the calls whose status code f accepts, such as
+// [Failures] on a login method so that only failed attempts count.
+//
+// A call is counted before the handler runs, like any other, and its units
+// are given back after the handler when f does not accept the code it
+// returned (the limiter must be a [core.Refunder]; the constructors panic
+// otherwise). So at most the limit's calls per key can be in flight or
+// counted at once. A stream's code is the one it ends with; with
+// [WithPerMessage], its messages are judged by that code too.
+//
+// Default: every allowed call is counted, before the handler.
+func WithCountIf(f func(code codes.Code) bool) Option {
+	return func(c *config) {
+		c.CountIf = nil
+		if f != nil {
+			c.CountIf = func(code uint32) bool { return f(codes.Code(code)) }
+		}
+	}
+}
+
+// Failures reports whether code is an error (any code but OK), for
+// [WithCountIf].
+func Failures(code codes.Code) bool { return code != codes.OK }
+
+// WithErrorHook sets a function that receives every error met while
+// limiting a call: limiter and store errors, cost function errors, and key
+// errors other than a missing key. It runs on the call's goroutine before
+// the call is decided, so keep it quick (log, count). The error text never
+// reaches the client.
+//
+// Default: errors are not reported.
+func WithErrorHook(f func(ctx context.Context, fullMethod string, err error)) Option {
+	return func(c *config) {
+		c.ErrorHook = nil
+		if f != nil {
+			c.ErrorHook = func(r keyfunc.Request, err error) { f(r.Context(), r.Route(), err) }
+		}
+	}
+}
+
+// WithClock sets the clock that [WithCountIf] measures how long the
+// handler took by, before a call's units are given back. Give it the
+// limiter's clock in tests.
+//
+// Default: [core.SystemClock].
+func WithClock(clk core.Clock) Option { return func(c *config) { c.Clock = clk } }
+
+// WithPerMessage makes [StreamServerInterceptor] charge every message the
+// client sends, when the handler receives it, as well as the stream's
+// start; see StreamServerInterceptor for a refused message. Unary calls
+// are one message, charged once, with or without it.
+//
+// Default: a stream is charged once, when it starts.
+func WithPerMessage() Option { return func(c *config) { c.PerMessage = true } }
