@@ -251,6 +251,19 @@ type metadataSink func(name, value string)
 func (s metadataSink) Set(name, value string) { s.Add(name, value) }
 
 func (s metadataSink) Add(name, value string) {
+	// The engine writes canonical names: those need no lowercasing, which
+	// would allocate on every call.
+	switch name {
+	case "Ratelimit":
+		s("ratelimit", value)
+		return
+	case "Ratelimit-Policy":
+		s("ratelimit-policy", value)
+		return
+	case "Retry-After":
+		s("retry-after", value)
+		return
+	}
 	switch n := strings.ToLower(name); n {
 	case "ratelimit", "ratelimit-policy", "retry-after":
 		s(n, value)
