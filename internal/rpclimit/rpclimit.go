@@ -236,6 +236,22 @@ func (v *Verdict) Headers(add func(name, value string)) {
 	}
 }
 
+// AddHeaders adds to h the headers [Verdict.Headers] passes, under their
+// canonical names ("Ratelimit", "Ratelimit-Policy", "Retry-After"), for an
+// interceptor whose metadata is an http.Header (Connect). A served call's
+// headers are written straight from the engine, without lowercasing each
+// name and canonicalizing it back.
+func (v *Verdict) AddHeaders(h http.Header) {
+	switch {
+	case v.broken:
+	case v.res.Serve():
+		// The engine writes only the rate fields of a served call.
+		v.res.WriteHeaders(h)
+	default:
+		v.Headers(h.Add)
+	}
+}
+
 // Done tells the limiter the code the handler ended with; with CountIf it
 // gives the call's units back unless CountIf accepts the code.
 func (v *Verdict) Done(code uint32) {

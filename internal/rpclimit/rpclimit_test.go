@@ -2,7 +2,9 @@ package rpclimit_test
 
 import (
 	"context"
+	"net/http"
 	"net/netip"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -67,6 +69,31 @@ func TestDenied(t *testing.T) {
 	want := []header{{"ratelimit-policy", `"api";q=2;w=20`}, {"ratelimit", `"api";r=0;t=10`}, {"retry-after", "10"}}
 	if got := headers(&v); !slices.Equal(got, want) {
 		t.Errorf("denied headers %v, want %v", got, want)
+	}
+}
+
+// AddHeaders writes what Headers passes, under canonical names, for a
+// served call, a denied one and one in a dry run.
+func TestAddHeaders(t *testing.T) {
+	clock := core.NewManualClock(start)
+	for _, cfg := range []rpclimit.Config{{}, {DryRun: true}} {
+		l, err := rpclimit.New("test", memory(t, core.Policy{Name: "api", Limit: 1, Window: 20 * time.Second}, clock), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 {
+			v := l.Check(call("192.0.2.1:5000", "/pkg.S/M", nil))
+			want := http.Header{}
+			for _, h := range headers(&v) {
+				want.Add(h.name, h.value)
+			}
+			got := http.Header{"Ratelimit": {"outer"}}
+			v.AddHeaders(got)
+			want["Ratelimit"] = append([]string{"outer"}, want["Ratelimit"]...)
+			if len(want) < 2 || !reflect.DeepEqual(got, want) {
+				t.Errorf("dry run %v, call %d: AddHeaders wrote %v, want %v", cfg.DryRun, i+1, got, want)
+			}
+		}
 	}
 }
 
