@@ -1,0 +1,18 @@
+module github.com/ratekit/ratekit/connectlimit
+
+go 1.26.0
+
+require (
+	connectrpc.com/connect v1.21.1
+	github.com/ratekit/ratekit v0.0.0
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c
+	google.golang.org/protobuf v1.36.12
+)
+
+require (
+	github.com/dunglas/httpsfv v1.1.2 // indirect
+	golang.org/x/net v0.62.0 // indirect
+	golang.org/x/text v0.44.0 // indirect
+)
+
+replace github.com/ratekit/ratekit => ../

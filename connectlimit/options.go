@@ -1,0 +1,181 @@
+package connectlimit
+
+import (
+	"context"
+
+	"connectrpc.com/connect"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/rpclimit"
+	"github.com/ratekit/ratekit/keyfunc"
+)
+
+// An Option configures the interceptor built by [NewInterceptor]. Each
+// option's doc says its default; a nil function means the default. They
+// are grpclimit's options in Connect's words (a procedure is gRPC's full
+// method name) and, where a call has an equivalent, httplimit's: the same
+// words mean the same thing.
+type Option func(*config)
+
+// config is what the options set: rpclimit's, which grpclimit's options
+// set too.
+type config struct {
+	rpclimit.Config
+}
+
+// WithKey sets who is limited: the function that turns a call into the key
+// the limiter counts by. It sees the call as a [keyfunc.Request]: the
+// peer's address (connect's Peer().Addr) as RemoteAddr, the request's HTTP
+// headers as headers, matched case-insensitively, "POST" as the method,
+// the procedure ("/pkg.Service/Method") as the route, and no form fields.
+// So [keyfunc.Header] keys by an API key, hashed, [keyfunc.Route] joined
+// with a caller key limits each procedure apart, and
+// keyfunc.ClientIP(keyfunc.TrustProxies(...)) reads X-Forwarded-For from
+// the right, only when the peer is a trusted proxy. A key function that
+// finds nothing (an error wrapping [keyfunc.ErrNoKey]) falls back to the
+// peer's address; any other key error refuses the call with
+// [connect.CodeInvalidArgument].
+//
+// Default: [keyfunc.PeerIP], the peer's address; no header is trusted, so
+// a client cannot change its key with X-Forwarded-For.
+func WithKey(f keyfunc.Func) Option { return func(c *config) { c.Key = f } }
+
+// WithProcedures gives procedures limiters of their own, by full
+// procedure name ("/pkg.Service/Method"); every other procedure uses the
+// limiter given to [NewInterceptor]. Each limiter counts only its own
+// procedure's calls. A malformed name or a nil limiter makes
+// [NewInterceptor] panic.
+//
+// Default: every procedure uses the one limiter.
+func WithProcedures(m map[string]core.Limiter) Option {
+	return func(c *config) { c.Methods = m }
+}
+
+// WithProcedureFunc picks the limiter of a procedure not given by
+// [WithProcedures]; nil from f means the limiter given to
+// [NewInterceptor]. f is asked at a procedure's first call, and the
+// limiter it gives is kept for the life of the interceptor; a procedure
+// for which it says nil is asked about at each call. f must be safe for
+// concurrent use.
+//
+// Default: every procedure not in WithProcedures uses the one limiter.
+func WithProcedureFunc(f func(procedure string) core.Limiter) Option {
+	return func(c *config) { c.MethodFunc = f }
+}
+
+// WithCost sets how many units a call spends (with [WithPerMessage], each
+// message of a stream too), such as 10 for a report and 1 for everything
+// else. An error, or a cost that is not positive, is the caller's fault: it
+// is reported to the [WithErrorHook] hook and the call is refused with
+// [connect.CodeInvalidArgument], never served unlimited. A cost above what
+// the policy can ever allow is refused with
+// [connect.CodeResourceExhausted] and no RetryInfo.
+//
+// Default: every call costs 1.
+func WithCost(f func(ctx context.Context, procedure string) (int64, error)) Option {
+	return func(c *config) {
+		c.Cost = nil
+		if f != nil {
+			c.Cost = func(r keyfunc.Request) (int64, error) { return f(r.Context(), r.Route()) }
+		}
+	}
+}
+
+// WithSkip sets which calls are not limited at all, such as health checks:
+// a call for which f returns true is served without being counted and
+// without rate headers.
+//
+// Default: no call is skipped.
+func WithSkip(f func(ctx context.Context, procedure string) bool) Option {
+	return func(c *config) {
+		c.Skip = nil
+		if f != nil {
+			c.Skip = func(r keyfunc.Request) bool { return f(r.Context(), r.Route()) }
+		}
+	}
+}
+
+// WithErrorPolicy sets what a call gets when the limiter fails (a store is
+// down or times out): [core.FailOpen], [core.FailClosed] or
+// [core.Fallback], as [core.ErrorPolicy] describes. Failing closed answers
+// [connect.CodeUnavailable] with a RetryInfo of 1 second and Retry-After:
+// 1. Every such error also reaches the [WithErrorHook] hook. It never
+// applies to the caller's own faults (a bad key or cost): those are
+// refused. core.Fallback(nil) makes [NewInterceptor] panic.
+//
+// Default: [core.FailOpen]: the call is served, without rate headers.
+func WithErrorPolicy(p core.ErrorPolicy) Option {
+	return func(c *config) { c.ErrorPolicy = &p }
+}
+
+// WithDryRun makes the interceptor decide, count and set rate headers as
+// usual, but never refuse: a denied call is reported to f and then served
+// (its headers say r=0, without Retry-After), and a leaky bucket's Delay is
+// not waited. Use it to try a new limit on live traffic. f may be nil to
+// only set headers.
+//
+// Default: off; denied calls get [connect.CodeResourceExhausted].
+func WithDryRun(f func(ctx context.Context, procedure string, d core.Decision)) Option {
+	return func(c *config) {
+		c.DryRun, c.DryRunFunc = true, nil
+		if f != nil {
+			c.DryRunFunc = func(r keyfunc.Request, d core.Decision) { f(r.Context(), r.Route(), d) }
+		}
+	}
+}
+
+// WithCountIf counts only the calls whose final code f accepts, such as
+// [connect.CodeUnauthenticated] on a login procedure so that only failed
+// attempts count. f is given 0 for a call that succeeded (connect has no
+// constant for it), and [connect.CodeOf] of the handler's error otherwise
+// ([connect.CodeUnknown] for an error that is not a [*connect.Error]).
+//
+// A call is counted before the handler runs, like any other, and its units
+// are given back after the handler when f does not accept the code (the
+// limiter must be a [core.Refunder]; [NewInterceptor] panics otherwise).
+// So at most Limit calls per key can be in flight or counted at once. With
+// [WithPerMessage], only the stream's start is judged; the messages stay
+// counted.
+//
+// Default: every allowed call is counted, before the handler.
+func WithCountIf(f func(code connect.Code) bool) Option {
+	return func(c *config) {
+		c.CountIf = nil
+		if f != nil {
+			c.CountIf = func(code uint32) bool { return f(connect.Code(code)) }
+		}
+	}
+}
+
+// WithErrorHook sets a function that receives every error met while
+// limiting a call: limiter and store errors, cost function errors, and key
+// errors other than a missing key. It runs on the call's goroutine before
+// the call is decided, so keep it quick (log, count). The error text never
+// reaches the client.
+//
+// Default: errors are not reported.
+func WithErrorHook(f func(ctx context.Context, procedure string, err error)) Option {
+	return func(c *config) {
+		c.ErrorHook = nil
+		if f != nil {
+			c.ErrorHook = func(r keyfunc.Request, err error) { f(r.Context(), r.Route(), err) }
+		}
+	}
+}
+
+// WithClock sets the clock [WithCountIf] measures how long the handler
+// took by, before a call's units are given back. Give it the limiter's
+// clock in tests.
+//
+// Default: [core.SystemClock].
+func WithClock(clk core.Clock) Option { return func(c *config) { c.Clock = clk } }
+
+// WithPerMessage charges every message a client sends on a stream, as it
+// is received, on top of the stream's start. A message the limit refuses
+// is not handed to the handler: the stream's Receive returns the refusal,
+// a [*connect.Error] like the one a refused call gets, whose Meta holds the
+// rate headers (the response headers, sent with the first response, are
+// those of the stream's start). Unary calls are charged once either way.
+//
+// Default: a stream is charged once, at its start.
+func WithPerMessage() Option { return func(c *config) { c.PerMessage = true } }
