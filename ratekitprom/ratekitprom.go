@@ -80,7 +80,7 @@ import (
 )
 
 // DefaultMaxPolicies is the number of distinct policy names a [Metrics]
-// keeps series for unless [WithMaxPolicies] says otherwise.
+// keeps series for unless [WithMaxPolicies] says otherwise: 256.
 const DefaultMaxPolicies = metricsview.DefaultMaxPolicies
 
 // DefaultNearLimit is the fraction of the limit under which an allowed
@@ -88,12 +88,12 @@ const DefaultMaxPolicies = metricsview.DefaultMaxPolicies
 // otherwise: 10%.
 const DefaultNearLimit = metricsview.DefaultNearLimit
 
-// UnnamedPolicy is the policy label of events whose policy has no name, as
-// the HTTP headers call it.
+// UnnamedPolicy is the policy label of events whose policy has no name,
+// "default", as the HTTP headers call it.
 const UnnamedPolicy = metricsview.UnnamedPolicy
 
 // OtherPolicy is the policy label of events of policies beyond the
-// [WithMaxPolicies] first.
+// [WithMaxPolicies] first: "_other".
 const OtherPolicy = metricsview.OtherPolicy
 
 // DefaultLatencyBuckets returns the default upper bounds of the
