@@ -9,7 +9,10 @@ require (
 	github.com/labstack/echo/v4 v4.16.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/ratekit/ratekit v0.0.0
+	github.com/ratekit/ratekit/grpclimit v0.0.0
 	github.com/redis/go-redis/v9 v9.23.0
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c
+	google.golang.org/grpc v1.85.0
 )
 
 require (
@@ -66,7 +69,7 @@ require (
 	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
+	google.golang.org/protobuf v1.36.12
 )
 
 replace github.com/ratekit/ratekit => ../
@@ -82,3 +85,5 @@ replace github.com/ratekit/ratekit/fiberlimit => ../fiberlimit
 replace github.com/ratekit/ratekit/ginlimit => ../ginlimit
 
 replace github.com/ratekit/ratekit/redisstore => ../redisstore
+
+replace github.com/ratekit/ratekit/grpclimit => ../grpclimit
