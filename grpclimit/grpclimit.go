@@ -10,10 +10,11 @@
 // A call over its limit is refused with codes.ResourceExhausted, before
 // the handler, with two error details: a google.rpc.RetryInfo whose
 // retry_delay is the whole seconds to wait (at least 1), and a
-// google.rpc.QuotaFailure naming the policy ("policy:api"). Every limited
-// call, allowed or refused, gets the response header metadata "ratelimit"
-// and "ratelimit-policy", the values the HTTP adapters write in their
-// RateLimit and RateLimit-Policy headers, and a refused one "retry-after".
+// google.rpc.QuotaFailure naming the policy ("policy:api"). Every call the
+// limiter decides, allowed or denied, gets the response header metadata
+// "ratelimit" and "ratelimit-policy", the values the HTTP adapters write in
+// their RateLimit and RateLimit-Policy headers, and a denied one
+// "retry-after".
 // The other refusals:
 //
 //   - a cost above what the policy can ever allow: ResourceExhausted with a
@@ -86,7 +87,7 @@ func UnaryServerInterceptor(l core.Limiter, opts ...Option) grpc.UnaryServerInte
 // when the handler receives it. A refused message ends the stream with the
 // status a refused start gets: RecvMsg returns it, and the stream ends with
 // it whatever the handler returns. Its rate metadata go in the trailer, as
-// the header was sent when the stream started.
+// the header may have been sent already.
 //
 // It panics as [UnaryServerInterceptor] does.
 func StreamServerInterceptor(l core.Limiter, opts ...Option) grpc.StreamServerInterceptor {

@@ -395,7 +395,7 @@ func TestCallerErrors(t *testing.T) {
 				tt.opt, grpclimit.WithErrorPolicy(core.FailOpen()), grpclimit.WithErrorHook(h.hook))
 			_, md, err := say(t, conn, "x")
 			checkRefusal(t, tt.name, err, tt.want)
-			checkMD(t, tt.name, md, map[string]string{"retry-after": ""})
+			checkMD(t, tt.name, md, map[string]string{"ratelimit": "", "ratelimit-policy": "", "retry-after": ""})
 			if n := svc.calls.Load(); n != 0 {
 				t.Errorf("handler called %d times", n)
 			}
@@ -507,9 +507,11 @@ func TestMiddlewareChain(t *testing.T) {
 }
 
 // A leaky bucket's call whose context ends before its slot is refused
-// with Canceled or DeadlineExceeded; a call without a peer address has no
-// key and is InvalidArgument. The interceptor is called directly here, as
-// a gRPC server calls it.
+// with Canceled or DeadlineExceeded, with the rate metadata of its
+// decision; a call without a peer address has no key and is
+// InvalidArgument, without metadata. The interceptor is called directly
+// here, as a gRPC server calls it, with a server stream that records the
+// header metadata.
 func TestDirectCalls(t *testing.T) {
 	clock := core.NewManualClock(start)
 	l := memory(t, core.Policy{Name: "queue", Algorithm: core.LeakyBucket, Limit: 10, Window: 10 * time.Second}, clock)
@@ -521,25 +523,40 @@ func TestDirectCalls(t *testing.T) {
 	expired, cancel := context.WithDeadline(withPeer, time.Now().Add(-time.Second))
 	defer cancel()
 	for _, tt := range []struct {
-		name string
-		ctx  context.Context
-		want codes.Code
+		name   string
+		ctx    context.Context
+		want   codes.Code
+		policy string // the ratelimit-policy metadata
 	}{
-		{"first, no delay", withPeer, codes.OK},
-		{"canceled while queued", canceled, codes.Canceled},
-		{"deadline passed while queued", expired, codes.DeadlineExceeded},
-		{"no peer", context.Background(), codes.InvalidArgument},
+		{"first, no delay", withPeer, codes.OK, `"queue";q=10;w=10`},
+		{"canceled while queued", canceled, codes.Canceled, `"queue";q=10;w=10`},
+		{"deadline passed while queued", expired, codes.DeadlineExceeded, `"queue";q=10;w=10`},
+		{"no peer", context.Background(), codes.InvalidArgument, ""},
 	} {
+		stream := &recordStream{}
 		called := false
-		_, err := intercept(tt.ctx, "req", info, func(context.Context, any) (any, error) {
+		_, err := intercept(grpc.NewContextWithServerTransportStream(tt.ctx, stream), "req", info, func(context.Context, any) (any, error) {
 			called = true
 			return "resp", nil
 		})
 		if status.Code(err) != tt.want || called != (tt.want == codes.OK) {
 			t.Errorf("%s: %v, handler called %v; want %v", tt.name, err, called, tt.want)
 		}
+		checkMD(t, tt.name, stream.header, map[string]string{"ratelimit-policy": tt.policy, "retry-after": ""})
 	}
 }
+
+// recordStream is a grpc.ServerTransportStream that keeps the header
+// metadata set on it.
+type recordStream struct{ header metadata.MD }
+
+func (s *recordStream) Method() string { return methodSay }
+func (s *recordStream) SetHeader(md metadata.MD) error {
+	s.header = metadata.Join(s.header, md)
+	return nil
+}
+func (s *recordStream) SendHeader(md metadata.MD) error { return s.SetHeader(md) }
+func (s *recordStream) SetTrailer(metadata.MD) error    { return nil }
 
 // Parallel calls on one key: exactly the limit is served, and methods
 // first met at once share one limiter from WithMethodFunc.
