@@ -16,7 +16,8 @@
 //
 // [New] and [NewShadow] take the options [WithPolicyName], [WithKeyClass],
 // [WithRawKey] and [WithClock]; [NewSlog] takes [WithKeySalt]. Prometheus
-// metrics are an Observer in the ratekitprom module.
+// and OpenTelemetry metrics are Observers in the ratekitprom and ratekitotel
+// modules.
 package observe
 
 import (
