@@ -1,0 +1,30 @@
+// Package clientlimit is the outbound side of rate limiting: an
+// [http.RoundTripper] for calling APIs that limit their clients (GitHub,
+// Stripe, an LLM provider, a ratekit server), so that a program slows down
+// before it is cut off and backs off as the server asks when it is.
+//
+//	client := &http.Client{Transport: clientlimit.NewTransport(nil,
+//		clientlimit.WithLimiter(quota), // optional: a core.Limiter, on Redis for a fleet
+//	)}
+//
+// A [Transport] does three things per key (the request's host by default):
+//
+//   - Pace: with [WithLimiter], each request first takes its units, waiting
+//     as [core.Wait] does. A limiter on Redis gives a fleet of processes one
+//     shared quota.
+//   - Obey: it reads Retry-After (seconds or an HTTP-date), the IETF
+//     RateLimit and RateLimit-Policy fields, and the RateLimit-Remaining /
+//     RateLimit-Reset and X-RateLimit-Remaining / X-RateLimit-Reset pairs.
+//     After a 429 or 503 it holds the key's requests for the time the
+//     server names, and retries what is safe to repeat with full jitter.
+//   - Slow down: when a server says r units remain until reset t, the next
+//     requests go one every t/r instead of all at once.
+//
+// X-RateLimit-Reset is a wait in seconds below 1,000,000,000, a Unix time
+// in seconds from there (GitHub's), and a Unix time in milliseconds from
+// 1,000,000,000,000. No wait exceeds [WithMaxWait] (default one minute) or
+// the request's context: a request that would wait longer fails at once
+// with [ErrWaitTooLong], and a 429 whose Retry-After is that far off is
+// returned as it is. [Transport.Stats] and [WithObserver] show the waits,
+// retries and refusals. See docs/client.md for the details.
+package clientlimit
