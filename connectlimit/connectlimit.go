@@ -32,9 +32,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/httplimit"
 	"github.com/ratekit/ratekit/internal/rpclimit"
-	"github.com/ratekit/ratekit/keyfunc"
 )
 
 // NewInterceptor returns an interceptor that limits, by l and as opts
@@ -82,7 +80,7 @@ func NewInterceptor(l core.Limiter, opts ...Option) connect.Interceptor {
 
 type interceptor struct {
 	lim  *rpclimit.Limiter
-	hook func(keyfunc.Request, error)
+	hook func(ctx context.Context, procedure string, err error)
 }
 
 // WrapUnary limits a unary call to a handler; a client's calls pass.
@@ -178,13 +176,9 @@ func (i *interceptor) refusal(c *rpclimit.Call, v *rpclimit.Verdict) *connect.Er
 	if r.RetryAfter > 0 {
 		i.addDetail(c, err, &errdetails.RetryInfo{RetryDelay: &durationpb.Duration{Seconds: r.RetryAfter}})
 	}
-	if r.Code == rpclimit.CodeResourceExhausted {
-		policy := r.Policy
-		if policy == "" {
-			policy = httplimit.DefaultPolicyName
-		}
+	if r.QuotaSubject != "" {
 		i.addDetail(c, err, &errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{
-			Subject:     "policy:" + policy,
+			Subject:     r.QuotaSubject,
 			Description: r.Message,
 		}}})
 	}
@@ -198,7 +192,7 @@ func (i *interceptor) addDetail(c *rpclimit.Call, err *connect.Error, msg proto.
 	d, derr := connect.NewErrorDetail(msg)
 	if derr != nil {
 		if i.hook != nil {
-			i.hook(c, fmt.Errorf("connectlimit: error detail: %w", derr))
+			i.hook(c.Ctx, c.Procedure, fmt.Errorf("connectlimit: error detail: %w", derr))
 		}
 		return
 	}

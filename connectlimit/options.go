@@ -73,12 +73,7 @@ func WithProcedureFunc(f func(procedure string) core.Limiter) Option {
 //
 // Default: every call costs 1.
 func WithCost(f func(ctx context.Context, procedure string) (int64, error)) Option {
-	return func(c *config) {
-		c.Cost = nil
-		if f != nil {
-			c.Cost = func(r keyfunc.Request) (int64, error) { return f(r.Context(), r.Route()) }
-		}
-	}
+	return func(c *config) { c.Cost = f }
 }
 
 // WithSkip sets which calls are not limited at all, such as health checks:
@@ -87,12 +82,7 @@ func WithCost(f func(ctx context.Context, procedure string) (int64, error)) Opti
 //
 // Default: no call is skipped.
 func WithSkip(f func(ctx context.Context, procedure string) bool) Option {
-	return func(c *config) {
-		c.Skip = nil
-		if f != nil {
-			c.Skip = func(r keyfunc.Request) bool { return f(r.Context(), r.Route()) }
-		}
-	}
+	return func(c *config) { c.Skip = f }
 }
 
 // WithErrorPolicy sets what a call gets when the limiter fails (a store is
@@ -116,12 +106,7 @@ func WithErrorPolicy(p core.ErrorPolicy) Option {
 //
 // Default: off; denied calls get [connect.CodeResourceExhausted].
 func WithDryRun(f func(ctx context.Context, procedure string, d core.Decision)) Option {
-	return func(c *config) {
-		c.DryRun, c.DryRunFunc = true, nil
-		if f != nil {
-			c.DryRunFunc = func(r keyfunc.Request, d core.Decision) { f(r.Context(), r.Route(), d) }
-		}
-	}
+	return func(c *config) { c.DryRun, c.DryRunFunc = true, f }
 }
 
 // WithCountIf counts only the calls whose final code f accepts, such as
@@ -139,12 +124,7 @@ func WithDryRun(f func(ctx context.Context, procedure string, d core.Decision)) 
 //
 // Default: every allowed call is counted, before the handler.
 func WithCountIf(f func(code connect.Code) bool) Option {
-	return func(c *config) {
-		c.CountIf = nil
-		if f != nil {
-			c.CountIf = func(code uint32) bool { return f(connect.Code(code)) }
-		}
-	}
+	return func(c *config) { c.CountIf = rpclimit.CountIf(f) }
 }
 
 // WithErrorHook sets a function that receives every error met while
@@ -155,12 +135,7 @@ func WithCountIf(f func(code connect.Code) bool) Option {
 //
 // Default: errors are not reported.
 func WithErrorHook(f func(ctx context.Context, procedure string, err error)) Option {
-	return func(c *config) {
-		c.ErrorHook = nil
-		if f != nil {
-			c.ErrorHook = func(r keyfunc.Request, err error) { f(r.Context(), r.Route(), err) }
-		}
-	}
+	return func(c *config) { c.ErrorHook = f }
 }
 
 // WithClock sets the clock [WithCountIf] measures how long the handler

@@ -45,7 +45,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/httplimit"
 	"github.com/ratekit/ratekit/internal/rpclimit"
 )
 
@@ -251,13 +250,9 @@ func refusalError(r rpclimit.Refusal) error {
 	}
 	var err error
 	switch {
-	case r.Code == rpclimit.CodeResourceExhausted:
-		policy := r.Policy
-		if policy == "" {
-			policy = httplimit.DefaultPolicyName
-		}
+	case r.QuotaSubject != "":
 		quota := &errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{
-			Subject:     "policy:" + policy,
+			Subject:     r.QuotaSubject,
 			Description: r.Message,
 		}}}
 		if retry != nil {

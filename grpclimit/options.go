@@ -71,12 +71,7 @@ func WithMethodFunc(f func(fullMethod string) core.Limiter) Option {
 //
 // Default: every call costs 1.
 func WithCost(f func(ctx context.Context, fullMethod string) (int64, error)) Option {
-	return func(c *config) {
-		c.Cost = nil
-		if f != nil {
-			c.Cost = func(r keyfunc.Request) (int64, error) { return f(r.Context(), r.Route()) }
-		}
-	}
+	return func(c *config) { c.Cost = f }
 }
 
 // WithSkip sets which calls are not limited at all, such as health checks:
@@ -85,12 +80,7 @@ func WithCost(f func(ctx context.Context, fullMethod string) (int64, error)) Opt
 //
 // Default: no call is skipped.
 func WithSkip(f func(ctx context.Context, fullMethod string) bool) Option {
-	return func(c *config) {
-		c.Skip = nil
-		if f != nil {
-			c.Skip = func(r keyfunc.Request) bool { return f(r.Context(), r.Route()) }
-		}
-	}
+	return func(c *config) { c.Skip = f }
 }
 
 // WithErrorPolicy sets what a call gets when the limiter fails (a store is
@@ -112,12 +102,7 @@ func WithErrorPolicy(p core.ErrorPolicy) Option {
 //
 // Default: off; denied calls are refused.
 func WithDryRun(f func(ctx context.Context, fullMethod string, d core.Decision)) Option {
-	return func(c *config) {
-		c.DryRun, c.DryRunFunc = true, nil
-		if f != nil {
-			c.DryRunFunc = func(r keyfunc.Request, d core.Decision) { f(r.Context(), r.Route(), d) }
-		}
-	}
+	return func(c *config) { c.DryRun, c.DryRunFunc = true, f }
 }
 
 // WithCountIf counts only the calls whose status code f accepts, such as
@@ -132,12 +117,7 @@ func WithDryRun(f func(ctx context.Context, fullMethod string, d core.Decision))
 //
 // Default: every allowed call is counted, before the handler.
 func WithCountIf(f func(code codes.Code) bool) Option {
-	return func(c *config) {
-		c.CountIf = nil
-		if f != nil {
-			c.CountIf = func(code uint32) bool { return f(codes.Code(code)) }
-		}
-	}
+	return func(c *config) { c.CountIf = rpclimit.CountIf(f) }
 }
 
 // Failures reports whether code is an error (any code but OK), for
@@ -152,12 +132,7 @@ func Failures(code codes.Code) bool { return code != codes.OK }
 //
 // Default: errors are not reported.
 func WithErrorHook(f func(ctx context.Context, fullMethod string, err error)) Option {
-	return func(c *config) {
-		c.ErrorHook = nil
-		if f != nil {
-			c.ErrorHook = func(r keyfunc.Request, err error) { f(r.Context(), r.Route(), err) }
-		}
-	}
+	return func(c *config) { c.ErrorHook = f }
 }
 
 // WithClock sets the clock that [WithCountIf] measures how long the

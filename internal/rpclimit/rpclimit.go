@@ -46,26 +46,36 @@ type Config struct {
 	// RemoteAddr, the metadata as headers and the method as the route).
 	Key keyfunc.Func
 	// Cost is the units a call (or, with PerMessage, a message) costs.
-	Cost func(keyfunc.Request) (int64, error)
+	Cost func(ctx context.Context, method string) (int64, error)
 	// Skip exempts a call from the limit.
-	Skip func(keyfunc.Request) bool
+	Skip func(ctx context.Context, method string) bool
 	// ErrorPolicy is what a call gets when the limiter fails; nil: fail
 	// open, as in HTTP.
 	ErrorPolicy *core.ErrorPolicy
 	// DryRun, when set, serves denied calls and reports them to DryRunFunc
 	// (which may be nil).
 	DryRun     bool
-	DryRunFunc func(keyfunc.Request, core.Decision)
+	DryRunFunc func(ctx context.Context, method string, d core.Decision)
 	// CountIf, when set, counts a call before the handler and gives it
-	// back unless CountIf accepts the code the handler ended with.
+	// back unless CountIf accepts the code the handler ended with; see
+	// [CountIf].
 	CountIf func(code uint32) bool
 	// ErrorHook receives every error met while limiting a call.
-	ErrorHook func(keyfunc.Request, error)
+	ErrorHook func(ctx context.Context, method string, err error)
 	// Clock is the clock CountIf's refunds measure elapsed time by.
 	Clock core.Clock
 	// PerMessage charges every message a client streams, not only the
 	// stream's start (the interceptors read it; Check does not).
 	PerMessage bool
+}
+
+// CountIf returns f over the uint32 codes of [Config.CountIf], for gRPC's
+// codes.Code and Connect's connect.Code alike; nil for nil.
+func CountIf[C ~uint32](f func(C) bool) func(uint32) bool {
+	if f == nil {
+		return nil
+	}
+	return func(code uint32) bool { return f(C(code)) }
 }
 
 // Limiter checks calls against their method's limiter. It is safe for
@@ -92,31 +102,39 @@ func New(who string, l core.Limiter, cfg Config) (*Limiter, error) {
 		opts = append(opts, httplimit.WithKey(cfg.Key))
 	}
 	if cfg.Cost != nil {
-		opts = append(opts, httplimit.WithCost(cfg.Cost))
+		f := cfg.Cost
+		opts = append(opts, httplimit.WithCost(func(r keyfunc.Request) (int64, error) { return f(r.Context(), r.Route()) }))
 	}
 	if cfg.Skip != nil {
-		opts = append(opts, httplimit.WithSkip(cfg.Skip))
+		f := cfg.Skip
+		opts = append(opts, httplimit.WithSkip(func(r keyfunc.Request) bool { return f(r.Context(), r.Route()) }))
 	}
 	if cfg.ErrorPolicy != nil {
 		opts = append(opts, httplimit.WithErrorPolicy(*cfg.ErrorPolicy))
 	}
 	if cfg.DryRun {
-		opts = append(opts, httplimit.WithDryRun(cfg.DryRunFunc))
+		var report func(keyfunc.Request, core.Decision)
+		if f := cfg.DryRunFunc; f != nil {
+			report = func(r keyfunc.Request, d core.Decision) { f(r.Context(), r.Route(), d) }
+		}
+		opts = append(opts, httplimit.WithDryRun(report))
 	}
 	if f := cfg.CountIf; f != nil {
 		// The engine's "status" is the call's code here: Done is given
 		// the code the handler ended with.
 		opts = append(opts, httplimit.WithCountIf(func(code int) bool { return f(uint32(code)) }))
 	}
-	if cfg.ErrorHook != nil {
-		opts = append(opts, httplimit.WithErrorHook(cfg.ErrorHook))
+	var hook func(keyfunc.Request, error)
+	if f := cfg.ErrorHook; f != nil {
+		hook = func(r keyfunc.Request, err error) { f(r.Context(), r.Route(), err) }
+		opts = append(opts, httplimit.WithErrorHook(hook))
 	}
 	if cfg.Clock != nil {
 		opts = append(opts, httplimit.WithClock(cfg.Clock))
 	}
 	// Calls carry no body a key function could read; keyfunc.Request's
 	// Field finds nothing.
-	lim := &Limiter{fn: cfg.MethodFunc, opts: opts, hook: cfg.ErrorHook, PerMessage: cfg.PerMessage}
+	lim := &Limiter{fn: cfg.MethodFunc, opts: opts, hook: hook, PerMessage: cfg.PerMessage}
 	var err error
 	if lim.def, err = httplimit.New(l, opts...); err != nil {
 		return nil, fmt.Errorf("%s: %w", who, err)
@@ -200,6 +218,11 @@ type Refusal struct {
 	RetryAfter int64
 	// Policy names the policy that refused the call, or is "".
 	Policy string
+	// QuotaSubject is the subject of the google.rpc.QuotaFailure violation
+	// to attach, "policy:<name>" ("policy:default" for an unnamed policy),
+	// or "" when the refusal is not about a quota (Code is not
+	// ResourceExhausted). A RetryInfo is attached when RetryAfter > 0.
+	QuotaSubject string
 }
 
 // Refusal returns what a call that is not served gets.
@@ -212,6 +235,11 @@ func (v *Verdict) Refusal() Refusal {
 	switch p.Type {
 	case httplimit.ProblemRateLimited, httplimit.ProblemCostTooHigh:
 		r.Code = CodeResourceExhausted
+		name := p.Policy
+		if name == "" {
+			name = httplimit.DefaultPolicyName
+		}
+		r.QuotaSubject = "policy:" + name
 	case httplimit.ProblemInvalidKey, httplimit.ProblemInvalidCost:
 		r.Code = CodeInvalidArgument
 	case httplimit.ProblemCanceled:

@@ -63,7 +63,7 @@ func TestDenied(t *testing.T) {
 		t.Fatal("third call served")
 	}
 	r := v.Refusal()
-	if r.Code != rpclimit.CodeResourceExhausted || r.RetryAfter != 10 || r.Policy != "api" || !strings.Contains(r.Message, "10 seconds") {
+	if r.Code != rpclimit.CodeResourceExhausted || r.RetryAfter != 10 || r.Policy != "api" || r.QuotaSubject != "policy:api" || !strings.Contains(r.Message, "10 seconds") {
 		t.Errorf("refusal %+v", r)
 	}
 	want := []header{{"ratelimit-policy", `"api";q=2;w=20`}, {"ratelimit", `"api";r=0;t=10`}, {"retry-after", "10"}}
@@ -183,8 +183,8 @@ func TestRefusalCodes(t *testing.T) {
 		code  uint32
 		retry int64
 	}{
-		{"cost too high", memory(t, p, clock), rpclimit.Config{Cost: func(keyfunc.Request) (int64, error) { return 3, nil }}, rpclimit.CodeResourceExhausted, 0},
-		{"bad cost", memory(t, p, clock), rpclimit.Config{Cost: func(keyfunc.Request) (int64, error) { return 0, nil }}, rpclimit.CodeInvalidArgument, 0},
+		{"cost too high", memory(t, p, clock), rpclimit.Config{Cost: func(context.Context, string) (int64, error) { return 3, nil }}, rpclimit.CodeResourceExhausted, 0},
+		{"bad cost", memory(t, p, clock), rpclimit.Config{Cost: func(context.Context, string) (int64, error) { return 0, nil }}, rpclimit.CodeInvalidArgument, 0},
 		{"no peer", memory(t, p, clock), rpclimit.Config{}, rpclimit.CodeInvalidArgument, 0},
 		{"store down, fail closed", down{}, rpclimit.Config{ErrorPolicy: &closed}, rpclimit.CodeUnavailable, 1},
 		{"unusable method limiter", memory(t, p, clock), rpclimit.Config{
@@ -201,7 +201,7 @@ func TestRefusalCodes(t *testing.T) {
 			peer = ""
 		}
 		v := l.Check(call(peer, "/pkg.S/M", nil))
-		if r := v.Refusal(); v.Serve() || r.Code != tt.code || r.RetryAfter != tt.retry || r.Message == "" {
+		if r := v.Refusal(); v.Serve() || r.Code != tt.code || r.RetryAfter != tt.retry || r.Message == "" || (r.QuotaSubject != "") != (tt.code == rpclimit.CodeResourceExhausted) {
 			t.Errorf("%s: served %v, refusal %+v; want code %d, retry %d", tt.name, v.Serve(), r, tt.code, tt.retry)
 		}
 	}
