@@ -2,6 +2,7 @@ package connectlimit
 
 import (
 	"context"
+	"maps"
 
 	"connectrpc.com/connect"
 
@@ -48,14 +49,14 @@ func WithKey(f keyfunc.Func) Option { return func(c *config) { c.Key = f } }
 //
 // Default: every procedure uses the one limiter.
 func WithProcedures(m map[string]core.Limiter) Option {
+	m = maps.Clone(m)
 	return func(c *config) { c.Methods = m }
 }
 
 // WithProcedureFunc picks the limiter of a procedure not given by
 // [WithProcedures]; nil from f means the limiter given to
-// [NewInterceptor]. f is asked at a procedure's first call, and the
-// limiter it gives is kept for the life of the interceptor; a procedure
-// for which it says nil is asked about at each call. f must be safe for
+// [NewInterceptor]. f is asked once per procedure, at its first call, and
+// its answer is kept for the life of the interceptor. f must be safe for
 // concurrent use.
 //
 // Default: every procedure not in WithProcedures uses the one limiter.

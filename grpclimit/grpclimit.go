@@ -26,6 +26,10 @@
 //   - a call whose context ends while it waits for its leaky-bucket slot:
 //     Canceled or DeadlineExceeded.
 //
+// A refusal with a RetryInfo also carries the trailer grpc-retry-pushback-ms,
+// so that gRPC's own client retries, where a retryPolicy allows them, wait
+// as long.
+//
 // The behaviour is [httplimit]'s, the same as in every HTTP framework; the
 // options are its vocabulary, in gRPC terms.
 package grpclimit
@@ -35,6 +39,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"strconv"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -68,7 +73,11 @@ func UnaryServerInterceptor(l core.Limiter, opts ...Option) grpc.UnaryServerInte
 			_ = grpc.SetHeader(ctx, md)
 		}
 		if !v.Serve() {
-			return nil, refusalError(v.Refusal())
+			r := v.Refusal()
+			if md := pushback(r); md != nil {
+				_ = grpc.SetTrailer(ctx, md) // as SetHeader above
+			}
+			return nil, refusalError(r)
 		}
 		resp, err := handler(ctx, req)
 		v.Done(uint32(status.Code(err)))
@@ -98,7 +107,11 @@ func StreamServerInterceptor(l core.Limiter, opts ...Option) grpc.StreamServerIn
 			_ = ss.SetHeader(md) // fails only once the header is sent: not yet
 		}
 		if !v.Serve() {
-			return refusalError(v.Refusal())
+			r := v.Refusal()
+			if md := pushback(r); md != nil {
+				ss.SetTrailer(md)
+			}
+			return refusalError(r)
 		}
 		if !lim.PerMessage {
 			err := handler(srv, ss)
@@ -161,10 +174,15 @@ func (s *meteredStream) RecvMsg(m any) error {
 	}
 	v := s.lim.Check(s.call)
 	if !v.Serve() {
-		if md := rateMetadata(&v); md != nil {
+		r := v.Refusal()
+		md := rateMetadata(&v)
+		if pb := pushback(r); pb != nil {
+			md = metadata.Join(md, pb)
+		}
+		if md != nil {
 			s.ServerStream.SetTrailer(md)
 		}
-		s.refused = refusalError(v.Refusal())
+		s.refused = refusalError(r)
 		return s.refused
 	}
 	if s.counting {
@@ -237,6 +255,17 @@ func (s *mdSink) add(name, value string) {
 	s.vals[s.n] = value
 	s.md[name] = s.vals[s.n : s.n+1 : s.n+1]
 	s.n++
+}
+
+// pushback returns the trailer that tells gRPC's own client retries (a
+// service config retryPolicy that retries RESOURCE_EXHAUSTED or
+// UNAVAILABLE) to wait the Retry-After: grpc-retry-pushback-ms, from the
+// gRPC retry design (A6). It is nil when retrying cannot help.
+func pushback(r rpclimit.Refusal) metadata.MD {
+	if r.RetryAfter <= 0 {
+		return nil
+	}
+	return metadata.Pairs("grpc-retry-pushback-ms", strconv.FormatInt(r.RetryAfter*1000, 10))
 }
 
 // refusalError returns the status error of a refused call: its code and

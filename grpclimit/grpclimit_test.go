@@ -67,6 +67,34 @@ func TestUnaryDenied(t *testing.T) {
 	}
 }
 
+// A refusal that retrying later can help carries grpc-retry-pushback-ms in
+// its trailer, so that gRPC's own client retries wait the Retry-After; a
+// cost too high, which retrying cannot help, does not.
+func TestPushback(t *testing.T) {
+	clock := core.NewManualClock(start)
+	conn, _ := unaryServer(t, memory(t, core.Policy{Name: "api", Limit: 1, Window: 20 * time.Second}, clock))
+	call := func() metadata.MD {
+		var trailer metadata.MD
+		out := new(wrapperspb.StringValue)
+		_ = conn.Invoke(context.Background(), methodSay, wrapperspb.String("hi"), out, grpc.Trailer(&trailer))
+		return trailer
+	}
+	if tr := call(); len(tr.Get("grpc-retry-pushback-ms")) != 0 {
+		t.Errorf("allowed call: trailer %v", tr)
+	}
+	if got := call().Get("grpc-retry-pushback-ms"); len(got) != 1 || got[0] != "20000" {
+		t.Errorf("denied call: grpc-retry-pushback-ms %q, want [20000]", got)
+	}
+
+	costly, _ := unaryServer(t, memory(t, core.Policy{Limit: 1, Window: time.Second}, clock),
+		grpclimit.WithCost(func(context.Context, string) (int64, error) { return 2, nil }))
+	var trailer metadata.MD
+	err := costly.Invoke(context.Background(), methodSay, wrapperspb.String("hi"), new(wrapperspb.StringValue), grpc.Trailer(&trailer))
+	if status.Code(err) != codes.ResourceExhausted || len(trailer.Get("grpc-retry-pushback-ms")) != 0 {
+		t.Errorf("cost too high: %v, trailer %v; want ResourceExhausted and no pushback", err, trailer)
+	}
+}
+
 // openChat starts a Chat stream.
 func openChat(t *testing.T, conn *grpc.ClientConn) grpc.ClientStream {
 	t.Helper()

@@ -39,8 +39,8 @@ type Config struct {
 	// Methods holds per-method limiters by full method name
 	// ("/pkg.Service/Method"); a method not in it uses the default limiter.
 	Methods map[string]core.Limiter
-	// MethodFunc, if set, picks the limiter of a method not in Methods; nil
-	// from it means the default limiter.
+	// MethodFunc, if set, picks the limiter of a method not in Methods, once
+	// per method, at its first call; nil from it means the default limiter.
 	MethodFunc func(method string) core.Limiter
 	// Key keys a call (keyfunc's functions see the peer address as
 	// RemoteAddr, the metadata as headers and the method as the route).
@@ -167,13 +167,12 @@ func (l *Limiter) engine(method string) (*httplimit.Engine, error) {
 	if e, ok := l.byFunc.Load(method); ok {
 		return e.(*httplimit.Engine), nil
 	}
-	ml := l.fn(method)
-	if ml == nil {
-		return l.def, nil
-	}
-	e, err := httplimit.New(ml, l.opts...)
-	if err != nil {
-		return nil, err
+	e := l.def
+	if ml := l.fn(method); ml != nil {
+		var err error
+		if e, err = httplimit.New(ml, l.opts...); err != nil {
+			return nil, err
+		}
 	}
 	// Methods are the server's registered ones, so the cache is bounded.
 	got, _ := l.byFunc.LoadOrStore(method, e)
