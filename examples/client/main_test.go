@@ -68,10 +68,9 @@ func freePort(t *testing.T) int {
 }
 
 // Four workers, 5 requests each, through a quota of 10 a second shared in
-// Redis with the demo API's limit: every request is answered 200, in about
-// a second or two (10 at once, then 10 a second, paced by the server's
-// headers too), and each worker says what it
-// waited.
+// Redis with the demo API's limit: every request is answered 200 (10 at
+// once, then 10 a second, paced by the server's headers too), and each
+// worker says what it waited.
 func TestRun(t *testing.T) {
 	addr := startRedis(t)
 	var out bytes.Buffer
