@@ -15,8 +15,9 @@
 //   - Obey: it reads Retry-After (seconds or an HTTP-date), the IETF
 //     RateLimit and RateLimit-Policy fields, and the RateLimit-Remaining /
 //     RateLimit-Reset and X-RateLimit-Remaining / X-RateLimit-Reset pairs.
-//     After a 429 or 503 it holds the key's requests for the time the
-//     server names, and retries what is safe to repeat with full jitter.
+//     After a 429 or 503 (or a 403 naming a rate limit, as GitHub's do) it
+//     holds the key's requests for the time the server names, and retries
+//     what is safe to repeat with full jitter.
 //   - Slow down: when a server says r units remain until reset t, the next
 //     requests go one every t/r instead of all at once.
 //

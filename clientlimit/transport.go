@@ -178,9 +178,9 @@ func (t *Transport) CloseIdleConnections() {
 }
 
 // RoundTrip sends req, as the [Transport]'s doc says: after its waits,
-// and again after a 429 or 503 when it is safe to repeat. It returns the
-// last response, the 429 or 503 included when no retry is left or
-// allowed. Its errors are the base transport's, the limiter's, and
+// and again after a 429 or 503 (or a 403 that names a rate limit, as
+// GitHub's do) when it is safe to repeat. It returns the last response,
+// the refusal included when no retry is left or allowed. Its errors are the base transport's, the limiter's, and
 // [ErrWaitTooLong].
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
@@ -205,7 +205,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			t.malformed.Add(1)
 			t.report(Event{Kind: EventMalformed, Request: req, Key: key, Header: sig.malformed})
 		}
-		limited := res.StatusCode == http.StatusTooManyRequests || res.StatusCode == http.StatusServiceUnavailable
+		limited := rateLimited(res.StatusCode, &sig)
 		hint, hasHint := t.learn(key, &sig, limited, now)
 		if !limited || attempt >= t.maxRetries || !replayable(req) {
 			return res, nil
@@ -233,6 +233,21 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		send = next
 	}
+}
+
+// rateLimited reports whether a response of status with signals sig says
+// the request was refused for a rate limit: a 429 or a 503, or a 403 that
+// says so, as GitHub answers a spent quota (X-RateLimit-Remaining: 0) or
+// its secondary limits (Retry-After). A 403 without either is a refusal
+// that waiting cannot help.
+func rateLimited(status int, sig *signals) bool {
+	switch status {
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+		return true
+	case http.StatusForbidden:
+		return sig.exhausted || sig.hasRetryAfter
+	}
+	return false
 }
 
 // await waits for the server's hold and pace of key, then for the

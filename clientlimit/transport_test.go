@@ -165,6 +165,11 @@ func TestRetryHints(t *testing.T) {
 			return hdr("Retry-After", "2", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "30")
 		}, 2 * time.Second},
 		{"no hint", 503, func(time.Time) http.Header { return nil }, 0},
+		// GitHub answers a spent quota, and its secondary limits, with 403.
+		{"GitHub 403", 403, func(now time.Time) http.Header {
+			return hdr("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", strconv.FormatInt(now.Unix()+8, 10))
+		}, 8 * time.Second},
+		{"GitHub 403 secondary", 403, func(time.Time) http.Header { return hdr("Retry-After", "3") }, 3 * time.Second},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -185,6 +190,18 @@ func TestRetryHints(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A 403 that names no rate limit is an answer, not a wait: it is
+// returned at once, never sent again.
+func TestForbiddenNotRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newFake(func(int, *http.Request) (int, http.Header) { return 403, hdr("X-RateLimit-Remaining", "12") })
+		res := get(t, &http.Client{Transport: NewTransport(srv)}, "http://api.test/")
+		if at := srv.arrivals(); res.StatusCode != 403 || len(at) != 1 {
+			t.Errorf("status %d after %d requests, want the 403 after 1", res.StatusCode, len(at))
+		}
+	})
 }
 
 // A 429 holds the key: a request to it made meanwhile waits until the
