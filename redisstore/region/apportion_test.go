@@ -14,11 +14,11 @@ func TestApportion(t *testing.T) {
 	}{
 		{600, 30, []int64{700, 200, 100}, []int64{387, 132, 81}},
 		{600, 0, []int64{0, 0, 0}, []int64{200, 200, 200}},
-		{10, 0, []int64{0, 0, 0}, []int64{4, 3, 3}},         // the remainder to the first
-		{10, 1, []int64{1, 1, 1}, []int64{4, 3, 3}},         // ties to the lower index
-		{10, 1, []int64{1, 1, 2}, []int64{3, 3, 4}},         // 7 by 1:1:2 = 1.75, 1.75, 3.5
-		{100, 10, []int64{0, 5, 0}, []int64{10, 80, 10}},    // the silent get the floor
-		{3, 1, []int64{9, 9, 9}, []int64{1, 1, 1}},          // floors take it all
+		{10, 0, []int64{0, 0, 0}, []int64{4, 3, 3}},                                         // the remainder to the first
+		{10, 1, []int64{1, 1, 1}, []int64{4, 3, 3}},                                         // ties to the lower index
+		{10, 1, []int64{1, 1, 2}, []int64{3, 3, 4}},                                         // 7 by 1:1:2 = 1.75, 1.75, 3.5
+		{100, 10, []int64{0, 5, 0}, []int64{10, 80, 10}},                                    // the silent get the floor
+		{3, 1, []int64{9, 9, 9}, []int64{1, 1, 1}},                                          // floors take it all
 		{1000, 0, []int64{1 << 62, 1 << 62, 1 << 62, 1 << 62}, []int64{250, 250, 250, 250}}, // sum above 2^63
 		{7, 0, []int64{1}, []int64{7}},
 	}
