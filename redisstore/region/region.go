@@ -219,9 +219,19 @@ func New(local, aggregate redis.UniversalClient, global core.Policy, self string
 		}
 	}
 	// The scale makes a unit of every share a whole number of local units:
-	// the local policy is the global one with Limit and Burst times scale.
+	// the local policy is the global one with Limit and Burst times scale,
+	// and share s costs about scale×Limit/s of them a unit. A window
+	// counts whole units, so the scale is as large as MaxLimit allows:
+	// with Limit <= 31,622, every share counts exactly its units. A bucket
+	// counts time in 1/64 µs (see core's gcra), so its scaled rate is kept
+	// to one local unit per 4 µs of window: a share's rate is then within
+	// 1/256 under its exact value.
 	c := global.Capacity()
-	scale := core.MaxLimit / max(global.Limit, c)
+	top := int64(core.MaxLimit)
+	if global.Algorithm.Burstable() {
+		top = min(top, global.Window.Microseconds()/4)
+	}
+	scale := max(1, top/max(global.Limit, c))
 	scaled := global
 	scaled.Limit *= scale
 	scaled.Burst *= scale
@@ -408,13 +418,17 @@ func (l *Limiter) epochAt(now time.Time) (*epoch, error) {
 	return e, nil
 }
 
-// shareFor returns the share of period k: the aggregate's, or the last
-// one. l.mu must be held.
+// shareFor returns the share of period k: the aggregate's split of k, or
+// else of the latest period before k it gave, or else the last share
+// decided on. l.mu must be held.
 func (l *Limiter) shareFor(k int64) int64 {
-	if s, ok := l.shares[k]; ok {
-		return s
+	share, latest := l.last, int64(-1<<63)
+	for p, s := range l.shares {
+		if p <= k && p > latest {
+			share, latest = s, p
+		}
 	}
-	return l.last
+	return share
 }
 
 // newEpoch returns what to decide by in period k with share. Its limiter
