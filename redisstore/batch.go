@@ -8,65 +8,57 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// DefaultMaxBatch is the most decisions [WithBatching] sends in one
-// pipeline when it is given 0.
+// DefaultMaxBatch is the most decisions a limiter sends in one pipeline
+// by default, or when [WithBatching] is given 0.
 const DefaultMaxBatch = 64
 
-// WithBatching lets concurrent decisions of the limiter share round trips
-// ("smart batching"). A decision made while none of the limiter's round
-// trips is in flight is sent at once, exactly as without batching; decisions
-// made while one is in flight wait for it to end and are then sent
-// together, at most maxBatch (0: [DefaultMaxBatch]) in one pipeline, with
-// [redis.UniversalClient.Pipeline], which a Cluster client splits by node.
-// So an idle limiter adds no latency, and a busy one sends far fewer
-// packets and system calls per decision: see the benchmarks.
-//
-// Each decision is still one EVALSHA, run atomically on its own, so the
-// decisions are those without batching. What a batch changes:
-//
-//   - A queued decision waits for the round trip in flight, then its own:
-//     about two round trips at most under load, one when idle.
-//   - A batch's deadline is the latest of its decisions' (with [WithTimeout]
-//     applied to each), or none if one of them has none. A caller whose
-//     context ends stops waiting at once and gets the context's error; if
-//     its decision was still queued it is never sent, and if it was sent it
-//     may still run, once.
-//   - An error that fails a batch (a timeout, a broken connection) is the
-//     error of each of its decisions. The limiter never sends a decision
-//     again, so each may have been counted once, never twice. go-redis
-//     retries pipelines as it retries commands, so the client needs
-//     MaxRetries: -1 here too (see the package documentation).
-//   - Decisions answered NOSCRIPT did not run: they are sent once more, as
-//     EVAL, as without batching.
-//
-// No goroutine runs while the limiter is idle: while decisions are queued
-// one goroutine sends the batches, and it exits once the queue is empty, so
-// a Limiter needs no Close. Default: no batching; a negative maxBatch is an
+// WithBatching sets the most decisions of one limiter that share a round
+// trip ("smart batching"), which is on by default. A decision made while
+// fewer than two of the limiter's round trips are in flight, and none is
+// queued, is sent at once, alone, exactly as without batching: an idle
+// limiter adds no round trip and no wait. Decisions made while two are in
+// flight queue, and are sent together as soon as one ends, at most
+// maxBatch in one pipeline ([redis.UniversalClient.Pipeline], which a
+// Cluster client splits by node), each still its own EVALSHA, so the
+// decisions are those without batching. A queued decision takes about two
+// round trips. A batch's deadline is the latest of its decisions'; a
+// caller whose context ends stops waiting at once (a decision still
+// queued is never sent). An error that fails a batch is each of its
+// decisions' error, and none is sent again: counted once at most (the
+// client needs MaxRetries: -1, which go-redis applies to pipelines too).
+// Decisions answered NOSCRIPT are sent again as EVAL. No goroutine runs
+// while the limiter is idle. 0 means [DefaultMaxBatch]; 1 turns batching
+// off (every decision its own round trip, concurrently); negative is an
 // error.
 func WithBatching(maxBatch int) Option {
-	return func(o *options) { o.batching, o.maxBatch = true, maxBatch }
+	return func(o *options) { o.maxBatch = maxBatch }
 }
 
-// batcher queues the decisions made while a round trip is in flight. At
-// most one round trip per limiter is in flight at a time: the caller that
-// finds none sends its own decision (busy until it is answered); if others
-// queued meanwhile, it starts the flusher, which sends the queue in batches
-// until it is empty, then clears busy and exits.
+// batcher queues the decisions made while round trips are in flight. At
+// most inFlight round trips per limiter are in flight at a time: a caller
+// that finds fewer, and nothing queued, sends its own decision at once
+// (taking a sender's place until it is answered); others queue. A sender
+// that finds decisions queued when its round trip ends hands its place to
+// a flusher, which sends the queue in batches until it is empty, then
+// gives the place up and exits.
 type batcher struct {
 	l   *Limiter
 	max int
 
-	mu    sync.Mutex
-	busy  bool      // a round trip is in flight, or the flusher runs
-	queue []*waiter // not yet sent
-
-	batch []*waiter // the flusher's, reused
+	mu      sync.Mutex
+	senders int       // round trips in flight, or flushers running
+	queue   []*waiter // not yet sent
 }
+
+// inFlight is the most round trips a batching limiter has in flight: two,
+// so that Redis runs one batch while the client reads the answers of the
+// other and queues the next (with one, client and server take turns).
+const inFlight = 2
 
 // waiter is one queued decision.
 type waiter struct {
 	ctx  context.Context
-	cmd  *redis.Cmd    // the flusher may replace it by its EVAL
+	cmd  redis.Cmder   // the flusher may replace it by its EVAL
 	sent bool          // taken by the flusher; guarded by batcher.mu
 	done chan struct{} // signalled once the cmd is answered; buffered
 }
@@ -75,19 +67,19 @@ var waiters = sync.Pool{New: func() any { return &waiter{done: make(chan struct{
 
 // run sends cmd, alone or in a batch, and returns the command that
 // answered (see Limiter.run).
-func (b *batcher) run(ctx context.Context, cmd *redis.Cmd) (*redis.Cmd, error) {
+func (b *batcher) run(ctx context.Context, cmd redis.Cmder) (redis.Cmder, error) {
 	b.mu.Lock()
-	if !b.busy {
-		b.busy = true
+	if b.senders < inFlight && len(b.queue) == 0 {
+		b.senders++
 		b.mu.Unlock()
 		cmd, err := b.l.run(ctx, cmd)
 		b.mu.Lock()
 		if len(b.queue) == 0 {
-			b.busy = false
+			b.senders--
 			b.mu.Unlock()
 		} else {
 			b.mu.Unlock()
-			go b.flush()
+			go b.flush() // in this sender's place
 		}
 		return cmd, err
 	}
@@ -129,24 +121,25 @@ func (b *batcher) run(ctx context.Context, cmd *redis.Cmd) (*redis.Cmd, error) {
 }
 
 // answer returns w's command and error, and w to the pool.
-func (w *waiter) answer() (*redis.Cmd, error) {
+func (w *waiter) answer() (redis.Cmder, error) {
 	cmd := w.cmd
 	w.ctx, w.cmd = nil, nil
 	waiters.Put(w)
 	return cmd, cmd.Err()
 }
 
-// flush sends the queue, in batches of at most b.max, until it is empty.
+// flush sends the queue, in batches of at most b.max, until it is empty,
+// in a sender's place.
 func (b *batcher) flush() {
+	var batch, skipped []*waiter
 	for {
 		b.mu.Lock()
 		if len(b.queue) == 0 {
-			b.busy = false
+			b.senders--
 			b.mu.Unlock()
 			return
 		}
-		batch := b.batch[:0]
-		var skipped []*waiter
+		batch, skipped = batch[:0], skipped[:0]
 		taken := 0
 		for _, w := range b.queue {
 			if len(batch) == b.max {
@@ -177,7 +170,7 @@ func (b *batcher) flush() {
 			w.done <- struct{}{}
 		}
 		clear(batch)
-		b.batch = batch
+		clear(skipped)
 	}
 }
 

@@ -69,7 +69,7 @@ type options struct {
 	clock    core.Clock
 	timeout  time.Duration
 	margin   time.Duration
-	batching bool
+	batching bool // on unless WithBatching(1)
 	maxBatch int
 }
 
@@ -149,7 +149,7 @@ func New(client redis.UniversalClient, p core.Policy, opts ...Option) (*Limiter,
 // defaults and checks the result. Every constructor of the package calls
 // it, so that they accept and reject the same options.
 func applyOptions(fn string, opts []Option) (options, error) {
-	o := options{prefix: DefaultPrefix, margin: DefaultExpiryMargin}
+	o := options{prefix: DefaultPrefix, margin: DefaultExpiryMargin, batching: true}
 	for i, opt := range opts {
 		if opt == nil {
 			return o, fmt.Errorf("redisstore: %s: option %d is nil", fn, i)
@@ -171,6 +171,7 @@ func applyOptions(fn string, opts []Option) (options, error) {
 	if o.maxBatch < 0 {
 		return o, fmt.Errorf("redisstore: WithBatching(%d): must not be negative", o.maxBatch)
 	}
+	o.batching = o.maxBatch != 1 // batches of one: no batching
 	return o, nil
 }
 
@@ -350,30 +351,28 @@ func (l *Limiter) decide(ctx context.Context, key string, n int64, commit bool) 
 	if !commit {
 		n = -n // a Peek
 	}
-	k := l.key(key)
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
 	// EVALSHA sha numkeys keys... now n, built here rather than by
-	// Script.Run: one argument slice, the constant arguments boxed once.
-	var cmd *redis.Cmd
+	// Script.Run: the arguments and the command in one allocation, the
+	// constant arguments boxed once, and the answer read as integers.
+	c := new(call)
+	k := l.key(key)
+	args := c.args[:6]
 	if l.twoKeys {
-		cmd = redis.NewCmd(ctx, "evalsha", l.sha, "2", k, k+":n", now, n)
+		args = c.args[:7]
+		args[0], args[1], args[2], args[3], args[4], args[5], args[6] = "evalsha", l.sha, "2", k, k+":n", now, n
 	} else {
-		cmd = redis.NewCmd(ctx, "evalsha", l.sha, "1", k, now, n)
+		args[0], args[1], args[2], args[3], args[4], args[5] = "evalsha", l.sha, "1", k, now, n
 	}
-	cmd, err = l.process(ctx, cmd)
+	c.cmd = *redis.NewIntSliceCmd(ctx, args...)
+	cmd, err := l.processCmd(ctx, &c.cmd)
 	if err != nil {
 		return d, fmt.Errorf("redisstore: eval: %w", err)
 	}
-	v, ok := cmd.Val().([]any)
-	if !ok || len(v) != 5 {
-		return d, fmt.Errorf("redisstore: eval: script returned %v, want 5 integers", cmd.Val())
-	}
-	var r [5]int64
-	for i, x := range v {
-		if r[i], ok = x.(int64); !ok {
-			return d, fmt.Errorf("redisstore: eval: script returned %v, want 5 integers", v)
-		}
+	r := cmd.(*redis.IntSliceCmd).Val() // evalOf keeps the type
+	if len(r) != 5 {
+		return d, fmt.Errorf("redisstore: eval: script returned %v, want 5 integers", r)
 	}
 	d.Allowed = r[0] == 1
 	d.Remaining = r[1]
@@ -383,12 +382,16 @@ func (l *Limiter) decide(ctx context.Context, key string, n int64, commit bool) 
 	return d, nil
 }
 
-// run sends cmd, an EVALSHA, and returns the command that answered: cmd,
-// or, if the server did not have the script (NOSCRIPT: nothing ran), the
-// EVAL of the source sent once in its place.
-// process runs cmd, batched with WithBatching, and on the server's TIME
-// records how long the call took (see Refund).
+// process runs cmd, an EVALSHA, as processCmd does.
 func (l *Limiter) process(ctx context.Context, cmd *redis.Cmd) (*redis.Cmd, error) {
+	c, err := l.processCmd(ctx, cmd)
+	return c.(*redis.Cmd), err
+}
+
+// processCmd runs cmd, an EVALSHA, batched unless batching is off (see
+// run), and on the server's TIME records how long the call took (see
+// Refund).
+func (l *Limiter) processCmd(ctx context.Context, cmd redis.Cmder) (redis.Cmder, error) {
 	var start time.Time
 	if l.clock == nil {
 		start = time.Now()
@@ -423,7 +426,10 @@ func (l *Limiter) padded(elapsed time.Duration) time.Duration {
 // twice the recent calls' duration (see Refund).
 const tripSlack = 250 * time.Microsecond
 
-func (l *Limiter) run(ctx context.Context, cmd *redis.Cmd) (*redis.Cmd, error) {
+// run sends cmd, an EVALSHA, and returns the command that answered: cmd,
+// or, if the server did not have the script (NOSCRIPT: nothing ran), the
+// EVAL of the source sent once in its place.
+func (l *Limiter) run(ctx context.Context, cmd redis.Cmder) (redis.Cmder, error) {
 	err := l.client.Process(ctx, cmd)
 	if isNoScript(err) {
 		cmd = l.evalOf(ctx, cmd)
@@ -433,11 +439,21 @@ func (l *Limiter) run(ctx context.Context, cmd *redis.Cmd) (*redis.Cmd, error) {
 }
 
 // evalOf returns the EVAL of the script with the arguments of cmd, an
-// EVALSHA.
-func (l *Limiter) evalOf(ctx context.Context, cmd *redis.Cmd) *redis.Cmd {
+// EVALSHA, as a command of cmd's type.
+func (l *Limiter) evalOf(ctx context.Context, cmd redis.Cmder) redis.Cmder {
 	args := append([]any(nil), cmd.Args()...)
 	args[0], args[1] = "eval", l.src
+	if _, ok := cmd.(*redis.IntSliceCmd); ok {
+		return redis.NewIntSliceCmd(ctx, args...)
+	}
 	return redis.NewCmd(ctx, args...)
+}
+
+// call is one decision's EVALSHA: its arguments and its command, allocated
+// together.
+type call struct {
+	args [7]any
+	cmd  redis.IntSliceCmd
 }
 
 func isNoScript(err error) bool {
