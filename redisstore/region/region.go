@@ -36,16 +36,13 @@ const MinPeriod = 10 * time.Millisecond
 // period, floor and prefix.
 //
 // Shares sum to the limit in every period, and change only at the start of
-// one; see the package documentation for the bound that gives. Allowed,
-// Remaining and Limit are in units of the region's share, which is
-// [Decision.Limit]. A cost above the region's current capacity is denied
-// until the next period; one above the global capacity is
-// [core.ErrCostTooHigh].
+// one; see the package documentation for the bound that gives. A
+// [core.Decision]'s Limit is the region's share and its Remaining is out of
+// that share. A cost above the region's current capacity is denied until
+// the next period; one above the global capacity is [core.ErrCostTooHigh].
 //
 // A Limiter is safe for concurrent use. Create one with [New]; [Limiter.Close]
 // stops its goroutine, after which it keeps deciding on its last share.
-//
-// [Decision.Limit]: https://pkg.go.dev/github.com/ratekit/ratekit/core#Decision
 type Limiter struct {
 	local     redis.UniversalClient
 	agg       redis.UniversalClient
