@@ -33,6 +33,7 @@ var imports = map[string]string{
 	"chilimit":     "github.com/ratekit/ratekit/chilimit",
 	"fiberlimit":   "github.com/ratekit/ratekit/fiberlimit",
 	"redisstore":   "github.com/ratekit/ratekit/redisstore",
+	"region":       "github.com/ratekit/ratekit/redisstore/region",
 	"ratekitprom":  "github.com/ratekit/ratekit/ratekitprom",
 	"ratekitotel":  "github.com/ratekit/ratekit/ratekitotel",
 	"grpclimit":    "github.com/ratekit/ratekit/grpclimit",
