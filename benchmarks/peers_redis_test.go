@@ -21,8 +21,10 @@ import (
 // redis-server TestMain starts and the same go-redis v9 client (ulule's
 // Redis driver takes a go-redis v9 client since v3.11; this module builds
 // it against the same v9.23.0 ratekit uses). The speed cases are run()'s in
-// redis_test.go: serial latency and 32-goroutine throughput, every request
-// allowed; the probes use redisPeers.
+// redis_test.go: serial latency and 32-goroutine throughput on distinct
+// keys and on one hot key, every request allowed; the probes use
+// redisPeers ("ratekit-redisstore" with batching off, "-batched" as New
+// makes it).
 
 // BenchmarkRedisUlule is ulule/limiter's Redis store at the same open
 // policy as BenchmarkRedisRatekit and BenchmarkRedisRate.
@@ -59,8 +61,8 @@ func redisClient(tb testing.TB) *redis.Client {
 // store error counts as a denial (and fails the probe's count, visibly).
 func redisPeers() []peer {
 	return []peer{
-		{name: "ratekit-redisstore", new: ratekitRedis("rk")},
-		{name: "ratekit-redisstore-batched", new: ratekitRedis("rkb", redisstore.WithBatching(0))},
+		{name: "ratekit-redisstore", new: ratekitRedis("rk", redisstore.WithBatching(1))},
+		{name: "ratekit-redisstore-batched", new: ratekitRedis("rkb")},
 		{name: "redis_rate", new: func(tb testing.TB, p policy) limiter {
 			l := redis_rate.NewLimiter(redisClient(tb))
 			lim := redis_rate.Limit{Rate: p.limit, Period: p.window, Burst: p.burst}

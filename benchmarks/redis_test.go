@@ -24,12 +24,13 @@ import (
 // The Redis benchmarks run against a redis-server they start on a free
 // loopback port (persistence off), never an existing one.
 //
-// Each case is a decision on one key per goroutine, with a limit high
-// enough that every request is allowed, so ratekit and redis_rate both
-// write on every call. Serial cases measure latency per decision; parallel
-// cases run 32 goroutines (b.SetParallelism) and measure throughput,
-// reported as decisions/s. BenchmarkRedisPing is the floor: one bare PING
-// round trip on the same client.
+// Each case is a decision with a limit high enough that every request is
+// allowed, so every library writes on every call. Serial cases measure
+// latency per decision; parallel cases run 32 goroutines
+// (b.SetParallelism) and measure throughput, reported as decisions/s:
+// parallel32 with one key per goroutine (distinct keys), hotkey32 with all
+// 32 on one key. BenchmarkRedisPing is the floor: one bare PING round trip
+// on the same client.
 
 // redisAddr is the address of the redis-server TestMain started, or empty
 // when redis-server is not installed (the Redis cases then skip).
@@ -92,7 +93,8 @@ func newClient(b *testing.B) *redis.Client {
 	return c
 }
 
-// run runs decide serially and with 32 goroutines, each on its own key.
+// run runs decide serially, with 32 goroutines each on its own key, and
+// with 32 goroutines on one key.
 func run(b *testing.B, decide func(ctx context.Context, key string) error) {
 	ctx := context.Background()
 	b.Run("serial", func(b *testing.B) {
@@ -104,22 +106,26 @@ func run(b *testing.B, decide func(ctx context.Context, key string) error) {
 		}
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
 	})
-	b.Run("parallel32", func(b *testing.B) {
-		b.ReportAllocs()
-		// RunParallel starts SetParallelism × GOMAXPROCS goroutines.
-		b.SetParallelism(max(1, 32/runtime.GOMAXPROCS(0)))
-		var seq atomic.Int64
-		b.RunParallel(func(pb *testing.PB) {
-			key := "p" + strconv.FormatInt(seq.Add(1), 10)
-			for pb.Next() {
-				if err := decide(ctx, key); err != nil {
-					b.Error(err)
-					return
+	parallel := func(name string, keyOf func(int64) string) {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			// RunParallel starts SetParallelism × GOMAXPROCS goroutines.
+			b.SetParallelism(max(1, 32/runtime.GOMAXPROCS(0)))
+			var seq atomic.Int64
+			b.RunParallel(func(pb *testing.PB) {
+				key := keyOf(seq.Add(1))
+				for pb.Next() {
+					if err := decide(ctx, key); err != nil {
+						b.Error(err)
+						return
+					}
 				}
-			}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
 		})
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
-	})
+	}
+	parallel("parallel32", func(g int64) string { return "p" + strconv.FormatInt(g, 10) })
+	parallel("hotkey32", func(int64) string { return "hot" })
 }
 
 // A policy that allows every request of the benchmark: 1e9 a minute.
@@ -131,12 +137,15 @@ func BenchmarkRedisPing(b *testing.B) {
 	run(b, func(ctx context.Context, _ string) error { return c.Ping(ctx).Err() })
 }
 
-// BenchmarkRedisRatekit is ratekit's redisstore, each algorithm.
-func BenchmarkRedisRatekit(b *testing.B) { benchRatekit(b) }
+// BenchmarkRedisRatekit is ratekit's redisstore, each algorithm, with
+// batching off (redisstore.WithBatching(1)): every decision its own round
+// trip, as redis_rate's.
+func BenchmarkRedisRatekit(b *testing.B) { benchRatekit(b, redisstore.WithBatching(1)) }
 
-// BenchmarkRedisRatekitBatched is BenchmarkRedisRatekit with redisstore.WithBatching: decisions made while one is in
-// flight share the next round trip, one EVALSHA each.
-func BenchmarkRedisRatekitBatched(b *testing.B) { benchRatekit(b, redisstore.WithBatching(0)) }
+// BenchmarkRedisRatekitBatched is ratekit's redisstore as New makes it,
+// batching on: decisions made while two round trips are in flight share
+// the next one, one EVALSHA each.
+func BenchmarkRedisRatekitBatched(b *testing.B) { benchRatekit(b) }
 
 func benchRatekit(b *testing.B, opts ...redisstore.Option) {
 	for _, a := range core.Algorithms() {
@@ -196,10 +205,10 @@ func TestRoundTrips(t *testing.T) {
 		for _, a := range core.Algorithms() {
 			p := open
 			p.Algorithm = a
-			opts := []redisstore.Option{redisstore.WithPrefix("rt")}
+			opts := []redisstore.Option{redisstore.WithPrefix("rt"), redisstore.WithBatching(1)}
 			goroutines := 1
 			if batched {
-				opts = append(opts, redisstore.WithBatching(0))
+				opts = opts[:1] // the default: batching
 				goroutines = 32
 			}
 			l, err := redisstore.New(c, p, opts...)

@@ -8,6 +8,9 @@
 #
 #	benchmarks/run.sh                 # COUNT=10 runs of each benchmark
 #	COUNT=3 CPUS=2 benchmarks/run.sh  # shorter
+#	REDIS_ONLY=1 benchmarks/run.sh    # only the Redis cases, client and
+#	                                  # server side, spliced into the
+#	                                  # existing RESULTS.md's Redis section
 #
 # Environment: COUNT (runs per benchmark, default 10), CPUS (-cpu list for
 # the in-memory cases, default 1,2), BENCHTIME (default 1s), LOAD_RATE and
@@ -24,7 +27,7 @@ BENCHTIME=${BENCHTIME:-1s}
 OUT=${OUT:-results}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
-rm -f "$OUT"/*.bench.txt "$OUT"/probes.md "$OUT"/loadtest.md
+rm -f "$OUT"/*.bench.txt "$OUT"/probes.md "$OUT"/loadtest.md "$OUT"/serverrate.md
 export BENCH_REPORT_DIR="$OUT"
 
 BENCHSTAT=$(command -v benchstat || true)
@@ -61,6 +64,26 @@ step "machine"
 } > "$OUT/machine.md"
 cat "$OUT/machine.md"
 
+# redis runs the Redis cases: serial, 32 goroutines on distinct keys and on
+# one hot key, in rounds like the rest; then the server's side alone.
+redis() {
+	step "Redis"
+	rounds -test.bench='Redis(Ping|Rate|Ulule|Ratekit|RatekitBatched)$/(token-bucket|serial|parallel32|hotkey32)' -test.benchtime="$BENCHTIME" | tee "$OUT/redis.bench.txt"
+	step "Redis: the server's side"
+	"$OUT/benchmarks.test" -test.run='^TestServerRate$' -test.count=1 -test.v > "$OUT/serverrate.txt" 2>&1 || { cat "$OUT/serverrate.txt"; echo "server rate failed"; exit 1; }
+	cat "$OUT/serverrate.md" 2>/dev/null || true
+}
+
+if [ -n "${REDIS_ONLY:-}" ]; then
+	"$OUT/benchmarks.test" -test.run 'TestRoundTrips' -test.count=1 -test.v > "$OUT/tests.txt" 2>&1 || { cat "$OUT/tests.txt"; echo "round trip test failed"; exit 1; }
+	redis
+	step "RESULTS.md: the Redis section"
+	go run ./internal/benchreport -dir "$OUT" -machine "$OUT/machine.md" -splice RESULTS.md > "$OUT/RESULTS.md"
+	mv "$OUT/RESULTS.md" RESULTS.md
+	step "done: benchmarks/RESULTS.md"
+	exit 0
+fi
+
 step "correctness: probes, fixture, round trips"
 "$OUT/benchmarks.test" -test.run 'TestProbes|TestManyKeysFixture|TestRoundTrips' -test.count=1 -test.v > "$OUT/tests.txt" 2>&1 || { cat "$OUT/tests.txt"; echo "correctness tests failed"; exit 1; }
 grep -E '^\s+probes_test.go:[0-9]+: probe ' "$OUT/tests.txt" || true
@@ -77,8 +100,7 @@ rounds -test.bench='^BenchmarkClock$' -test.cpu="$CPUS" -test.benchtime="$BENCHT
 step "in memory: bytes per key"
 bench -test.bench='^BenchmarkBytesPerKey$' -test.benchtime=1x -test.count=2 -test.cpu=1 | tee "$OUT/bytes.bench.txt"
 
-step "Redis"
-bench -test.bench='Redis(Ping|Rate|Ulule|Ratekit|RatekitBatched)$/(token-bucket|serial|parallel32)' -test.count="$COUNT" -test.benchtime="$BENCHTIME" | tee "$OUT/redis.bench.txt"
+redis
 
 step "middleware (-cpu=1)"
 bench -test.bench='^BenchmarkMiddleware' -test.count="$COUNT" -test.cpu=1 -test.benchtime="$BENCHTIME" | tee "$OUT/middleware.bench.txt"

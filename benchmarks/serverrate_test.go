@@ -1,0 +1,191 @@
+package benchmarks
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+	ulule "github.com/ulule/limiter/v3"
+	uluredis "github.com/ulule/limiter/v3/drivers/store/redis"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/redisstore"
+)
+
+// TestServerRate measures the server's side: the decisions per second one
+// Redis core sustains for each library's script, with no client library in
+// the way. Each library makes one decision, on key "KEY", through a client
+// whose hook records the EVALSHA it sends; then redis-benchmark sends that
+// command from 16 connections, 16 pipelined each (-P 16), with the key
+// replaced by one of 1e6 random ones, 200,000 times. Three rounds, the
+// commands interleaved, so that noise hits them alike; the median is
+// reported with the median usec_per_call of INFO commandstats (Redis CPU
+// time per call). PING and INCR are the floor. The table is logged and,
+// with BENCH_REPORT_DIR set (run.sh), written to serverrate.md.
+func TestServerRate(t *testing.T) {
+	needRedis(t)
+	if testing.Short() {
+		t.Skip("about a minute of redis-benchmark")
+	}
+	bench, err := exec.LookPath("redis-benchmark")
+	if err != nil {
+		t.Skip("redis-benchmark not installed")
+	}
+	ctx := context.Background()
+	hook := &evalRecorder{}
+	c := redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: -1})
+	defer c.Close()
+	c.AddHook(hook)
+	admin := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer admin.Close()
+
+	type script struct {
+		name string
+		args []string
+	}
+	var scripts []script
+	record := func(name string, decide func() error) {
+		hook.reset()
+		if err := decide(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		args := hook.args()
+		if args == nil {
+			t.Fatalf("%s: no EVALSHA sent", name)
+		}
+		for i := range args {
+			args[i] = strings.ReplaceAll(args[i], "KEY", "__rand_int__")
+		}
+		scripts = append(scripts, script{name, args})
+	}
+	for _, a := range core.Algorithms() {
+		p := open
+		p.Algorithm = a
+		if a == core.SlidingLog {
+			p.Limit, p.Window = 1_000_000, 1e9
+		}
+		l, err := redisstore.New(c, p, redisstore.WithPrefix("srv"), redisstore.WithBatching(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		record("ratekit "+a.String(), func() error { _, err := l.Allow(ctx, "KEY"); return err })
+	}
+	rr := redis_rate.NewLimiter(c)
+	lim := redis_rate.Limit{Rate: int(open.Limit), Period: open.Window, Burst: int(open.Limit)}
+	record("redis_rate (GCRA)", func() error { _, err := rr.Allow(ctx, "srv-rr:KEY", lim); return err })
+	store, err := uluredis.NewStoreWithOptions(c, ulule.StoreOptions{Prefix: "srv-ul"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ul := ulule.New(store, ulule.Rate{Period: open.Window, Limit: open.Limit})
+	record("ulule (INCRBY script)", func() error { _, err := ul.Get(ctx, "KEY"); return err })
+	scripts = append(scripts,
+		script{"PING (floor)", []string{"PING"}},
+		script{"INCR (floor)", []string{"INCR", "srv-incr:__rand_int__"}})
+
+	rate := regexp.MustCompile(`([0-9.]+) requests per second`)
+	const rounds = 3
+	rates := make([][]float64, len(scripts))
+	usecs := make([][]float64, len(scripts))
+	for range rounds {
+		for i, s := range scripts {
+			admin.ConfigResetStat(ctx)
+			host, port, _ := strings.Cut(redisAddr, ":")
+			out, err := exec.Command(bench, append([]string{"-h", host, "-p", port, "-c", "16", "-P", "16",
+				"-n", "200000", "-r", "1000000", "-q"}, s.args...)...).CombinedOutput()
+			m := rate.FindAllSubmatch(out, -1)
+			if err != nil || m == nil {
+				t.Fatalf("%s: redis-benchmark: %v\n%s", s.name, err, out)
+			}
+			v, _ := strconv.ParseFloat(string(m[len(m)-1][1]), 64)
+			rates[i] = append(rates[i], v)
+			usecs[i] = append(usecs[i], usecPerCall(t, admin, strings.ToLower(s.args[0])))
+		}
+	}
+	var ref float64
+	for i, s := range scripts {
+		if strings.HasPrefix(s.name, "redis_rate") {
+			ref = median(rates[i])
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "| script | decisions/s, one Redis core | × redis_rate | Redis CPU µs per call |\n|---|---|---|---|\n")
+	for i, s := range scripts {
+		fmt.Fprintf(&b, "| %s | %.0f/s | %.2f× | %.2f |\n", s.name, median(rates[i]), median(rates[i])/ref, median(usecs[i]))
+	}
+	t.Logf("server side, medians of %d rounds:\n%s", rounds, b.String())
+	if dir := os.Getenv("BENCH_REPORT_DIR"); dir != "" {
+		if err := os.WriteFile(filepath.Join(dir, "serverrate.md"), []byte(b.String()), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func median(v []float64) float64 {
+	v = slices.Clone(v)
+	slices.Sort(v)
+	return v[len(v)/2]
+}
+
+// usecPerCall returns INFO commandstats' usec_per_call of cmd.
+func usecPerCall(t *testing.T, admin *redis.Client, cmd string) float64 {
+	info, err := admin.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if _, rest, ok := strings.Cut(strings.TrimSpace(line), "cmdstat_"+cmd+":"); ok {
+			_, v, _ := strings.Cut(rest, "usec_per_call=")
+			v, _, _ = strings.Cut(v, ",")
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
+}
+
+// evalRecorder is a go-redis hook that keeps the arguments of the last
+// EVALSHA a client sent, as strings.
+type evalRecorder struct {
+	mu   sync.Mutex
+	last []string
+}
+
+func (h *evalRecorder) reset() { h.mu.Lock(); h.last = nil; h.mu.Unlock() }
+
+func (h *evalRecorder) args() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.last)
+}
+
+func (h *evalRecorder) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *evalRecorder) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "evalsha" {
+			args := make([]string, len(cmd.Args()))
+			for i, a := range cmd.Args() {
+				args[i] = fmt.Sprint(a)
+			}
+			h.mu.Lock()
+			h.last = args
+			h.mu.Unlock()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *evalRecorder) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
