@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/redis/go-redis/v9"
@@ -357,7 +358,7 @@ func (l *Limiter) decide(ctx context.Context, key string, n int64, commit bool) 
 	// Script.Run: the arguments and the command in one allocation, the
 	// constant arguments boxed once, and the answer read as integers.
 	c := new(call)
-	k := l.key(key)
+	k := l.keyIn(c.key[:], key)
 	args := c.args[:6]
 	if l.twoKeys {
 		args = c.args[:7]
@@ -449,11 +450,12 @@ func (l *Limiter) evalOf(ctx context.Context, cmd redis.Cmder) redis.Cmder {
 	return redis.NewCmd(ctx, args...)
 }
 
-// call is one decision's EVALSHA: its arguments and its command, allocated
-// together.
+// call is one decision's EVALSHA: its arguments, its command and the bytes
+// of its Redis key when they fit, allocated together.
 type call struct {
 	args [7]any
 	cmd  redis.IntSliceCmd
+	key  [96]byte
 }
 
 func isNoScript(err error) bool {
@@ -490,6 +492,18 @@ func (l *Limiter) key(key string) string {
 	}
 	b.WriteByte('}')
 	return b.String()
+}
+
+// keyIn returns l.key(key), written into buf when it fits and needs no
+// escaping. buf is never written again: the string shares its bytes.
+func (l *Limiter) keyIn(buf []byte, key string) string {
+	if len(l.prefix)+len(key)+1 > len(buf) || strings.ContainsAny(key, "{}%") {
+		return l.key(key)
+	}
+	n := copy(buf, l.prefix)
+	n += copy(buf[n:], key)
+	buf[n] = '}'
+	return unsafe.String(&buf[0], n+1)
 }
 
 // maxMicros is 2^53: the scripts count time in float64 microseconds, exact
