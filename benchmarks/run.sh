@@ -23,6 +23,7 @@ cd "$(dirname "$0")"
 
 COUNT=${COUNT:-10}
 CPUS=${CPUS:-1,2}
+if [ -n "${REDIS_ONLY:-}" ]; then CPUS=$(nproc); fi # the Redis cases run at the default GOMAXPROCS
 BENCHTIME=${BENCHTIME:-1s}
 OUT=${OUT:-results}
 mkdir -p "$OUT"
