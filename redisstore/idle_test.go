@@ -7,13 +7,15 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/limitertest"
+	"github.com/redis/go-redis/v9"
 )
 
 // Batching is on by default, and costs an idle caller nothing: a decision,
 // a Peek or a refund made while the limiter has no round trip in flight is
 // one command in one round trip, never a pipeline, as with WithBatching(1);
-// so is every call of two callers at a time. The server (on a Redis of its
-// own, so that no other test's commands are counted) and the client agree.
+// so is every call of two callers at a time; a Layered limiter's too. The
+// server (on a Redis of its own, so that no other test's commands are
+// counted) and the client agree.
 func TestBatchingIdleCallerOneRoundTrip(t *testing.T) {
 	needRedis(t)
 	s, err := startServer()
@@ -22,21 +24,31 @@ func TestBatchingIdleCallerOneRoundTrip(t *testing.T) {
 	}
 	admin := newClient(t, s.addr)
 	limitertest.ForEachAlgorithm(t, core.Policy{Limit: 1_000_000, Window: time.Minute}, func(t *testing.T, p core.Policy) {
+		limiter := func(t testing.TB, c redis.UniversalClient, opts ...Option) core.Refunder {
+			return mustNew(t, c, p, opts...)
+		}
+		layered := func(t testing.TB, c redis.UniversalClient, opts ...Option) core.Refunder {
+			daily := core.Policy{Name: "daily", Limit: core.MaxLimit, Window: 24 * time.Hour}
+			return mustLayered(t, c, []core.Policy{p, daily}, opts...)
+		}
 		for _, c := range []struct {
 			name    string
+			new     func(testing.TB, redis.UniversalClient, ...Option) core.Refunder
 			opts    []Option
 			callers int
 		}{
-			{"default", nil, 1},
-			{"default/two-callers", nil, 2},
-			{"unbatched", []Option{WithBatching(1)}, 1},
+			{"default", limiter, nil, 1},
+			{"default/two-callers", limiter, nil, 2},
+			{"unbatched", limiter, []Option{WithBatching(1)}, 1},
+			{"layered", layered, nil, 1},
+			{"layered/two-callers", layered, nil, 2},
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				client := newClient(t, s.addr)
 				hook := &pipeHook{}
 				client.AddHook(hook)
-				l := mustNew(t, client, p, append(c.opts, WithPrefix(uniquePrefix(t.Name())))...)
-				if _, err := l.Allow(ctx, "warm"); err != nil { // the connections dialled
+				l := c.new(t, client, append(c.opts, WithPrefix(uniquePrefix(t.Name())))...)
+				if _, err := l.AllowN(ctx, "warm", 1); err != nil { // the connections dialled
 					t.Fatal(err)
 				}
 				if err := admin.ConfigResetStat(ctx).Err(); err != nil {
