@@ -13,23 +13,18 @@ import (
 const DefaultMaxBatch = 64
 
 // WithBatching sets the most decisions of one limiter that share a round
-// trip ("smart batching"), which is on by default. A decision made while
-// fewer than two of the limiter's round trips are in flight, and none is
-// queued, is sent at once, alone, exactly as without batching: an idle
-// limiter adds no round trip and no wait. Decisions made while two are in
-// flight queue, and are sent together as soon as one ends, at most
-// maxBatch in one pipeline ([redis.UniversalClient.Pipeline], which a
-// Cluster client splits by node), each still its own EVALSHA, so the
-// decisions are those without batching. A queued decision takes about two
-// round trips. A batch's deadline is the latest of its decisions'; a
-// caller whose context ends stops waiting at once (a decision still
-// queued is never sent). An error that fails a batch is each of its
-// decisions' error, and none is sent again: counted once at most (the
-// client needs MaxRetries: -1, which go-redis applies to pipelines too).
-// Decisions answered NOSCRIPT are sent again as EVAL. No goroutine runs
-// while the limiter is idle. 0 means [DefaultMaxBatch]; 1 turns batching
-// off (every decision its own round trip, concurrently); negative is an
-// error.
+// trip; batching is on by default. A decision made while fewer than two of
+// the limiter's round trips are in flight, and none is queued, is sent at
+// once, alone: an idle limiter adds no round trip and no wait. Decisions
+// made while two are in flight queue and leave together when one ends, at
+// most maxBatch in one pipeline (a Cluster client splits it by node), each
+// still its own EVALSHA, so each decision is the one an unbatched limiter
+// makes; a queued one takes about two round trips. A batch's deadline is
+// the latest of its decisions'; a caller whose context ends stops waiting
+// at once. An error that fails a batch is each of its decisions' error;
+// none is sent twice (give the client MaxRetries: -1: go-redis retries
+// pipelines too). No goroutine runs while the limiter is idle. 0 means
+// [DefaultMaxBatch]; 1 turns batching off; negative is an error.
 func WithBatching(maxBatch int) Option {
 	return func(o *options) { o.maxBatch = maxBatch }
 }
