@@ -40,13 +40,13 @@
 //
 // # Batching
 //
-// [WithBatching] lets concurrent decisions of one limiter share round
-// trips: a decision made while another of the limiter's round trips is in
-// flight waits for it and is then sent with the others that waited, as one
+// Concurrent decisions of one limiter share round trips, by default: a
+// decision made while two of the limiter's round trips are in flight waits
+// for one to end and is then sent with the others that waited, as one
 // pipeline, still one EVALSHA each. An idle limiter sends each decision at
-// once, as without it. Under concurrency it multiplies the decisions per
-// second a client and a server can make; see its documentation for what it
-// changes about timeouts.
+// once, alone. Under concurrency it multiplies the decisions per second a
+// client and a server can make; [WithBatching] bounds a batch, or turns
+// batching off, and says what it changes about timeouts.
 //
 // # Keys and expiry
 //
