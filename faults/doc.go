@@ -1,0 +1,16 @@
+// Package faults is ratekit's fault harness: it starts real redis-server
+// processes on free loopback ports, drives bounded traffic through a
+// redisstore limiter wrapped in a core.Failover (failing closed, and falling
+// back to a local memory limiter), injects one fault at a time, and reports
+// what the limiter did: decisions made by Redis and by the failure mode,
+// errors returned to the caller, the slowest decision, the time until Redis
+// decides again after the fault ends, and over-admission against the policy.
+//
+// [Proxy] is the TCP proxy between the clients and redis-server that adds
+// latency, stalls and resets connections; [Server] is one redis-server
+// process; [Run] drives one fault and returns a [Report] per failure mode.
+//
+// The figures and the commands that reproduce them are in
+// docs/reliability.md. The module is its own workspace, like benchmarks/,
+// so users of ratekit never download it.
+package faults
