@@ -4,75 +4,20 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/ratekit/ratekit/examples/internal/redisserver"
 )
-
-// startRedis starts a redis-server of its own on a free 127.0.0.1 port (never
-// 6379), with persistence off, stopped when t ends, and returns its address.
-// It skips t when redis-server is not installed, and fails it instead when
-// the CI environment variable is set.
-func startRedis(t *testing.T) string {
-	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		msg := "redis-server not found in PATH: install Redis (Debian: apt-get install redis-server) to run this test"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	port := freePort(t)
-	cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", t.TempDir(), "--protected-mode", "yes")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	c := newClient(addr)
-	defer c.Close()
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		err := c.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return addr
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server on %s did not answer PING: %v\n%s", addr, err, out.String())
-		}
-		time.Sleep(10 * time.Millisecond) // waiting for the listener
-	}
-}
-
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 // Four workers, 5 requests each, through a quota of 10 a second shared in
 // Redis with the demo API's limit: every request is answered 200 (10 at
 // once, then 10 a second, paced by the server's headers too), and each
 // worker says what it waited.
 func TestRun(t *testing.T) {
-	addr := startRedis(t)
+	addr := redisserver.Start(t)
 	var out bytes.Buffer
 	if err := run(context.Background(), []string{"-redis", addr, "-workers", "4", "-requests", "5"}, &out); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
@@ -105,7 +50,7 @@ func TestRun(t *testing.T) {
 
 // Without Redis the program does not start, and says why.
 func TestRunWithoutRedis(t *testing.T) {
-	noRedis := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	noRedis := "127.0.0.1:" + strconv.Itoa(redisserver.FreePort(t))
 	err := run(context.Background(), []string{"-redis", noRedis}, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "no Redis at "+noRedis) {
 		t.Errorf("run without Redis: %v", err)

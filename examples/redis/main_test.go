@@ -8,8 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,60 +17,9 @@ import (
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/httplimit"
 	"github.com/ratekit/ratekit/redisstore"
+
+	"github.com/ratekit/ratekit/examples/internal/redisserver"
 )
-
-// startRedis starts a redis-server of its own on a free 127.0.0.1 port (never
-// 6379), with persistence off, stopped when t ends, and returns its address.
-// It skips t when redis-server is not installed, and fails it instead when
-// the CI environment variable is set.
-func startRedis(t *testing.T) string {
-	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		msg := "redis-server not found in PATH: install Redis (Debian: apt-get install redis-server) to run this test"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	port := freePort(t)
-	cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", t.TempDir(), "--protected-mode", "yes")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	c := newClient(addr)
-	defer c.Close()
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		err := c.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return addr
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server on %s did not answer PING: %v\n%s", addr, err, out.String())
-		}
-		time.Sleep(10 * time.Millisecond) // waiting for the listener
-	}
-}
-
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 // serve starts the API limited by l on a 127.0.0.1 listener and returns its
 // base URL.
@@ -153,7 +100,7 @@ func checkDenied(t *testing.T, res *http.Response, body []byte) {
 // get 100 200s and 50 429s, because there is one count, not one per server.
 // The limiters read one manual clock, so the test's speed does not matter.
 func TestTwoServersShareOneLimit(t *testing.T) {
-	addr := startRedis(t)
+	addr := redisserver.Start(t)
 	policy := defaults(t)
 	clock := core.NewManualClock(start)
 	var servers []string
@@ -222,7 +169,7 @@ func (s *syncBuffer) String() string {
 // The program itself: it says what it does on startup, serves with the
 // limit in Redis, and stops when its context ends.
 func TestRun(t *testing.T) {
-	addr := startRedis(t)
+	addr := redisserver.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var logs syncBuffer
@@ -267,7 +214,7 @@ func TestRun(t *testing.T) {
 
 // Without Redis the program does not start, and says why.
 func TestRunWithoutRedis(t *testing.T) {
-	noRedis := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	noRedis := "127.0.0.1:" + strconv.Itoa(redisserver.FreePort(t))
 	err := run(context.Background(), []string{"-addr", "127.0.0.1:0", "-redis", noRedis}, io.Discard, nil)
 	if err == nil || !strings.Contains(err.Error(), "no Redis at "+noRedis) {
 		t.Errorf("run without Redis: %v", err)
