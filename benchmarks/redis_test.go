@@ -3,9 +3,7 @@ package benchmarks
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
@@ -18,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/redisserver"
 	"github.com/ratekit/ratekit/redisstore"
 )
 
@@ -40,35 +39,25 @@ var redisAddr string
 // cases, runs the tests and stops it. Without the redis-server binary the
 // Redis cases skip, except under CI (CI set), where that is a failure.
 func TestMain(m *testing.M) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
+	if msg := redisserver.Missing(); msg != "" {
 		if os.Getenv("CI") != "" {
-			fmt.Println("redis-server not found, and CI is set: install Redis (Debian: apt-get install redis-server)")
+			fmt.Println(msg + " (CI is set, so the Redis cases fail)")
 			os.Exit(1)
 		}
-		fmt.Println("redis-server not found: the Redis cases skip (Debian: apt-get install redis-server)")
+		fmt.Println(msg + ": the Redis cases skip")
 		os.Exit(m.Run())
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	dir, err := os.MkdirTemp("", "ratekit-bench-")
 	if err != nil {
 		panic(err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	dir, _ := os.MkdirTemp("", "ratekit-bench-")
-	cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", dir)
-	if err := cmd.Start(); err != nil {
+	srv, err := redisserver.Start(dir)
+	if err != nil {
 		panic(err)
 	}
-	redisAddr = "127.0.0.1:" + strconv.Itoa(port)
-	c := redis.NewClient(&redis.Options{Addr: redisAddr})
-	for c.Ping(context.Background()).Err() != nil {
-		time.Sleep(10 * time.Millisecond)
-	}
-	c.Close()
+	redisAddr = srv.Addr
 	code := m.Run()
-	cmd.Process.Kill()
-	cmd.Wait()
+	srv.Stop()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -3,13 +3,13 @@ package faults
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekit/ratekit/internal/redisserver"
 )
 
 // margin is what the slowest decision may take beyond RemoteTimeout: the
@@ -25,32 +25,19 @@ func config() Config {
 	return Config{Warm: 2 * time.Second, Fault: 10 * time.Second, After: 2 * time.Second}
 }
 
-// needRedis skips t when redis-server is not installed, and fails it
-// instead when the CI environment variable is set.
-func needRedis(t *testing.T) {
-	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		msg := "redis-server not found in PATH: install Redis (Debian: apt-get install redis-server) to run the fault harness"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-}
-
 // setup starts a redis-server (with extra configuration), a proxy in front
 // of it and an admin client straight to it, all stopped when t ends.
-func setup(t *testing.T, extra ...string) (*Server, *Proxy, *redis.Client) {
+func setup(t *testing.T, extra ...string) (*redisserver.Server, *Proxy, *redis.Client) {
 	t.Helper()
-	needRedis(t)
-	s, err := StartServer(t.TempDir(), extra...)
+	redisserver.Need(t)
+	s, err := redisserver.Start(t.TempDir(), extra...)
 	if s != nil {
 		t.Cleanup(s.Stop)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := NewProxy(s.Addr())
+	p, err := NewProxy(s.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +46,7 @@ func setup(t *testing.T, extra ...string) (*Server, *Proxy, *redis.Client) {
 			t.Error(err)
 		}
 	})
-	admin := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
+	admin := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { admin.Close() })
 	return s, p, admin
 }

@@ -35,10 +35,10 @@ func TestOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.stop()
+	defer srv.Stop()
 	const timeout = 100 * time.Millisecond
 	p := core.Policy{Limit: 1000, Window: time.Minute}
-	remote := mustNew(t, outageClient(t, srv.addr), p, WithPrefix(uniquePrefix("outage")), WithTimeout(timeout))
+	remote := mustNew(t, outageClient(t, srv.Addr), p, WithPrefix(uniquePrefix("outage")), WithTimeout(timeout))
 	local, _ := core.New(core.Policy{Limit: p.Limit / 4, Window: p.Window})
 	var hooked atomic.Int64
 	f, err := core.NewFailover(remote, core.WithErrorPolicy(core.Fallback(local)), core.WithBreaker(3, 300*time.Millisecond),
@@ -63,7 +63,7 @@ func TestOutage(t *testing.T) {
 			t.Fatalf("Redis up: decided by limit %d, want Redis's %d", d.Limit, p.Limit)
 		}
 	}
-	srv.stop()
+	srv.Stop()
 	var remoteDecisions int
 	for range 20 {
 		if decide("down").Limit == p.Limit {
@@ -76,7 +76,7 @@ func TestOutage(t *testing.T) {
 	if got := hooked.Load(); got != 3 {
 		t.Errorf("hook called %d times, want 3 (then the breaker opened)", got)
 	}
-	if err := srv.start(); err != nil {
+	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
 	// The breaker probes Redis again after its cool-down: a bounded wait.

@@ -22,7 +22,7 @@ func TestBatchingIdleCallerOneRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin := newClient(t, s.addr)
+	admin := newClient(t, s.Addr)
 	limitertest.ForEachAlgorithm(t, core.Policy{Limit: 1_000_000, Window: time.Minute}, func(t *testing.T, p core.Policy) {
 		limiter := func(t testing.TB, c redis.UniversalClient, opts ...Option) core.Refunder {
 			return mustNew(t, c, p, opts...)
@@ -44,7 +44,7 @@ func TestBatchingIdleCallerOneRoundTrip(t *testing.T) {
 			{"layered/two-callers", layered, nil, 2},
 		} {
 			t.Run(c.name, func(t *testing.T) {
-				client := newClient(t, s.addr)
+				client := newClient(t, s.Addr)
 				hook := &pipeHook{}
 				client.AddHook(hook)
 				l := c.new(t, client, append(c.opts, WithPrefix(uniquePrefix(t.Name())))...)

@@ -1,10 +1,8 @@
 package redisstore
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekit/ratekit/internal/redisserver"
 )
 
 // The tests start their own redis-server processes on free loopback ports,
@@ -26,7 +26,7 @@ import (
 var (
 	tmpDir    string
 	serversMu sync.Mutex
-	servers   []*redisServer // stopped by TestMain
+	servers   []*redisserver.Server // stopped by TestMain
 
 	singleOnce sync.Once
 	singleAddr string
@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	serversMu.Lock()
 	for _, s := range servers {
-		s.stop()
+		s.Stop()
 	}
 	serversMu.Unlock()
 	if tmpDir != "" {
@@ -54,33 +54,7 @@ func TestMain(m *testing.M) {
 // fails it instead when the CI environment variable is set.
 func needRedis(t testing.TB) {
 	t.Helper()
-	for _, bin := range []string{"redis-server", "redis-cli"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			msg := fmt.Sprintf("%s not found in PATH: install Redis (Debian: apt-get install redis-server) to run the Redis tests", bin)
-			if os.Getenv("CI") != "" {
-				t.Fatal(msg)
-			}
-			t.Skip(msg)
-		}
-	}
-}
-
-// redisServer is one redis-server process started by the tests.
-type redisServer struct {
-	addr string
-	args []string
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-}
-
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	redisserver.Need(t, "redis-server", "redis-cli")
 }
 
 func testDir() (string, error) {
@@ -96,70 +70,21 @@ func testDir() (string, error) {
 	return os.MkdirTemp(tmpDir, "node-")
 }
 
-// startServer starts redis-server on a free loopback port, with extra
-// configuration, and waits until it answers PING.
-func startServer(extra ...string) (*redisServer, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
+// startServer starts a redis-server of the package's on a free loopback
+// port, with extra configuration, stopped by TestMain.
+func startServer(extra ...string) (*redisserver.Server, error) {
 	dir, err := testDir()
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string{
-		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", dir,
-		"--protected-mode", "yes",
-	}, extra...)
-	s := &redisServer{addr: "127.0.0.1:" + strconv.Itoa(port), args: args}
+	srv, err := redisserver.Start(dir, extra...)
+	if err != nil {
+		return nil, err
+	}
 	serversMu.Lock()
-	servers = append(servers, s)
+	servers = append(servers, srv)
 	serversMu.Unlock()
-	return s, s.start()
-}
-
-// start runs the server (again) on its address.
-func (s *redisServer) start() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cmd := exec.Command("redis-server", s.args...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start redis-server: %w", err)
-	}
-	s.cmd = cmd
-	c := redis.NewClient(&redis.Options{Addr: s.addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
-	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		err := c.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			cmd.Wait()
-			s.cmd = nil
-			return fmt.Errorf("redis-server on %s did not answer PING: %v\n%s", s.addr, err, out.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// stop kills the server, if it runs, and waits for it to exit.
-func (s *redisServer) stop() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil {
-		return
-	}
-	s.cmd.Process.Kill()
-	s.cmd.Wait()
-	s.cmd = nil
+	return srv, nil
 }
 
 // singleNode returns the address of the shared single-node server.
@@ -167,10 +92,10 @@ func singleNode(t testing.TB) string {
 	t.Helper()
 	needRedis(t)
 	singleOnce.Do(func() {
-		var s *redisServer
+		var s *redisserver.Server
 		s, singleErr = startServer()
 		if s != nil {
-			singleAddr = s.addr
+			singleAddr = s.Addr
 		}
 	})
 	if singleErr != nil {
@@ -193,7 +118,7 @@ func cluster(t testing.TB) []string {
 func startCluster() ([]string, error) {
 	var addrs []string
 	for range 3 {
-		bus, err := freePort()
+		bus, err := redisserver.FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -208,7 +133,7 @@ func startCluster() ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		addrs = append(addrs, s.addr)
+		addrs = append(addrs, s.Addr)
 	}
 	create := exec.Command("redis-cli", append(append([]string{"--cluster", "create"}, addrs...),
 		"--cluster-replicas", "0", "--cluster-yes")...)

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ratekit/ratekit/examples/internal/redisserver"
+	"github.com/ratekit/ratekit/internal/redisserver"
 )
 
 // Four workers, 5 requests each, through a quota of 10 a second shared in
@@ -17,7 +17,7 @@ import (
 // once, then 10 a second, paced by the server's headers too), and each
 // worker says what it waited.
 func TestRun(t *testing.T) {
-	addr := redisserver.Start(t)
+	addr := redisserver.StartT(t)
 	var out bytes.Buffer
 	if err := run(context.Background(), []string{"-redis", addr, "-workers", "4", "-requests", "5"}, &out); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
@@ -50,8 +50,12 @@ func TestRun(t *testing.T) {
 
 // Without Redis the program does not start, and says why.
 func TestRunWithoutRedis(t *testing.T) {
-	noRedis := "127.0.0.1:" + strconv.Itoa(redisserver.FreePort(t))
-	err := run(context.Background(), []string{"-redis", noRedis}, &bytes.Buffer{})
+	port, err := redisserver.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	noRedis := "127.0.0.1:" + strconv.Itoa(port)
+	err = run(context.Background(), []string{"-redis", noRedis}, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "no Redis at "+noRedis) {
 		t.Errorf("run without Redis: %v", err)
 	}

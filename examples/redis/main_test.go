@@ -18,7 +18,7 @@ import (
 	"github.com/ratekit/ratekit/httplimit"
 	"github.com/ratekit/ratekit/redisstore"
 
-	"github.com/ratekit/ratekit/examples/internal/redisserver"
+	"github.com/ratekit/ratekit/internal/redisserver"
 )
 
 // serve starts the API limited by l on a 127.0.0.1 listener and returns its
@@ -100,7 +100,7 @@ func checkDenied(t *testing.T, res *http.Response, body []byte) {
 // get 100 200s and 50 429s, because there is one count, not one per server.
 // The limiters read one manual clock, so the test's speed does not matter.
 func TestTwoServersShareOneLimit(t *testing.T) {
-	addr := redisserver.Start(t)
+	addr := redisserver.StartT(t)
 	policy := defaults(t)
 	clock := core.NewManualClock(start)
 	var servers []string
@@ -169,7 +169,7 @@ func (s *syncBuffer) String() string {
 // The program itself: it says what it does on startup, serves with the
 // limit in Redis, and stops when its context ends.
 func TestRun(t *testing.T) {
-	addr := redisserver.Start(t)
+	addr := redisserver.StartT(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var logs syncBuffer
@@ -214,8 +214,12 @@ func TestRun(t *testing.T) {
 
 // Without Redis the program does not start, and says why.
 func TestRunWithoutRedis(t *testing.T) {
-	noRedis := "127.0.0.1:" + strconv.Itoa(redisserver.FreePort(t))
-	err := run(context.Background(), []string{"-addr", "127.0.0.1:0", "-redis", noRedis}, io.Discard, nil)
+	port, err := redisserver.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	noRedis := "127.0.0.1:" + strconv.Itoa(port)
+	err = run(context.Background(), []string{"-addr", "127.0.0.1:0", "-redis", noRedis}, io.Discard, nil)
 	if err == nil || !strings.Contains(err.Error(), "no Redis at "+noRedis) {
 		t.Errorf("run without Redis: %v", err)
 	}

@@ -1,18 +1,15 @@
 package region
 
 import (
-	"bytes"
-	"context"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekit/ratekit/internal/redisserver"
 )
 
 // The tests start their own redis-server processes on free loopback ports,
@@ -22,7 +19,7 @@ import (
 
 var (
 	serversMu sync.Mutex
-	servers   []*exec.Cmd
+	servers   []*redisserver.Server // stopped by TestMain
 	tmpDir    string
 
 	fleetOnce  sync.Once
@@ -33,9 +30,8 @@ var (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	serversMu.Lock()
-	for _, c := range servers {
-		c.Process.Kill()
-		c.Wait()
+	for _, s := range servers {
+		s.Stop()
 	}
 	serversMu.Unlock()
 	if tmpDir != "" {
@@ -44,73 +40,35 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// needRedis skips t when redis-server is not installed, and fails it
-// instead when the CI environment variable is set.
-func needRedis(t testing.TB) {
-	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		msg := "redis-server not found in PATH: install Redis (Debian: apt-get install redis-server) to run the Redis tests"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-}
-
-// startServer starts redis-server on a free loopback port and waits until
-// it answers PING.
+// startServer starts a redis-server of the package's on a free loopback
+// port, stopped by TestMain.
 func startServer() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
 	serversMu.Lock()
+	defer serversMu.Unlock()
 	if tmpDir == "" {
-		if tmpDir, err = os.MkdirTemp("", "region-test-"); err != nil {
-			serversMu.Unlock()
+		d, err := os.MkdirTemp("", "region-test-")
+		if err != nil {
 			return "", err
 		}
+		tmpDir = d
 	}
 	dir, err := os.MkdirTemp(tmpDir, "node-")
-	serversMu.Unlock()
 	if err != nil {
 		return "", err
 	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", dir, "--protected-mode", "yes")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		return "", fmt.Errorf("start redis-server: %w", err)
+	srv, err := redisserver.Start(dir)
+	if err != nil {
+		return "", err
 	}
-	serversMu.Lock()
-	servers = append(servers, cmd)
-	serversMu.Unlock()
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
-	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		err := c.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return addr, nil
-		}
-		if time.Now().After(deadline) {
-			return "", fmt.Errorf("redis-server on %s did not answer PING: %v\n%s", addr, err, out.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	servers = append(servers, srv)
+	return srv.Addr, nil
 }
 
 // fleet returns the addresses of the three regions' servers and the
 // aggregate's.
 func fleet(t testing.TB) (regions []string, aggregate string) {
 	t.Helper()
-	needRedis(t)
+	redisserver.Need(t)
 	fleetOnce.Do(func() {
 		for range 4 {
 			addr, err := startServer()
