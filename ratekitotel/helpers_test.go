@@ -2,7 +2,6 @@ package ratekitotel_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -14,13 +13,14 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/metricsview/metricstest"
 	"github.com/ratekit/ratekit/ratekitotel"
 )
 
 var (
 	ctx     = context.Background()
 	start   = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	errDown = errors.New("store: connection refused")
+	errDown = metricstest.ErrDown
 )
 
 func must[T any](t testing.TB) func(T, error) T {

@@ -1,7 +1,6 @@
 package ratekitotel_test
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"sync"
@@ -14,34 +13,10 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/hotkey"
+	"github.com/ratekit/ratekit/internal/metricsview/metricstest"
 	"github.com/ratekit/ratekit/observe"
 	"github.com/ratekit/ratekit/ratekitotel"
 )
-
-// slowStore decides by a Memory limiter, advancing the clock by lag on
-// every call so the observed latency is exact, or fails while down.
-type slowStore struct {
-	*core.Memory
-	clock *core.ManualClock
-	lag   time.Duration
-	down  bool
-}
-
-func (s *slowStore) AllowN(ctx context.Context, key string, n int64) (core.Decision, error) {
-	s.clock.Advance(s.lag)
-	if s.down {
-		return core.Decision{}, errDown
-	}
-	return s.Memory.AllowN(ctx, key, n)
-}
-
-func (s *slowStore) Peek(ctx context.Context, key string, n int64) (core.Decision, error) {
-	s.clock.Advance(s.lag)
-	if s.down {
-		return core.Decision{}, errDown
-	}
-	return s.Memory.Peek(ctx, key, n)
-}
 
 // TestCollect runs ratekitprom's TestScrape workload through every source
 // of metrics and checks the collection, data point by data point.
@@ -49,60 +24,11 @@ func TestCollect(t *testing.T) {
 	clock := core.NewManualClock(start)
 	m, reader := newMetrics(t, ratekitotel.WithLatencyBuckets([]float64{0.3, 1}))
 
-	// "api" enforces 3 a minute on a store that decides in 250ms (500ms
-	// twice: times whose sum is exact in binary floating point), so its
-	// third request, which leaves 0, is near its limit; "api-v2", 2 a
-	// minute, is its shadow candidate.
-	api := newMemory(t, core.Policy{Name: "api", Limit: 3, Window: time.Minute}, clock)
-	store := &slowStore{Memory: api, clock: clock, lag: 250 * time.Millisecond}
-	candidate := newMemory(t, core.Policy{Name: "api-v2", Limit: 2, Window: time.Minute}, clock)
-	observed := must[*observe.Limiter](t)(observe.New(store, m, observe.WithClock(clock)))
-	l := must[*observe.Shadow](t)(observe.NewShadow(observed, candidate, m, observe.WithClock(clock)))
-	if err := m.WatchMemory("api", api); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 5 { // 3 allowed, 2 denied; the shadow: 2 allowed, 3 denied
-		if i >= 3 {
-			store.lag = 500 * time.Millisecond
-		}
-		l.Allow(ctx, "203.0.113.7")
-	}
-	store.lag = 250 * time.Millisecond
-	l.AllowN(ctx, "203.0.113.7", 10) // an error for both
-	l.Peek(ctx, "203.0.113.7", 1)    // denied for both
-	l.Peek(ctx, "198.51.100.1", 1)   // allowed for both
-
-	// "redis" fails twice and its breaker opens.
-	remote := &slowStore{Memory: newMemory(t, core.Policy{Name: "redis", Limit: 10, Window: time.Minute}, clock), clock: clock, down: true}
-	f := must[*core.Failover](t)(core.NewFailover(remote, append([]core.FailoverOption{core.WithBreaker(2, time.Second), core.WithClock(clock)},
-		observe.FailoverHooks(m, "redis")...)...))
-	if err := m.WatchFailover("redis", f); err != nil {
-		t.Fatal(err)
-	}
-	for range 3 {
-		f.Allow(ctx, "k")
-	}
-
-	// "small" holds one key: one eviction loses usage, one drops a fresh key.
-	small := newMemory(t, core.Policy{Name: "small", Limit: 1, Window: time.Second}, clock, core.WithMaxKeys(1))
-	if err := m.WatchMemory("small", small); err != nil {
-		t.Fatal(err)
-	}
-	small.Allow(ctx, "x")
-	small.Allow(ctx, "y") // x still holds usage: lossy
-	clock.Advance(time.Second)
-	small.Allow(ctx, "z") // y is fresh now
-
-	// "lease" takes from a remote limiter in batches that double: 1, then
-	// 2 units, for 3 requests.
-	leased := must[*hotkey.Leased](t)(hotkey.NewLeased(newMemory(t, core.Policy{Name: "lease", Limit: 100, Window: time.Minute}, clock), 10,
-		hotkey.WithClock(clock)))
-	if err := m.WatchLeased("lease", leased); err != nil {
-		t.Fatal(err)
-	}
-	for range 3 {
-		leased.Allow(ctx, "hot")
-	}
+	small := metricstest.Run(t, clock, m, metricstest.Watches{
+		Memory:   func(p string, l *core.Memory) error { return m.WatchMemory(p, l) },
+		Failover: func(p string, f *core.Failover) error { return m.WatchFailover(p, f) },
+		Leased:   func(p string, l *hotkey.Leased) error { return m.WatchLeased(p, l) },
+	})
 
 	want := `# ratekit.breaker.open gauge {breaker}
 ratekit.breaker.open{policy=redis} 1
