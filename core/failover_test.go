@@ -15,6 +15,7 @@ import (
 	"github.com/ratekit/ratekit/core/limitertest"
 	"github.com/ratekit/ratekit/hotkey"
 	"github.com/ratekit/ratekit/httplimit"
+	"github.com/ratekit/ratekit/internal/adaptertest"
 	"github.com/ratekit/ratekit/internal/httpview"
 	"github.com/ratekit/ratekit/observe"
 )
@@ -328,25 +329,10 @@ func layeredOf(t testing.TB, clock core.Clock, ps ...core.Policy) *core.Layered 
 	return mustLayered(t, ms...)
 }
 
-// httpStep is one request through the HTTP middleware and the rate headers
-// it is answered with.
-type httpStep struct {
-	served    bool
-	policy    string // RateLimit-Policy
-	rateLimit string // RateLimit
-}
+// The HTTP middleware's answers, checked step by step.
+type httpStep = adaptertest.EngineStep
 
-// checkHTTP sends one request to e and compares its answer with want.
-func checkHTTP(t *testing.T, e *httplimit.Engine, i int, want httpStep) {
-	t.Helper()
-	w := httptest.NewRecorder()
-	res := e.Check(httpview.New(httptest.NewRequest("GET", "/", nil), "/"))
-	served := res.WriteHTTP(w)
-	got := httpStep{served, w.Header().Get("RateLimit-Policy"), w.Header().Get("RateLimit")}
-	if got != want {
-		t.Errorf("request %d:\n got %+v\nwant %+v", i, got, want)
-	}
-}
+var checkHTTP = adaptertest.CheckEngine
 
 // A Failover over a layered limiter keeps its layers: the HTTP middleware
 // writes one RateLimit member per layer, from the remote limiter while it
@@ -364,9 +350,9 @@ func TestFailoverLayersInHeaders(t *testing.T) {
 
 	const remotePolicy = `"burst";q=2;w=1, "daily";q=1000;w=86400`
 	for i, want := range []httpStep{
-		{true, remotePolicy, `"burst";r=1;t=1, "daily";r=999;t=43200`},
-		{true, remotePolicy, `"burst";r=0;t=1, "daily";r=998;t=43200`},
-		{false, remotePolicy, `"burst";r=0;t=1, "daily";r=998;t=43200`},
+		{Served: true, Policy: remotePolicy, RateLimit: `"burst";r=1;t=1, "daily";r=999;t=43200`},
+		{Served: true, Policy: remotePolicy, RateLimit: `"burst";r=0;t=1, "daily";r=998;t=43200`},
+		{Served: false, Policy: remotePolicy, RateLimit: `"burst";r=0;t=1, "daily";r=998;t=43200`},
 	} {
 		checkHTTP(t, e, i, want)
 	}
@@ -374,8 +360,8 @@ func TestFailoverLayersInHeaders(t *testing.T) {
 	remote.Down.Store(true)
 	const localPolicy = `"local-burst";q=1;w=1, "local-daily";q=250;w=86400`
 	for i, want := range []httpStep{
-		{true, localPolicy, `"local-burst";r=0;t=1, "local-daily";r=249;t=43200`},
-		{false, localPolicy, `"local-burst";r=0;t=1, "local-daily";r=249;t=43200`},
+		{Served: true, Policy: localPolicy, RateLimit: `"local-burst";r=0;t=1, "local-daily";r=249;t=43200`},
+		{Served: false, Policy: localPolicy, RateLimit: `"local-burst";r=0;t=1, "local-daily";r=249;t=43200`},
 	} {
 		checkHTTP(t, e, 3+i, want)
 	}

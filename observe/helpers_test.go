@@ -2,13 +2,11 @@ package observe_test
 
 import (
 	"context"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/httplimit"
+	"github.com/ratekit/ratekit/internal/adaptertest"
 	"github.com/ratekit/ratekit/internal/flakystore"
-	"github.com/ratekit/ratekit/internal/httpview"
 	"github.com/ratekit/ratekit/internal/observetest"
 )
 
@@ -46,25 +44,10 @@ func layeredOf(t testing.TB, clock core.Clock, ps ...core.Policy) *core.Layered 
 	return mustLayered(t, ms...)
 }
 
-// httpStep is one request through the HTTP middleware and the rate headers
-// it is answered with.
-type httpStep struct {
-	served    bool
-	policy    string // RateLimit-Policy
-	rateLimit string // RateLimit
-}
+// The HTTP middleware's answers, checked step by step.
+type httpStep = adaptertest.EngineStep
 
-// checkHTTP sends one request to e and compares its answer with want.
-func checkHTTP(t *testing.T, e *httplimit.Engine, i int, want httpStep) {
-	t.Helper()
-	w := httptest.NewRecorder()
-	res := e.Check(httpview.New(httptest.NewRequest("GET", "/", nil), "/"))
-	served := res.WriteHTTP(w)
-	got := httpStep{served, w.Header().Get("RateLimit-Policy"), w.Header().Get("RateLimit")}
-	if got != want {
-		t.Errorf("request %d:\n got %+v\nwant %+v", i, got, want)
-	}
-}
+var checkHTTP = adaptertest.CheckEngine
 
 // A Failover over a layered limiter keeps its layers: the HTTP middleware
 

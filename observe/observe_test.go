@@ -331,9 +331,9 @@ func TestObservedLayersInHeaders(t *testing.T) {
 	e := httplimit.MustNew(mustObserved(t, l, rec, observe.WithClock(clock)))
 	const policy = `"burst";q=2;w=1, "daily";q=1000;w=86400`
 	for i, want := range []httpStep{
-		{true, policy, `"burst";r=1;t=1, "daily";r=999;t=43200`},
-		{true, policy, `"burst";r=0;t=1, "daily";r=998;t=43200`},
-		{false, policy, `"burst";r=0;t=1, "daily";r=998;t=43200`},
+		{Served: true, Policy: policy, RateLimit: `"burst";r=1;t=1, "daily";r=999;t=43200`},
+		{Served: true, Policy: policy, RateLimit: `"burst";r=0;t=1, "daily";r=998;t=43200`},
+		{Served: false, Policy: policy, RateLimit: `"burst";r=0;t=1, "daily";r=998;t=43200`},
 	} {
 		checkHTTP(t, e, i, want)
 	}

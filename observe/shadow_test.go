@@ -124,8 +124,8 @@ func TestShadowLayersInHeaders(t *testing.T) {
 	e := httplimit.MustNew(mustShadow(t, enforced, candidate, rec, observe.WithClock(clock)))
 	const policy = `"burst";q=2;w=1, "daily";q=1000;w=86400`
 	for i, want := range []httpStep{
-		{true, policy, `"burst";r=1;t=1, "daily";r=999;t=43200`},
-		{true, policy, `"burst";r=0;t=1, "daily";r=998;t=43200`},
+		{Served: true, Policy: policy, RateLimit: `"burst";r=1;t=1, "daily";r=999;t=43200`},
+		{Served: true, Policy: policy, RateLimit: `"burst";r=0;t=1, "daily";r=998;t=43200`},
 	} {
 		checkHTTP(t, e, i, want)
 	}

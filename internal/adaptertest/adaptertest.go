@@ -22,6 +22,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/httplimit"
+	"github.com/ratekit/ratekit/internal/httpview"
 	"github.com/ratekit/ratekit/keyfunc"
 )
 
@@ -637,5 +638,26 @@ func RunEndToEnd(t *testing.T, d Driver) {
 			t.Fatal(err)
 		}
 		check(t, "request "+strconv.Itoa(i+1), env, resp, body, app.calls.Load() > before, 0, w)
+	}
+}
+
+// EngineStep is one request through an [httplimit.Engine] and the rate
+// headers it is answered with.
+type EngineStep struct {
+	Served    bool
+	Policy    string // RateLimit-Policy
+	RateLimit string // RateLimit
+}
+
+// CheckEngine sends request i, a GET of "/", to e and compares its answer
+// with want.
+func CheckEngine(t *testing.T, e *httplimit.Engine, i int, want EngineStep) {
+	t.Helper()
+	w := httptest.NewRecorder()
+	res := e.Check(httpview.New(httptest.NewRequest("GET", "/", nil), "/"))
+	served := res.WriteHTTP(w)
+	got := EngineStep{served, w.Header().Get("RateLimit-Policy"), w.Header().Get("RateLimit")}
+	if got != want {
+		t.Errorf("request %d:\n got %+v\nwant %+v", i, got, want)
 	}
 }
