@@ -31,7 +31,7 @@ func outageClient(t *testing.T, addr string) *redis.Client {
 // breaker stops calling Redis, and Redis decides again once it is back.
 func TestOutage(t *testing.T) {
 	needRedis(t)
-	srv, err := startServer()
+	srv, err := servers.Start()
 	if err != nil {
 		t.Fatal(err)
 	}

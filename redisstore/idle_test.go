@@ -18,7 +18,7 @@ import (
 // counted) and the client agree.
 func TestBatchingIdleCallerOneRoundTrip(t *testing.T) {
 	needRedis(t)
-	s, err := startServer()
+	s, err := servers.Start()
 	if err != nil {
 		t.Fatal(err)
 	}

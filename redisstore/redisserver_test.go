@@ -24,9 +24,7 @@ import (
 // TestMain; tests that stop and restart Redis start their own.
 
 var (
-	tmpDir    string
-	serversMu sync.Mutex
-	servers   []*redisserver.Server // stopped by TestMain
+	servers redisserver.Group // stopped by TestMain
 
 	singleOnce sync.Once
 	singleAddr string
@@ -39,14 +37,7 @@ var (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	serversMu.Lock()
-	for _, s := range servers {
-		s.Stop()
-	}
-	serversMu.Unlock()
-	if tmpDir != "" {
-		os.RemoveAll(tmpDir)
-	}
+	servers.Stop()
 	os.Exit(code)
 }
 
@@ -57,43 +48,13 @@ func needRedis(t testing.TB) {
 	redisserver.Need(t, "redis-server", "redis-cli")
 }
 
-func testDir() (string, error) {
-	serversMu.Lock()
-	defer serversMu.Unlock()
-	if tmpDir == "" {
-		d, err := os.MkdirTemp("", "redisstore-test-")
-		if err != nil {
-			return "", err
-		}
-		tmpDir = d
-	}
-	return os.MkdirTemp(tmpDir, "node-")
-}
-
-// startServer starts a redis-server of the package's on a free loopback
-// port, with extra configuration, stopped by TestMain.
-func startServer(extra ...string) (*redisserver.Server, error) {
-	dir, err := testDir()
-	if err != nil {
-		return nil, err
-	}
-	srv, err := redisserver.Start(dir, extra...)
-	if err != nil {
-		return nil, err
-	}
-	serversMu.Lock()
-	servers = append(servers, srv)
-	serversMu.Unlock()
-	return srv, nil
-}
-
 // singleNode returns the address of the shared single-node server.
 func singleNode(t testing.TB) string {
 	t.Helper()
 	needRedis(t)
 	singleOnce.Do(func() {
 		var s *redisserver.Server
-		s, singleErr = startServer()
+		s, singleErr = servers.Start()
 		if s != nil {
 			singleAddr = s.Addr
 		}
@@ -122,11 +83,11 @@ func startCluster() ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		dir, err := testDir()
+		dir, err := servers.Dir()
 		if err != nil {
 			return nil, err
 		}
-		s, err := startServer("--cluster-enabled", "yes",
+		s, err := servers.Start("--cluster-enabled", "yes",
 			"--cluster-config-file", filepath.Join(dir, "nodes.conf"),
 			"--cluster-port", strconv.Itoa(bus),
 			"--cluster-node-timeout", "2000")

@@ -158,3 +158,56 @@ func Ping(addr string, timeout time.Duration) error {
 	}
 	return nil
 }
+
+// Group holds the servers a test package shares, in one temporary
+// directory, until [Group.Stop], which its TestMain calls. The zero Group
+// is ready to use; it is safe for concurrent use.
+type Group struct {
+	mu      sync.Mutex
+	dir     string
+	servers []*Server
+}
+
+// Dir returns a new directory for a server's files, inside the group's.
+func (g *Group) Dir() (string, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.dir == "" {
+		d, err := os.MkdirTemp("", "ratekit-redis-")
+		if err != nil {
+			return "", err
+		}
+		g.dir = d
+	}
+	return os.MkdirTemp(g.dir, "node-")
+}
+
+// Start starts a server of the group, as [Start] does, in a new directory.
+func (g *Group) Start(extra ...string) (*Server, error) {
+	dir, err := g.Dir()
+	if err != nil {
+		return nil, err
+	}
+	s, err := Start(dir, extra...)
+	if err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	g.servers = append(g.servers, s)
+	g.mu.Unlock()
+	return s, nil
+}
+
+// Stop stops every server of the group and removes its directory.
+func (g *Group) Stop() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, s := range g.servers {
+		s.Stop()
+	}
+	g.servers = nil
+	if g.dir != "" {
+		os.RemoveAll(g.dir)
+		g.dir = ""
+	}
+}

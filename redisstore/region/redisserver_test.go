@@ -18,9 +18,7 @@ import (
 // prefix) and stopped by TestMain.
 
 var (
-	serversMu sync.Mutex
-	servers   []*redisserver.Server // stopped by TestMain
-	tmpDir    string
+	servers redisserver.Group // stopped by TestMain
 
 	fleetOnce  sync.Once
 	fleetAddrs []string // three regions, then the aggregate
@@ -29,39 +27,8 @@ var (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	serversMu.Lock()
-	for _, s := range servers {
-		s.Stop()
-	}
-	serversMu.Unlock()
-	if tmpDir != "" {
-		os.RemoveAll(tmpDir)
-	}
+	servers.Stop()
 	os.Exit(code)
-}
-
-// startServer starts a redis-server of the package's on a free loopback
-// port, stopped by TestMain.
-func startServer() (string, error) {
-	serversMu.Lock()
-	defer serversMu.Unlock()
-	if tmpDir == "" {
-		d, err := os.MkdirTemp("", "region-test-")
-		if err != nil {
-			return "", err
-		}
-		tmpDir = d
-	}
-	dir, err := os.MkdirTemp(tmpDir, "node-")
-	if err != nil {
-		return "", err
-	}
-	srv, err := redisserver.Start(dir)
-	if err != nil {
-		return "", err
-	}
-	servers = append(servers, srv)
-	return srv.Addr, nil
 }
 
 // fleet returns the addresses of the three regions' servers and the
@@ -71,12 +38,12 @@ func fleet(t testing.TB) (regions []string, aggregate string) {
 	redisserver.Need(t)
 	fleetOnce.Do(func() {
 		for range 4 {
-			addr, err := startServer()
+			srv, err := servers.Start()
 			if err != nil {
 				fleetErr = err
 				return
 			}
-			fleetAddrs = append(fleetAddrs, addr)
+			fleetAddrs = append(fleetAddrs, srv.Addr)
 		}
 	})
 	if fleetErr != nil {
