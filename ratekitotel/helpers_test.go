@@ -6,37 +6,25 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
-	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/metricsview/metricstest"
 	"github.com/ratekit/ratekit/ratekitotel"
 )
 
 var (
 	ctx     = context.Background()
-	start   = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	start   = metricstest.Start
 	errDown = metricstest.ErrDown
 )
 
-func must[T any](t testing.TB) func(T, error) T {
-	return func(v T, err error) T {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-}
+// must and newMemory, under the names these tests use.
+func must[T any](t testing.TB) func(T, error) T { return metricstest.Must[T](t) }
 
-func newMemory(t testing.TB, p core.Policy, clock core.Clock, opts ...core.Option) *core.Memory {
-	t.Helper()
-	return must[*core.Memory](t)(core.New(p, append([]core.Option{core.WithClock(clock)}, opts...)...))
-}
+var newMemory = metricstest.NewMemory
 
 // newMetrics returns a Metrics on an SDK MeterProvider and the reader that
 // collects from it.

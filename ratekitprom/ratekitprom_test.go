@@ -19,24 +19,14 @@ import (
 
 var (
 	ctx     = context.Background()
-	start   = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	start   = metricstest.Start
 	errDown = metricstest.ErrDown
 )
 
-func must[T any](t testing.TB) func(T, error) T {
-	return func(v T, err error) T {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-}
+// must and newMemory, under the names these tests use.
+func must[T any](t testing.TB) func(T, error) T { return metricstest.Must[T](t) }
 
-func newMemory(t testing.TB, p core.Policy, clock core.Clock, opts ...core.Option) *core.Memory {
-	t.Helper()
-	return must[*core.Memory](t)(core.New(p, append([]core.Option{core.WithClock(clock)}, opts...)...))
-}
+var newMemory = metricstest.NewMemory
 
 // TestScrape runs a known workload through every source of metrics and
 // checks the scrape, series by series.

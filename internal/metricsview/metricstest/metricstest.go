@@ -14,6 +14,26 @@ import (
 	"github.com/ratekit/ratekit/observe"
 )
 
+// Start is the time the exporters' tests start their manual clocks at.
+var Start = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+// Must returns a function that returns v, failing t on err.
+func Must[T any](t testing.TB) func(T, error) T {
+	return func(v T, err error) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
+
+// NewMemory returns a memory limiter of p on clock, failing t on error.
+func NewMemory(t testing.TB, p core.Policy, clock core.Clock, opts ...core.Option) *core.Memory {
+	t.Helper()
+	return Must[*core.Memory](t)(core.New(p, append([]core.Option{core.WithClock(clock)}, opts...)...))
+}
+
 // Watches are an exporter's Watch methods, taking the limiters as they are.
 type Watches struct {
 	Memory   func(policy string, m *core.Memory) error
@@ -72,9 +92,7 @@ func Run(t testing.TB, clock *core.ManualClock, obs observe.Observer, w Watches)
 	}
 	memory := func(p core.Policy, opts ...core.Option) *core.Memory {
 		t.Helper()
-		m, err := core.New(p, append([]core.Option{core.WithClock(clock)}, opts...)...)
-		check(err)
-		return m
+		return NewMemory(t, p, clock, opts...)
 	}
 
 	api := memory(core.Policy{Name: "api", Limit: 3, Window: time.Minute})
