@@ -2,64 +2,26 @@ package ratekitprom_test
 
 import (
 	"testing"
-	"time"
 
-	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/metricsview/metricstest"
 	"github.com/ratekit/ratekit/observe"
 	"github.com/ratekit/ratekit/ratekitprom"
 )
 
-// BenchmarkHotKey measures what the Prometheus observer adds to a decision:
-// one hot key on a memory token bucket, on the system clock (the limiter's
-// clock read and the observer's two are all paid, as in production), bare
-// and wrapped in observe.New with a ratekitprom.Metrics. "flood" denies
-// nearly every request (100/1m), "open" allows every one. Compare the pairs:
+// newObserver returns a Metrics on no registry, for the benchmarks.
+func newObserver(t testing.TB) observe.Observer {
+	return must[*ratekitprom.Metrics](t)(ratekitprom.New(nil))
+}
+
+// BenchmarkHotKey measures what the Prometheus observer adds to a decision
+// (see metricstest.BenchHotKey). Compare the pairs:
 //
 //	go test -run=^$ -bench=HotKey -benchmem -count=10 ./ratekitprom | tee new.txt
 //	benchstat -col /hook new.txt
-func BenchmarkHotKey(b *testing.B) {
-	policies := map[string]core.Policy{
-		"flood": {Name: "api", Limit: 100, Window: time.Minute},
-		"open":  {Name: "api", Limit: core.MaxLimit, Window: time.Millisecond},
-	}
-	for _, regime := range []string{"flood", "open"} {
-		for _, hook := range []string{"none", "prometheus"} {
-			b.Run("regime="+regime+"/hook="+hook, func(b *testing.B) {
-				var l core.Limiter = newMemory(b, policies[regime], core.SystemClock{})
-				if hook == "prometheus" {
-					m := must[*ratekitprom.Metrics](b)(ratekitprom.New(nil))
-					l = must[*observe.Limiter](b)(observe.New(l, m))
-				}
-				l.AllowN(ctx, "203.0.113.7", 1) // the key and the policy's series exist
-				b.ReportAllocs()
-				b.ResetTimer()
-				for b.Loop() {
-					l.AllowN(ctx, "203.0.113.7", 1)
-				}
-			})
-		}
-	}
-}
+func BenchmarkHotKey(b *testing.B) { metricstest.BenchHotKey(b, "prometheus", newObserver) }
 
 // BenchmarkHotKeyParallel is BenchmarkHotKey from every CPU at once: the
 // counters of one policy are shared, so this shows their contention.
 func BenchmarkHotKeyParallel(b *testing.B) {
-	p := core.Policy{Name: "api", Limit: core.MaxLimit, Window: time.Millisecond}
-	for _, hook := range []string{"none", "prometheus"} {
-		b.Run("hook="+hook, func(b *testing.B) {
-			var l core.Limiter = newMemory(b, p, core.SystemClock{})
-			if hook == "prometheus" {
-				m := must[*ratekitprom.Metrics](b)(ratekitprom.New(nil))
-				l = must[*observe.Limiter](b)(observe.New(l, m))
-			}
-			l.AllowN(ctx, "203.0.113.7", 1)
-			b.ReportAllocs()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					l.AllowN(ctx, "203.0.113.7", 1)
-				}
-			})
-		})
-	}
+	metricstest.BenchHotKeyParallel(b, "prometheus", newObserver)
 }
