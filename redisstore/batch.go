@@ -208,4 +208,5 @@ func (b *batcher) send(batch []*waiter) {
 	if again != nil {
 		_, _ = again.Exec(ctx)
 	}
+	b.l.reloadAfterBatch(batch) // after a Cluster failover (cluster.go)
 }

@@ -58,6 +58,8 @@ type Limiter struct {
 	// kept on the server's TIME only: Refund pads elapsed with it (see
 	// Refund).
 	trip atomic.Int64
+
+	reload reloader // a Cluster client's slot reloads (cluster.go)
 }
 
 var _ core.Refunder = (*Limiter)(nil)
@@ -436,6 +438,7 @@ func (l *Limiter) run(ctx context.Context, cmd redis.Cmder) (redis.Cmder, error)
 		cmd = l.evalOf(ctx, cmd)
 		err = l.client.Process(ctx, cmd)
 	}
+	l.reloadAfter(err) // after a Cluster failover (cluster.go)
 	return cmd, err
 }
 
