@@ -140,6 +140,11 @@ func NewFailover(remote Limiter, opts ...FailoverOption) (*Failover, error) {
 		}
 		opt.applyFailover(f)
 	}
+	onError, err := f.onError.Resolve(remote, f.clock)
+	if err != nil {
+		return nil, fmt.Errorf("core: NewFailover: %w", err)
+	}
+	f.onError = onError
 	f.local, _ = f.onError.Local()
 	switch {
 	case f.fallback() && f.local == nil:

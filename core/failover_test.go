@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -506,3 +507,59 @@ func TestFailoverUnknownPolicy(t *testing.T) {
 		}
 	}
 }
+
+// FallbackShare builds the local limiter from the remote's policy: Limit
+// and Burst divided among the instances, on the Failover's clock.
+func TestFailoverFallbackShare(t *testing.T) {
+	clock := core.NewManualClock(limitertest.StartTime())
+	for _, tc := range []struct {
+		remote, local core.Policy
+		instances     int
+	}{
+		{core.Policy{Limit: 100, Window: time.Minute, Burst: 20}, core.Policy{Limit: 25, Window: time.Minute, Burst: 5}, 4},
+		{core.Policy{Algorithm: core.FixedWindow, Limit: 10, Window: time.Second}, core.Policy{Algorithm: core.FixedWindow, Limit: 3, Window: time.Second}, 3},
+		{core.Policy{Algorithm: core.SlidingLog, Limit: 5, Window: time.Minute}, core.Policy{Algorithm: core.SlidingLog, Limit: 1, Window: time.Minute}, 8},
+		{core.Policy{Limit: 7, Window: time.Second}, core.Policy{Limit: 7, Window: time.Second}, 1},
+	} {
+		remote := newFlaky(t, tc.remote, clock)
+		remote.Down.Store(true)
+		f := mustFailover(t, remote, core.WithErrorPolicy(core.FallbackShare(tc.instances)), core.WithClock(clock))
+		local, ok := f.Fallback().(*core.Memory)
+		if !ok || local.Policy() != tc.local {
+			t.Fatalf("FallbackShare(%d) of %v: local %#v, want a Memory of %v", tc.instances, tc.remote, f.Fallback(), tc.local)
+		}
+		allowed := 0
+		for range 100 {
+			if d, err := f.Allow(ctx, "k"); err != nil {
+				t.Fatal(err)
+			} else if d.Allowed {
+				allowed++
+			}
+		}
+		if want := int(tc.local.Capacity()); allowed != want {
+			t.Errorf("FallbackShare(%d) of %v: %d of 100 allowed while down, want %d", tc.instances, tc.remote, allowed, want)
+		}
+		// The local limiter reads the Failover's clock.
+		clock.Advance(tc.local.Window)
+		if d, err := f.Allow(ctx, "k"); err != nil || !d.Allowed {
+			t.Errorf("FallbackShare(%d) of %v, a window later: %+v, %v; want allowed", tc.instances, tc.remote, d, err)
+		}
+	}
+	for _, tc := range []struct {
+		remote core.Limiter
+		share  int
+		want   string
+	}{
+		{newFlaky(t, core.Policy{Limit: 1, Window: time.Second}, clock), 0, "FallbackShare(0): at least 1 instance"},
+		{newFlaky(t, core.Policy{Limit: 1, Window: time.Second}, clock), -3, "FallbackShare(-3)"},
+		{unknownPolicy{}, 2, "no Policy to share"},
+	} {
+		_, err := core.NewFailover(tc.remote, core.WithErrorPolicy(core.FallbackShare(tc.share)))
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "core: NewFailover: ") {
+			t.Errorf("FallbackShare(%d): error %v, want one naming %q", tc.share, err, tc.want)
+		}
+	}
+}
+
+// unknownPolicy is a limiter with no Policy method.
+type unknownPolicy struct{ core.Limiter }

@@ -92,6 +92,14 @@ func New(l core.Limiter, opts ...Option) (*Engine, error) {
 	if c.key == nil {
 		c.key = keyfunc.PeerIP
 	}
+	if c.clock == nil {
+		c.clock = core.SystemClock{}
+	}
+	onError, err := c.onError.Resolve(l, c.clock)
+	if err != nil {
+		return nil, fmt.Errorf("httplimit: WithErrorPolicy: %w", err)
+	}
+	c.onError = onError
 	fallback, isFallback := c.onError.Local()
 	if isFallback && fallback == nil {
 		return nil, errors.New("httplimit: WithErrorPolicy: Fallback(nil): a fallback limiter is required")
@@ -106,9 +114,6 @@ func New(l core.Limiter, opts ...Option) (*Engine, error) {
 		if p.kind == keyFallback && p.fallback == nil {
 			return nil, errors.New("httplimit: FallbackKey(nil): a key function is required")
 		}
-	}
-	if c.clock == nil {
-		c.clock = core.SystemClock{}
 	}
 	if c.maxBody <= 0 {
 		c.maxBody = keyfunc.DefaultMaxBodyBytes

@@ -41,6 +41,8 @@ func TestNewRejectsInvalidOptions(t *testing.T) {
 		{"nil limiter", nil, nil, "nil limiter"},
 		{"nil option", l, []httplimit.Option{nil}, "nil option"},
 		{"Fallback(nil)", l, []httplimit.Option{httplimit.WithErrorPolicy(core.Fallback(nil))}, "Fallback(nil)"},
+		{"FallbackShare(0)", l, []httplimit.Option{httplimit.WithErrorPolicy(core.FallbackShare(0))}, "FallbackShare(0)"},
+		{"FallbackShare, no policy", plainLimiter{}, []httplimit.Option{httplimit.WithErrorPolicy(core.FallbackShare(2))}, "no Policy to share"},
 		{"FallbackKey(nil)", l, []httplimit.Option{httplimit.WithNoKey(httplimit.FallbackKey(nil))}, "FallbackKey(nil)"},
 		{"unknown header style", l, []httplimit.Option{httplimit.WithHeaders(1 << 7)}, "unknown header style"},
 	} {

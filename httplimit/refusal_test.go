@@ -77,3 +77,37 @@ func TestResultProblem(t *testing.T) {
 		})
 	}
 }
+
+// brokenPolicyLimiter fails every call but has a Policy, for FallbackShare.
+type brokenPolicyLimiter struct {
+	brokenLimiter
+	p core.Policy
+}
+
+func (l brokenPolicyLimiter) Policy() core.Policy { return l.p }
+
+// With FallbackShare(n), the middleware over a failing limiter decides by a
+// memory limiter of its policy divided by n, on the middleware's clock.
+func TestFallbackShare(t *testing.T) {
+	clock := core.NewManualClock(start)
+	p := core.Policy{Name: "api", Limit: 10, Window: time.Minute}
+	e := httplimit.MustNew(brokenPolicyLimiter{p: p}, httplimit.WithErrorPolicy(core.FallbackShare(2)), httplimit.WithClock(clock))
+	check := func() httplimit.Result {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = "192.0.2.1:1234"
+		return e.Check(httpview.New(r, ""))
+	}
+	for i := range 5 {
+		if res := check(); !res.Serve() {
+			t.Fatalf("request %d of the share of 5: %+v", i+1, res.Problem())
+		}
+	}
+	if res := check(); res.Problem().Status != 429 || res.Problem().Policy != "api" {
+		got := res.Problem()
+		t.Errorf("request 6: %+v, want 429 for policy api", got)
+	}
+	clock.Advance(12 * time.Second) // one unit of 5 per minute back
+	if res := check(); !res.Serve() {
+		t.Errorf("12 s later: %+v, want served", res.Problem())
+	}
+}
