@@ -517,13 +517,17 @@ func (t *skewTally) figures(cfg skewConfig, ai int, eventStep, switched int64) s
 		}
 		for w := 0; w < len(c); w += cfg.Steps {
 			n := sum(w, cfg.Steps)
-
 			f.OverAdmitted += max(n-cfg.Limit, 0)
 			if n > f.WorstWindow {
 				f.WorstWindow = n
 				f.Where = ""
 				if n > cfg.Limit {
-					f.Where = fmt.Sprintf(", key %d, window %+d from the event", key, skewFloorDiv(first+int64(w), steps)-skewFloorDiv(eventStep, steps))
+					at := skewFloorDiv(first+int64(w), steps)
+					if cfg.Before > 0 {
+						f.Where = fmt.Sprintf(", key %d, window %+d from the event", key, at-skewFloorDiv(eventStep, steps))
+					} else {
+						f.Where = fmt.Sprintf(", key %d, window %d of the run", key, at-skewFloorDiv(first, steps))
+					}
 				}
 			}
 		}
