@@ -54,8 +54,7 @@
 //
 //	<prefix>:<policy>:{<key>}
 //
-// (the sliding log adds a second key, with ":n" appended, for the units in
-// its log). <prefix> is "ratekit" unless [WithPrefix] says otherwise;
+// (one string, for every algorithm). <prefix> is "ratekit" unless [WithPrefix] says otherwise;
 // <policy> names the policy's algorithm, limit, window and burst, and its
 // Name when it has one, so two policies never share state; the caller's key
 // is the Cluster hash tag, with '{', '}' and '%' escaped, so every limit of

@@ -57,7 +57,6 @@ type Layered struct {
 
 	run    *Limiter   // runs the script: client, script, clock, timeout, batching
 	layers []*Limiter // each layer's policy, key prefix and capacity
-	nkeys  int        // Redis keys per decision
 	slots  bool       // a Cluster client: the keys must share a slot
 	same   bool       // a Ring: every layer must use the same key
 }
@@ -100,14 +99,9 @@ func NewLayered(client redis.UniversalClient, policies []core.Policy, opts ...Op
 		}
 		segments[seg] = i
 		l.layers[i] = &Limiter{
-			policy:  p,
-			prefix:  o.prefix + ":" + seg + ":{",
-			twoKeys: p.Algorithm == core.SlidingLog,
-			cost:    p.Capacity(),
-		}
-		l.nkeys++
-		if l.layers[i].twoKeys {
-			l.nkeys++
+			policy: p,
+			prefix: o.prefix + ":" + seg + ":{",
+			cost:   p.Capacity(),
 		}
 	}
 	src := layeredSource(policies, int64((o.margin+time.Millisecond-1)/time.Millisecond))
@@ -153,18 +147,11 @@ func layeredSource(policies []core.Policy, marginMs int64) string {
 	fmt.Fprintf(&b, "-- ratekit layered, %d layers\n", len(policies))
 	b.WriteString(preludeLua)
 	var list, keys strings.Builder
-	k := 0
 	for i, p := range policies {
 		head, body := policyParts(p, marginMs)
 		fmt.Fprintf(&b, "local function layer%d(KEYS, n, commit)\n%s%s\nend\n", i+1, head, body)
 		fmt.Fprintf(&list, "layer%d, ", i+1)
-		if p.Algorithm == core.SlidingLog {
-			fmt.Fprintf(&keys, "{KEYS[%d], KEYS[%d]}, ", k+1, k+2)
-			k += 2
-		} else {
-			fmt.Fprintf(&keys, "{KEYS[%d]}, ", k+1)
-			k++
-		}
+		fmt.Fprintf(&keys, "{KEYS[%d]}, ", i+1)
 	}
 	fmt.Fprintf(&b, "local layers = {%s}\nlocal keys = {%s}\n", list.String(), keys.String())
 	b.WriteString(layeredLua)
@@ -341,13 +328,9 @@ func (l *Layered) redisKeys(keys []string) ([]string, error) {
 			}
 		}
 	}
-	rkeys := make([]string, 0, l.nkeys)
+	rkeys := make([]string, len(l.layers))
 	for i, m := range l.layers {
-		k := m.key(layerKey(keys, i))
-		rkeys = append(rkeys, k)
-		if m.twoKeys {
-			rkeys = append(rkeys, k+":n")
-		}
+		rkeys[i] = m.key(layerKey(keys, i))
 	}
 	return rkeys, nil
 }

@@ -4,7 +4,7 @@
 -- constants, and the tables
 --
 --   layers, a list of those functions, in layer order;
---   keys, for each layer the list of its keys (two for a sliding log).
+--   keys, for each layer the list of its keys (one).
 --
 -- A layer called with commit false decides and writes nothing, as a Peek.
 -- Every layer but the last is checked without writing; the last is decided

@@ -29,19 +29,19 @@ const DefaultExpiryMargin = time.Second
 // Each decision, and each refund, is one atomic round trip, so concurrent
 // requests from any number of servers are counted exactly. The decisions and
 // refunds are those of [core.Memory] for the same clock, field for field.
-// State per key: one Redis string for the buckets and windows, and for the
-// sliding log a sorted set with one member per distinct request time in the
-// last window beside a string.
+// State per key: one Redis string, whose size is fixed for the buckets and
+// windows and, for the sliding log, 16 bytes per distinct request time in
+// the last window.
 //
 // A Limiter is safe for concurrent use. The zero value is not usable; create
 // one with [New].
 type Limiter struct {
 	// One Lua script reads, decides and writes: 8 servers racing on a new key
 	// with Limit 1 get exactly one allowed. State per key in detail: the token
-	// and leaky buckets keep one string (the theoretical arrival time), the fixed
-	// and sliding windows one string each (window index and counters), the
-	// sliding log a sorted set with one member per distinct request time in the
-	// last window plus a string with their units.
+	// and leaky buckets keep the theoretical arrival time, the fixed and
+	// sliding windows the window index and counters, the sliding log packed
+	// records of (time, cumulative units): a decision reads O(log k) of its k
+	// records by binary search and appends one (slidinglog.lua).
 
 	client  redis.UniversalClient
 	policy  core.Policy
@@ -49,7 +49,6 @@ type Limiter struct {
 	sha     any    // the script's SHA-1, boxed once for every call
 	src     any    // the script's source, for EVAL after NOSCRIPT
 	prefix  string // "<prefix>:<policy>:{"
-	twoKeys bool   // the sliding log's second key
 	clock   core.Clock
 	timeout time.Duration
 	cost    int64    // largest cost ever allowed
@@ -127,7 +126,6 @@ func New(client redis.UniversalClient, p core.Policy, opts ...Option) (*Limiter,
 		sha:     script.Hash(),
 		src:     src,
 		prefix:  o.prefix + ":" + policySegment(p) + ":{",
-		twoKeys: p.Algorithm == core.SlidingLog,
 		clock:   o.clock,
 		timeout: o.timeout,
 		cost:    p.Capacity(),
@@ -229,13 +227,7 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
 	k := l.key(key)
-	var err error
-	if l.twoKeys {
-		err = l.client.Del(ctx, k, k+":n").Err()
-	} else {
-		err = l.client.Del(ctx, k).Err()
-	}
-	if err != nil {
+	if err := l.client.Del(ctx, k).Err(); err != nil {
 		return fmt.Errorf("redisstore: del: %w", err)
 	}
 	return nil
@@ -271,13 +263,7 @@ func (l *Limiter) Refund(ctx context.Context, key string, n int64, elapsed time.
 	k := l.key(key)
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
-	var cmd *redis.Cmd
-	if l.twoKeys {
-		cmd = redis.NewCmd(ctx, "evalsha", l.sha, "2", k, k+":n", now, n, elapsedMicros(l.padded(elapsed)))
-	} else {
-		cmd = redis.NewCmd(ctx, "evalsha", l.sha, "1", k, now, n, elapsedMicros(l.padded(elapsed)))
-	}
-	cmd, err = l.process(ctx, cmd)
+	cmd, err := l.process(ctx, redis.NewCmd(ctx, "evalsha", l.sha, "1", k, now, n, elapsedMicros(l.padded(elapsed))))
 	if err != nil {
 		return fmt.Errorf("redisstore: eval: %w", err)
 	}
@@ -362,12 +348,7 @@ func (l *Limiter) decide(ctx context.Context, key string, n int64, commit bool) 
 	c := new(call)
 	k := l.keyIn(c.key[:], key)
 	args := c.args[:6]
-	if l.twoKeys {
-		args = c.args[:7]
-		args[0], args[1], args[2], args[3], args[4], args[5], args[6] = "evalsha", l.sha, "2", k, k+":n", now, n
-	} else {
-		args[0], args[1], args[2], args[3], args[4], args[5] = "evalsha", l.sha, "1", k, now, n
-	}
+	args[0], args[1], args[2], args[3], args[4], args[5] = "evalsha", l.sha, "1", k, now, n
 	c.cmd = *redis.NewIntSliceCmd(ctx, args...)
 	cmd, err := l.processCmd(ctx, &c.cmd)
 	if err != nil {

@@ -51,8 +51,7 @@ func TestKeys(t *testing.T) {
 }
 
 // Every algorithm through a ClusterClient: keys with braces, every limit of
-// one caller on one slot, Reset of the sliding log's two keys, no
-// CROSSSLOT.
+// one caller on one slot, Reset, no CROSSSLOT.
 func TestCluster(t *testing.T) {
 	addrs := cluster(t)
 	client := newClusterClient(t, addrs)
@@ -92,10 +91,6 @@ func TestCluster(t *testing.T) {
 				t.Fatal(err)
 			}
 			slots[s] = true
-			if l.twoKeys {
-				s2, _ := client.ClusterKeySlot(ctx, k+":n").Result()
-				slots[s2] = true
-			}
 		}
 		if len(slots) != 1 {
 			t.Errorf("keys of %q on %d slots, want 1", u, len(slots))
@@ -189,7 +184,7 @@ func TestExpiry(t *testing.T) {
 		found := false
 		for _, l := range limiters {
 			for u := range 7 {
-				if base := l.key("user-" + strconv.Itoa(u)); k == base || k == base+":n" {
+				if base := l.key("user-" + strconv.Itoa(u)); k == base {
 					d, err := l.Peek(ctx, "user-"+strconv.Itoa(u), 1)
 					if err != nil {
 						t.Fatal(err)

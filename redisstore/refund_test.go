@@ -172,8 +172,8 @@ func TestRefundScriptFlush(t *testing.T) {
 	})
 }
 
-// Refunds on a Cluster: every algorithm, one key per caller, the sliding
-// log's two keys on one slot; a layered refund with keys on different
+// Refunds on a Cluster: every algorithm, one key per caller; a layered
+// refund with keys on different
 // slots is refused before anything is sent.
 func TestRefundCluster(t *testing.T) {
 	client := newClusterClient(t, cluster(t))
