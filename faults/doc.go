@@ -7,8 +7,11 @@
 // decides again after the fault ends, and over-admission against the policy.
 //
 // [Proxy] is the TCP proxy between the clients and redis-server that adds
-// latency, stalls and resets connections; [Server] is one redis-server
-// process; [Run] drives one fault and returns a [Report] per failure mode.
+// latency, stalls and resets connections; [Run] drives one fault on a
+// single node and returns a [Report] per failure mode; [RunClients] does on
+// any client a [NewClient] makes: [Node], [Cluster] (the tests kill a
+// master of a Cluster with replicas) or [Sentinel] (the tests fail a master
+// over to its replica).
 //
 // The figures and the commands that reproduce them are in
 // docs/reliability.md. The module is its own workspace, like benchmarks/,

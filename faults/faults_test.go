@@ -51,15 +51,22 @@ func setup(t *testing.T, extra ...string) (*redisserver.Server, *Proxy, *redis.C
 	return s, p, admin
 }
 
-// run drives fault and logs each mode's report; it fails t on an error or
-// when a decision took longer than RemoteTimeout plus margin, or returned an
-// error to the caller.
+// run drives fault on the single node at addr; see runClients.
 func run(t *testing.T, addr string, cfg Config, fault Fault) (closed, fallback Report) {
+	t.Helper()
+	return runClients(t, Node(addr), cfg, fault)
+}
+
+// runClients drives fault on clients made by newClient and logs each
+// mode's report; it fails t on an error or when a decision took longer
+// than RemoteTimeout plus margin, or returned an error to the caller, or
+// when Redis did not decide again on every key after the fault.
+func runClients(t *testing.T, newClient NewClient, cfg Config, fault Fault) (closed, fallback Report) {
 	t.Helper()
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	reps, err := Run(ctx, addr, cfg, fault)
+	reps, err := RunClients(ctx, newClient, cfg, fault)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +82,7 @@ func run(t *testing.T, addr string, cfg Config, fault Fault) (closed, fallback R
 			t.Errorf("%s: slowest decision %v, want at most RemoteTimeout %v + %v", r.Mode, r.Slowest, cfg.RemoteTimeout, margin)
 		}
 		if !r.Recovered {
-			t.Errorf("%s: Redis did not decide again on every instance after the fault", r.Mode)
+			t.Errorf("%s: Redis did not decide again on every key of every instance after the fault", r.Mode)
 		}
 		if r.ByRedis == 0 {
 			t.Errorf("%s: no decision by Redis", r.Mode)

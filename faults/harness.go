@@ -104,13 +104,18 @@ type Report struct {
 	// Slowest is the longest decision.
 	Slowest time.Duration
 	// Recovery is the time from the fault's end until every instance had
-	// a decision made by Redis; Recovered is false if one had none by the
-	// end of the run.
-	Recovery  time.Duration
-	Recovered bool
+	// a decision made by Redis; KeyRecovery, per key, until every instance
+	// had one on that key. Recovered is false if an instance had none on
+	// some key by the end of the run.
+	Recovery    time.Duration
+	KeyRecovery map[string]time.Duration
+	Recovered   bool
 	// OverAdmitted is the units allowed above Limit, summed over every key
 	// and window; WorstWindow is the most units allowed in one key's window.
 	OverAdmitted, WorstWindow int64
+	// Allowed is the units allowed per key and window (counted from 0, the
+	// window the run started in).
+	Allowed map[string]map[int64]Units
 	// BreakerOpened and BreakerClosed count the breakers' transitions.
 	BreakerOpened, BreakerClosed int
 	// StoreErrors is the number of outage errors the Failovers met, and
@@ -118,6 +123,10 @@ type Report struct {
 	StoreErrors     int
 	FirstStoreError string
 }
+
+// Units is what was allowed in one key's window: every unit, and those
+// Redis allowed.
+type Units struct{ All, ByRedis int64 }
 
 // String formats the report on one line.
 func (r Report) String() string {
@@ -164,17 +173,63 @@ type modeRun struct {
 
 	mu          sync.Mutex
 	rep         Report
-	allowed     map[string]map[int64]int64 // key → window → units allowed
+	allowed     map[string]map[int64]Units // key → window → units allowed
 	faultTotal  int
 	faultByMode int
-	firstRedis  []time.Time // per instance, first Redis decision ending after the heal
+	firstRedis  []map[string]time.Time // per instance and key, the first Redis decision started after the heal, when it ended
 }
 
-// Run starts traffic through Failovers of a redisstore fixed-window limiter
-// on addr (typically a [Proxy]'s), one set per [Mode], injects fault after
-// cfg.Warm, heals it after cfg.Fault, and returns one [Report] per mode.
-// Every wait is bounded; ctx ends the run early.
+// NewClient makes the Redis client of one instance of a run, from the
+// run's settings with their defaults; the run closes it.
+type NewClient func(cfg Config) redis.UniversalClient
+
+// Node returns the [NewClient] of a single node at addr: the settings
+// redisstore recommends (MaxRetries -1, ContextTimeoutEnabled), a
+// DialTimeout of RemoteTimeout and two connections per worker.
+func Node(addr string) NewClient {
+	return func(cfg Config) redis.UniversalClient {
+		return redis.NewClient(&redis.Options{
+			Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true,
+			DialTimeout: cfg.RemoteTimeout, PoolSize: 2 * cfg.Workers,
+		})
+	}
+}
+
+// Cluster returns the [NewClient] of a Redis Cluster reached through any
+// of addrs, with [Node]'s settings and MaxRedirects -1 (a command of
+// unknown outcome is never sent again).
+func Cluster(addrs ...string) NewClient {
+	return func(cfg Config) redis.UniversalClient {
+		return redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs: addrs, MaxRetries: -1, MaxRedirects: -1, ContextTimeoutEnabled: true,
+			DialTimeout: cfg.RemoteTimeout, PoolSize: 2 * cfg.Workers,
+		})
+	}
+}
+
+// Sentinel returns the [NewClient] of the master that the Sentinels at
+// addrs call master (redis.NewFailoverClient), with [Node]'s settings.
+func Sentinel(master string, addrs ...string) NewClient {
+	return func(cfg Config) redis.UniversalClient {
+		return redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName: master, SentinelAddrs: addrs, MaxRetries: -1, ContextTimeoutEnabled: true,
+			DialTimeout: cfg.RemoteTimeout, PoolSize: 2 * cfg.Workers,
+		})
+	}
+}
+
+// Run is [RunClients] with the clients of a single node at addr
+// (typically a [Proxy]'s); see [Node].
 func Run(ctx context.Context, addr string, cfg Config, fault Fault) ([]Report, error) {
+	return RunClients(ctx, Node(addr), cfg, fault)
+}
+
+// RunClients starts traffic through Failovers of a redisstore fixed-window
+// limiter, one set per [Mode], each instance on a long-lived client made by
+// newClient, injects fault after cfg.Warm, heals it after cfg.Fault, and
+// returns one [Report] per mode. Every wait is bounded; ctx ends the run
+// early.
+func RunClients(ctx context.Context, newClient NewClient, cfg Config, fault Fault) ([]Report, error) {
 	cfg = cfg.withDefaults()
 	policy := core.Policy{Algorithm: core.FixedWindow, Limit: cfg.Limit, Window: cfg.Window}
 	local := core.Policy{Algorithm: core.FixedWindow, Limit: max(cfg.Limit/int64(cfg.Instances), 1), Window: cfg.Window}
@@ -182,7 +237,7 @@ func Run(ctx context.Context, addr string, cfg Config, fault Fault) ([]Report, e
 	start := time.Now().Truncate(w).Add(w / 2)
 	g := &gate{clock: core.NewManualClock(start)}
 
-	var clients []*redis.Client
+	var clients []redis.UniversalClient
 	defer func() {
 		for _, c := range clients {
 			c.Close()
@@ -190,14 +245,12 @@ func Run(ctx context.Context, addr string, cfg Config, fault Fault) ([]Report, e
 	}()
 	var runs []*modeRun
 	for _, mode := range []Mode{FailClosed, Fallback} {
-		m := &modeRun{mode: mode, cfg: cfg, allowed: make(map[string]map[int64]int64),
-			firstRedis: make([]time.Time, cfg.Instances)}
+		m := &modeRun{mode: mode, cfg: cfg, allowed: make(map[string]map[int64]Units),
+			firstRedis: make([]map[string]time.Time, cfg.Instances)}
 		m.rep.Fault, m.rep.Mode = fault.Name, mode
-		for range cfg.Instances {
-			c := redis.NewClient(&redis.Options{
-				Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true,
-				DialTimeout: cfg.RemoteTimeout, PoolSize: 2 * cfg.Workers,
-			})
+		for i := range cfg.Instances {
+			m.firstRedis[i] = make(map[string]time.Time)
+			c := newClient(cfg)
 			clients = append(clients, c)
 			rl, err := redisstore.New(c, policy, redisstore.WithClock(g.clock), redisstore.WithPrefix("faults"))
 			if err != nil {
@@ -337,20 +390,23 @@ func (m *modeRun) storeError(err error) {
 func (m *modeRun) recovered() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, t := range m.firstRedis {
-		if t.IsZero() {
+	for _, byKey := range m.firstRedis {
+		if len(byKey) < m.cfg.Keys {
 			return false
 		}
 	}
 	return true
 }
 
+// key returns the n-th key of the mode's traffic.
+func (m *modeRun) key(n int) string { return fmt.Sprintf("%s-k%d", m.mode, n%m.cfg.Keys) }
+
 // work is one worker of instance i: a decision on its next key every Pace
 // until ctx ends.
 func (m *modeRun) work(ctx context.Context, g *gate, i, j int, phase *atomic.Int32, healedAt *atomic.Int64) {
 	f := m.failovers[i]
 	for n := j; ctx.Err() == nil; n++ {
-		key := fmt.Sprintf("%s-k%d", m.mode, n%m.cfg.Keys)
+		key := m.key(n)
 		ph := phase.Load()
 		rec := &byRedis{}
 		dctx, cancel := context.WithTimeout(context.WithValue(ctx, recKey{}, rec), 10*time.Second)
@@ -385,13 +441,20 @@ func (m *modeRun) work(ctx context.Context, g *gate, i, j int, phase *atomic.Int
 		if err == nil && d.Allowed {
 			byWin := m.allowed[key]
 			if byWin == nil {
-				byWin = make(map[int64]int64)
+				byWin = make(map[int64]Units)
 				m.allowed[key] = byWin
 			}
-			byWin[window]++
+			u := byWin[window]
+			u.All++
+			if rec.ok {
+				u.ByRedis++
+			}
+			byWin[window] = u
 		}
-		if h := healedAt.Load(); rec.ok && h != 0 && t0.UnixNano() >= h && m.firstRedis[i].IsZero() {
-			m.firstRedis[i] = end
+		if h := healedAt.Load(); rec.ok && h != 0 && t0.UnixNano() >= h {
+			if _, ok := m.firstRedis[i][key]; !ok {
+				m.firstRedis[i][key] = end
+			}
 		}
 		m.mu.Unlock()
 		if sleep(ctx, m.cfg.Pace) != nil {
@@ -408,18 +471,30 @@ func (m *modeRun) report(healed time.Time) Report {
 		r.DuringFault = float64(m.faultByMode) / float64(m.faultTotal)
 	}
 	r.Recovered = true
-	for _, t := range m.firstRedis {
-		if t.IsZero() {
+	r.KeyRecovery = make(map[string]time.Duration)
+	for _, byKey := range m.firstRedis {
+		if len(byKey) < m.cfg.Keys {
 			r.Recovered = false
-			continue
 		}
-		r.Recovery = max(r.Recovery, t.Sub(healed))
+		first := time.Time{} // the instance's first Redis decision on any key
+		for key, t := range byKey {
+			r.KeyRecovery[key] = max(r.KeyRecovery[key], t.Sub(healed))
+			if first.IsZero() || t.Before(first) {
+				first = t
+			}
+		}
+		if !first.IsZero() {
+			r.Recovery = max(r.Recovery, first.Sub(healed))
+		}
 	}
-	for _, byWin := range m.allowed {
-		for _, n := range byWin {
-			r.WorstWindow = max(r.WorstWindow, n)
-			if n > m.cfg.Limit {
-				r.OverAdmitted += n - m.cfg.Limit
+	r.Allowed = make(map[string]map[int64]Units, len(m.allowed))
+	for key, byWin := range m.allowed {
+		r.Allowed[key] = make(map[int64]Units, len(byWin))
+		for win, u := range byWin {
+			r.Allowed[key][win] = u
+			r.WorstWindow = max(r.WorstWindow, u.All)
+			if u.All > m.cfg.Limit {
+				r.OverAdmitted += u.All - m.cfg.Limit
 			}
 		}
 	}

@@ -1,0 +1,266 @@
+package faults
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekit/ratekit/internal/redisserver"
+)
+
+// sentinelMaster is the name the Sentinels give the master they watch.
+const sentinelMaster = "faults"
+
+// sentinelSetup is one master, its replica and three Sentinels watching
+// them (quorum 2, down after 1 s, failover timeout 2 s), on redis-servers
+// of their own, stopped when the test ends.
+type sentinelSetup struct {
+	master, replica *redisserver.Server
+	sentinels       []string
+}
+
+// startSentinels starts a sentinelSetup and waits until every Sentinel
+// knows the replica and the other Sentinels.
+func startSentinels(t *testing.T) *sentinelSetup {
+	t.Helper()
+	redisserver.Need(t)
+	ss := &sentinelSetup{}
+	var err error
+	ss.master, err = redisserver.Start(t.TempDir())
+	if ss.master != nil {
+		t.Cleanup(ss.master.Stop)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, port, _ := net.SplitHostPort(ss.master.Addr)
+	ss.replica, err = redisserver.Start(t.TempDir(), "--replicaof", host, port)
+	if ss.replica != nil {
+		t.Cleanup(ss.replica.Stop)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	replica := redis.NewClient(&redis.Options{Addr: ss.replica.Addr, MaxRetries: -1})
+	defer replica.Close()
+	if err := poll(ctx, 10*time.Second, func() error {
+		info, err := replica.Info(ctx, "replication").Result()
+		if err == nil && !strings.Contains(info, "master_link_status:up") {
+			err = fmt.Errorf("replica not in sync:\n%s", info)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		ss.sentinels = append(ss.sentinels, startSentinel(t, ss.master.Addr))
+	}
+	for _, addr := range ss.sentinels {
+		s := redis.NewSentinelClient(&redis.Options{Addr: addr, MaxRetries: -1})
+		err := poll(ctx, 20*time.Second, func() error {
+			m, err := s.Master(ctx, sentinelMaster).Result()
+			if err == nil && (m["num-slaves"] != "1" || m["num-other-sentinels"] != "2" || m["flags"] != "master") {
+				err = fmt.Errorf("sentinel %s: %v", addr, m)
+			}
+			return err
+		})
+		s.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ss
+}
+
+// startSentinel starts one Sentinel watching the master at addr and
+// returns its address.
+func startSentinel(t *testing.T, master string) string {
+	t.Helper()
+	port, err := redisserver.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, mport, _ := net.SplitHostPort(master)
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "sentinel.conf") // Sentinel rewrites it: a file of its own
+	text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\n"+
+		"sentinel monitor %s %s %s 2\n"+
+		"sentinel down-after-milliseconds %[3]s 1000\n"+
+		"sentinel failover-timeout %[3]s 2000\n", port, dir, sentinelMaster, host, mport)
+	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("redis-server", conf, "--sentinel")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start redis-server --sentinel: %v", err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	if err := poll(context.Background(), 10*time.Second, func() error { return redisserver.Ping(addr, 200*time.Millisecond) }); err != nil {
+		t.Fatalf("sentinel on %s: %v\n%s", addr, err, out.String())
+	}
+	return addr
+}
+
+// poll calls f every 10 ms until it returns nil, and returns its last
+// error if it has not within.
+func poll(ctx context.Context, within time.Duration, f func() error) error {
+	deadline := time.Now().Add(within)
+	for {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		if err := sleep(ctx, 10*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// waitSwitched waits until a Sentinel names the replica as the master and
+// the replica says it is one, and returns when it saw it; and then until
+// every Sentinel names it, and returns when.
+func (ss *sentinelSetup) waitSwitched(ctx context.Context, within time.Duration) (first, all time.Time, err error) {
+	var clients []*redis.SentinelClient
+	for _, addr := range ss.sentinels {
+		clients = append(clients, redis.NewSentinelClient(&redis.Options{Addr: addr, MaxRetries: -1,
+			DialTimeout: 100 * time.Millisecond, ReadTimeout: 500 * time.Millisecond}))
+	}
+	replica := redis.NewClient(&redis.Options{Addr: ss.replica.Addr, MaxRetries: -1,
+		DialTimeout: 100 * time.Millisecond, ReadTimeout: 500 * time.Millisecond})
+	defer func() {
+		for _, c := range clients {
+			c.Close()
+		}
+		replica.Close()
+	}()
+	switched := func(c *redis.SentinelClient) bool {
+		a, err := c.GetMasterAddrByName(ctx, sentinelMaster).Result()
+		return err == nil && len(a) == 2 && net.JoinHostPort(a[0], a[1]) == ss.replica.Addr
+	}
+	err = poll(ctx, within, func() error {
+		info, err := replica.Info(ctx, "replication").Result()
+		if err != nil || !strings.Contains(info, "role:master") {
+			return fmt.Errorf("replica %s not promoted: %v", ss.replica.Addr, err)
+		}
+		for _, c := range clients {
+			if switched(c) {
+				return nil
+			}
+		}
+		return fmt.Errorf("no Sentinel names %s the master", ss.replica.Addr)
+	})
+	if err != nil {
+		return first, all, err
+	}
+	first = time.Now()
+	err = poll(ctx, within, func() error {
+		for _, c := range clients {
+			if !switched(c) {
+				return fmt.Errorf("a Sentinel does not name %s the master yet", ss.replica.Addr)
+			}
+		}
+		return nil
+	})
+	return first, time.Now(), err
+}
+
+// sentinelRecoveryBound is how soon after the switch Redis must decide
+// again for every key on every instance. After PoolSize dial failures in a
+// row (the dead master), go-redis's pool fails every dial at once with the
+// last error and probes once a second; the failover client's probe asks a
+// Sentinel for the master, so it reaches the new one at the first probe
+// after the switch, within a second. A breaker's probe comes within the
+// cool-down; the rest is margin for a loaded machine.
+func sentinelRecoveryBound(cfg Config) time.Duration { return cfg.CoolDown + 3*time.Second }
+
+// TestSentinelFailover fails the master over to its replica under
+// traffic through long-lived failover clients (redis.NewFailoverClient),
+// by killing it (SIGKILL) and by SENTINEL FAILOVER, and checks what
+// TestClusterMasterKill does: no error to the caller, decisions within
+// RemoteTimeout, Redis deciding again within sentinelRecoveryBound of the
+// switch, and over-admission failing closed bounded by what the new
+// master had not received.
+func TestSentinelFailover(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		inject func(ctx context.Context, ss *sentinelSetup) error
+	}{
+		{"master killed", func(_ context.Context, ss *sentinelSetup) error {
+			ss.master.Stop()
+			return nil
+		}},
+		{"SENTINEL FAILOVER", func(ctx context.Context, ss *sentinelSetup) error {
+			s := redis.NewSentinelClient(&redis.Options{Addr: ss.sentinels[0], MaxRetries: -1})
+			defer s.Close()
+			return s.Failover(ctx, sentinelMaster).Err()
+		}},
+	} {
+		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
+			ss := startSentinels(t)
+			cfg := failoverConfig().withDefaults()
+			var injected, first, all time.Time
+			closed, fallback := runClients(t, Sentinel(sentinelMaster, ss.sentinels...), cfg, Fault{
+				Name: "Sentinel failover, " + tc.name,
+				Inject: func(ctx context.Context) error {
+					injected = time.Now()
+					return tc.inject(ctx, ss)
+				},
+				Heal: func(ctx context.Context) error {
+					var err error
+					first, all, err = ss.waitSwitched(ctx, 30*time.Second)
+					return err
+				},
+			})
+			t.Logf("%s: the replica is the master, named by a Sentinel, %v later; by every Sentinel %v later",
+				tc.name, first.Sub(injected).Round(time.Millisecond), all.Sub(injected).Round(time.Millisecond))
+			counts := storedCounts(t, Node(ss.replica.Addr), cfg)
+			for _, r := range []Report{closed, fallback} {
+				var keys []string
+				var rec time.Duration
+				for key, d := range r.KeyRecovery {
+					keys = append(keys, key)
+					rec = max(rec, d)
+				}
+				lost := lostUnits(t, r, counts, keys)
+				t.Logf("%s: Redis decided again on all %d keys %v after the switch (%v after the fault); the new master had not received %d units; over-admitted %d (worst window %d of %d)",
+					r.Mode, len(keys), rec.Round(time.Millisecond), (rec + first.Sub(injected)).Round(time.Millisecond),
+					lost, r.OverAdmitted, r.WorstWindow, cfg.Limit)
+				if bound := sentinelRecoveryBound(cfg); rec > bound {
+					t.Errorf("%s: Redis decided again on every key %v after the switch, want at most %v", r.Mode, rec, bound)
+				}
+				if r.BreakerClosed != r.BreakerOpened {
+					t.Errorf("%s: breaker opened %d times, closed %d: want every one closed", r.Mode, r.BreakerOpened, r.BreakerClosed)
+				}
+				switch r.Mode {
+				case FailClosed:
+					if r.OverAdmitted > lost {
+						t.Errorf("fail-closed: over-admitted %d units, want at most the %d the new master lost", r.OverAdmitted, lost)
+					}
+				case Fallback:
+					if r.WorstWindow > 2*cfg.Limit+lost {
+						t.Errorf("fallback: %d units in one window, want at most 2×%d + %d lost", r.WorstWindow, cfg.Limit, lost)
+					}
+				}
+			}
+		})
+	}
+}
