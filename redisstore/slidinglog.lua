@@ -25,7 +25,18 @@
 local pack, unpack, sub = struct.pack, struct.unpack, string.sub -- Redis's struct library
 local rebaseAt, short = 2 ^ 50, 32
 
-local s = redis.call('GET', KEYS[1]) or ''
+local s = redis.call('GET', KEYS[1])
+if not s then
+	-- No log: nothing to refund; a request is allowed (n <= L) and, if
+	-- counted, the log's first record, the common case, written at once.
+	if elapsed then
+		return 0
+	end
+	if commit then
+		redis.call('SET', KEYS[1], pack('>i8i8i8i8', 0, now - W, now, n), 'PX', ceil(W / 1000) + margin)
+	end
+	return {1, L - n, 0, W, 0}
+end
 local k, cut = 0, nil
 if #s >= 32 then
 	k = (#s - 16) / 16
