@@ -58,6 +58,7 @@ type Limiter struct {
 	prefix    string
 	aggPrefix string // "<prefix>:{<group>}:"
 	timeout   time.Duration
+	margin    time.Duration // tests: the keys' expiry margin, 0 for redisstore's
 	aggTO     time.Duration
 	hook      func(error)
 
@@ -100,7 +101,8 @@ type options struct {
 	hook    func(error)
 	prefix  string
 	timeout time.Duration
-	noLoop  bool // tests drive step themselves
+	noLoop  bool          // tests drive step themselves
+	margin  time.Duration // tests: the keys' expiry margin, for a manual clock
 }
 
 // WithPeriod sets how often each region publishes its demand and takes a
@@ -250,6 +252,7 @@ func New(local, aggregate redis.UniversalClient, global core.Policy, self string
 		prefix:    o.prefix,
 		aggPrefix: o.prefix + ":{" + strconv.FormatUint(h.Sum64(), 36) + "}:",
 		timeout:   o.timeout,
+		margin:    o.margin,
 		aggTO:     o.timeout,
 		hook:      o.hook,
 		shares:    make(map[int64]int64),
@@ -452,6 +455,9 @@ func (l *Limiter) newEpoch(k, share int64) (*epoch, error) {
 	opts := []redisstore.Option{redisstore.WithPrefix(l.prefix), redisstore.WithClock(clock)}
 	if l.timeout > 0 {
 		opts = append(opts, redisstore.WithTimeout(l.timeout))
+	}
+	if l.margin > 0 {
+		opts = append(opts, redisstore.WithExpiryMargin(l.margin))
 	}
 	lim, err := redisstore.New(l.local, l.scaled, opts...)
 	if err != nil {

@@ -29,7 +29,9 @@ func group(t *testing.T, p core.Policy, clock core.Clock, opts ...Option) ([]*Li
 	prefix := uniquePrefix(t)
 	for i, name := range names {
 		local := newClient(t, addrs[i])
-		o := append([]Option{WithClock(clock), WithPrefix(prefix), WithTimeout(5 * time.Second), func(o *options) { o.noLoop = true }}, opts...)
+		// The manual clock moves faster than Redis's expiries on a loaded
+		// machine: a margin of an hour keeps keys alive for the test.
+		o := append([]Option{WithClock(clock), WithPrefix(prefix), WithTimeout(5 * time.Second), func(o *options) { o.noLoop, o.margin = true, time.Hour }}, opts...)
 		l, err := New(local, agg, p, name, names, o...)
 		if err != nil {
 			t.Fatal(err)
@@ -106,11 +108,11 @@ func TestThreeStrategies(t *testing.T) {
 		sp := p
 		sp.Limit = limit / 3
 		var err error
-		if static[i], err = redisstore.New(locals[i], sp, redisstore.WithClock(clock), redisstore.WithPrefix(prefix)); err != nil {
+		if static[i], err = redisstore.New(locals[i], sp, redisstore.WithClock(clock), redisstore.WithPrefix(prefix), redisstore.WithExpiryMargin(time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	global, err := redisstore.New(agg, p, redisstore.WithClock(clock), redisstore.WithPrefix(prefix))
+	global, err := redisstore.New(agg, p, redisstore.WithClock(clock), redisstore.WithPrefix(prefix), redisstore.WithExpiryMargin(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
