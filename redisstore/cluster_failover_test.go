@@ -209,12 +209,13 @@ type keyTally struct {
 }
 
 // TestClusterMasterKilled kills a master under traffic through long-lived
-// Cluster clients (the recommended settings, one limiter batching and one
-// not) and checks that, once the Cluster has promoted its replica, both
-// decide on Redis again for every key of the dead master's slots within
-// clusterRecoveryBound, and that no key was charged twice: the units
-// counted in Redis are at most the decisions allowed plus those that
-// returned an error (whose outcome is unknown).
+// Cluster clients (the recommended settings; a limiter batching, one not,
+// and a Layered one, each on its own client) and checks that, once the
+// Cluster has promoted its replica, each decides on Redis again for every
+// key of the dead master's slots within clusterRecoveryBound, and that no
+// key was charged twice: the units counted in Redis are at most the
+// decisions allowed plus those that returned an error (whose outcome is
+// unknown).
 func TestClusterMasterKilled(t *testing.T) {
 	rc := startReplicatedCluster(t)
 	newClient := func() *redis.ClusterClient {
@@ -231,9 +232,21 @@ func TestClusterMasterKilled(t *testing.T) {
 	// Each limiter has a client of its own, so that each reloads its own.
 	client := newClient()
 	p := core.Policy{Algorithm: core.FixedWindow, Limit: 1_000_000_000, Window: time.Hour}
-	limiters := map[string]*Limiter{
-		"batched":   mustNew(t, client, p, WithPrefix(uniquePrefix("kill-batched")), WithTimeout(100*time.Millisecond)),
-		"unbatched": mustNew(t, newClient(), p, WithPrefix(uniquePrefix("kill-unbatched")), WithTimeout(100*time.Millisecond), WithBatching(1)),
+	layered, err := NewLayered(newClient(), []core.Policy{p}, WithPrefix(uniquePrefix("kill-layered")), WithTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each limiter, and the Redis key of one of its keys.
+	type limiter struct {
+		core.Limiter
+		key func(string) string
+	}
+	batched := mustNew(t, client, p, WithPrefix(uniquePrefix("kill-batched")), WithTimeout(100*time.Millisecond))
+	unbatched := mustNew(t, newClient(), p, WithPrefix(uniquePrefix("kill-unbatched")), WithTimeout(100*time.Millisecond), WithBatching(1))
+	limiters := map[string]limiter{
+		"batched":   {batched, batched.key},
+		"unbatched": {unbatched, unbatched.key},
+		"layered":   {layered, layered.layers[0].key},
 	}
 	var keys []string
 	for i := range 32 {
@@ -268,7 +281,7 @@ func TestClusterMasterKilled(t *testing.T) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for name, l := range limiters {
-		for w := range 4 {
+		for w := range 3 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
