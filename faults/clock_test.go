@@ -124,12 +124,14 @@ func (c skewConfig) step() time.Duration { return c.Window / time.Duration(c.Ste
 // in true time.
 type skewFigures struct {
 	Algorithm core.Algorithm
-	// Decisions, Allowed and Errors count every gateway's decisions.
-	Decisions, Allowed, Errors int
+	// Decisions and Allowed count every gateway's decisions (a decision
+	// that fails fails the run).
+	Decisions, Allowed int
 	// OverAdmitted is the units allowed above Limit in a key's window
 	// (aligned to multiples of Window, as the fixed window's), summed over
 	// keys and windows; WorstWindow is the most units in one key's window,
-	// and Where says where it was, in windows from the event.
+	// and Where says where it was, in windows from the event (or the
+	// start).
 	OverAdmitted, WorstWindow int64
 	Where                     string
 	// WorstSpan is the most units allowed for one key in any Window of
@@ -177,8 +179,8 @@ func (f skewFigures) String() string {
 	if f.DeniedAcross > 0 {
 		s += fmt.Sprintf(", across the switch %v (traffic paused %v for it)", f.DeniedAcross.Round(time.Millisecond), f.Pause.Round(time.Millisecond))
 	}
-	if f.Errors > 0 || f.Ambiguous > 0 {
-		s += fmt.Sprintf(", %d errors, %d ambiguous", f.Errors, f.Ambiguous)
+	if f.Ambiguous > 0 {
+		s += fmt.Sprintf(", %d ambiguous", f.Ambiguous)
 	}
 	return s
 }
@@ -191,7 +193,6 @@ type skewTally struct {
 	byGate   [][]int            // per algorithm, per gateway: units allowed after the event
 	retry    [][]time.Duration  // per algorithm, per gateway: longest RetryAfter after the event
 	total    []int              // per algorithm: decisions
-	errors   []int              // per algorithm
 	firstErr error
 	straddle []int // per algorithm: allowed units whose decision straddled a step
 }
@@ -271,8 +272,7 @@ func skewRun(ctx context.Context, addr string, cfg skewConfig) ([]skewFigures, e
 
 	tally := &skewTally{
 		allowed: make(map[skewSlot]int64), decided: make(map[skewSlot]int64),
-		total: make([]int, len(skewAlgorithms)), errors: make([]int, len(skewAlgorithms)),
-		straddle: make([]int, len(skewAlgorithms)),
+		total: make([]int, len(skewAlgorithms)), straddle: make([]int, len(skewAlgorithms)),
 	}
 	for range skewAlgorithms {
 		tally.byGate = append(tally.byGate, make([]int, cfg.Gateways))
@@ -423,8 +423,10 @@ type skewClock struct {
 	off  time.Duration
 }
 
+// Now returns true time plus the offset.
 func (c skewClock) Now() time.Time { return c.base.Now().Add(c.off) }
 
+// skewSleep waits d, or until ctx ends, and returns ctx's error then.
 func skewSleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
@@ -439,6 +441,7 @@ func skewSleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// skewFloorDiv returns a/b rounded down, for b > 0.
 func skewFloorDiv(a, b int64) int64 {
 	q := a / b
 	if a%b != 0 && a < 0 {
@@ -453,7 +456,6 @@ func (t *skewTally) record(ai, key, gi int, s int64, straddled, counted bool, d 
 	defer t.mu.Unlock()
 	t.total[ai]++
 	if err != nil {
-		t.errors[ai]++
 		if t.firstErr == nil {
 			t.firstErr = err
 		}
@@ -482,7 +484,7 @@ func (t *skewTally) figures(cfg skewConfig, ai int, eventStep, switched int64) s
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	step, steps := cfg.step(), int64(cfg.Steps)
-	f := skewFigures{Algorithm: skewAlgorithms[ai], Decisions: t.total[ai], Errors: t.errors[ai], Ambiguous: t.straddle[ai]}
+	f := skewFigures{Algorithm: skewAlgorithms[ai], Decisions: t.total[ai], Ambiguous: t.straddle[ai]}
 	var counted int
 	for gi := range cfg.Gateways {
 		counted += t.byGate[ai][gi]
@@ -666,17 +668,10 @@ func skewShim(t *testing.T) string {
 	return lib
 }
 
-// skewServer is a redis-server whose wall clock is off by an offset,
-// stopped when the test ends.
-type skewServer struct {
-	addr string
-	cmd  *exec.Cmd
-}
-
 // startSkewed starts redis-server under the shim lib with its clock off
-// by off, persistence off, and extra configuration, and checks that its
-// TIME is off by off.
-func startSkewed(t *testing.T, lib string, off time.Duration, extra ...string) *skewServer {
+// by off, persistence off, and extra configuration, stopped when t ends;
+// it checks that the server's TIME is off by off, and returns its address.
+func startSkewed(t *testing.T, lib string, off time.Duration, extra ...string) string {
 	t.Helper()
 	port, err := redisserver.FreePort()
 	if err != nil {
@@ -693,19 +688,19 @@ func startSkewed(t *testing.T, lib string, off time.Duration, extra ...string) *
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start redis-server: %v", err)
 	}
-	s := &skewServer{addr: "127.0.0.1:" + strconv.Itoa(port), cmd: cmd}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		err := redisserver.Ping(s.addr, 200*time.Millisecond)
+		err := redisserver.Ping(addr, 200*time.Millisecond)
 		if err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("skewed redis-server on %s did not answer PING: %v\n%s", s.addr, err, out.String())
+			t.Fatalf("skewed redis-server on %s did not answer PING: %v\n%s", addr, err, out.String())
 		}
 		time.Sleep(10 * time.Millisecond) // waiting for the listener
 	}
-	c := redis.NewClient(&redis.Options{Addr: s.addr})
+	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -728,12 +723,12 @@ func startSkewed(t *testing.T, lib string, off time.Duration, extra ...string) *
 			t.Fatalf("skewed redis-server: %s is %v off the machine's clock, want %v: the shim did not move it", how, skew.Round(time.Millisecond), off)
 		}
 	}
-	return s
+	return addr
 }
 
 // skewFailover starts a master on the machine's clock and a replica whose
 // clock is off by off, and returns their addresses and the event of a
-// failover to the replica: the replica has every write (WAIT), and it is
+// failover to the replica: the replica has applied every write, and it is
 // promoted (REPLICAOF NO ONE); the run then switches its clients to it.
 // Only the clock differs: no write is lost.
 func skewFailover(t *testing.T, off time.Duration) (master, replica string, promote func(context.Context) error) {
@@ -751,7 +746,7 @@ func skewFailover(t *testing.T, off time.Duration) (master, replica string, prom
 	r := startSkewed(t, lib, off, "--replicaof", "127.0.0.1", port)
 	madmin := redis.NewClient(&redis.Options{Addr: m.Addr, MaxRetries: -1})
 	t.Cleanup(func() { madmin.Close() })
-	radmin := redis.NewClient(&redis.Options{Addr: r.addr, MaxRetries: -1})
+	radmin := redis.NewClient(&redis.Options{Addr: r, MaxRetries: -1})
 	t.Cleanup(func() { radmin.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -770,7 +765,7 @@ func skewFailover(t *testing.T, off time.Duration) (master, replica string, prom
 			t.Fatalf("the replica did not sync with the master: %v", err)
 		}
 	}
-	return m.Addr, r.addr, func(ctx context.Context) error {
+	return m.Addr, r, func(ctx context.Context) error {
 		// The replica has applied the master's whole stream (WAIT would
 		// say so too, but at times only at the replica's next periodic
 		// acknowledgement, up to a second later).
