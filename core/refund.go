@@ -166,7 +166,7 @@ func (f *fixedWindow) refund(s fwState, now, since, n int64) fwState {
 }
 
 func (w *slidingWindow) refund(s swState, now, since, n int64) swState {
-	c, _ := w.current(s, now)
+	c, _, _ := w.current(s, now)
 	// n is at most Limit, which fits 32 bits.
 	switch floorDiv(since, w.window) {
 	case c.idx:

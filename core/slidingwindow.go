@@ -27,10 +27,12 @@ func (w *slidingWindow) empty(now int64) swState { return swState{idx: floorDiv(
 
 func (*slidingWindow) release(swState) {}
 
-// current rolls s forward to now's window and returns it with the time into
-// that window. If the clock went backwards, s's window stays current and the
-// time into it is taken as 0 (the previous window weighs fully).
-func (w *slidingWindow) current(s swState, now int64) (swState, int64) {
+// current rolls s forward to now's window and returns it with the time e
+// into that window. If the clock went backwards, s's window stays current:
+// the state stands still, as at the window's start (e = 0, the previous
+// window weighs fully), until the clock reaches that start, lag from now;
+// every wait is lag longer.
+func (w *slidingWindow) current(s swState, now int64) (c swState, e, lag int64) {
 	idx := floorDiv(now, w.window)
 	switch {
 	case idx == s.idx+1:
@@ -38,20 +40,21 @@ func (w *slidingWindow) current(s swState, now int64) (swState, int64) {
 	case idx > s.idx+1:
 		s = swState{idx: idx}
 	}
-	return s, max(now-s.idx*w.window, 0)
+	into := now - s.idx*w.window
+	return s, max(into, 0), max(-into, 0)
 }
 
 func (w *slidingWindow) fresh(s swState, now int64) bool {
-	c, _ := w.current(s, now)
+	c, _, _ := w.current(s, now)
 	return c.prev == 0 && c.cur == 0
 }
 
 // holds returns the estimate, rounded up, and the time until both counters
 // have left the window.
 func (w *slidingWindow) holds(s swState, now int64) (units, until int64) {
-	c, e := w.current(s, now)
+	c, e, lag := w.current(s, now)
 	prev, cur := int64(c.prev), int64(c.cur)
-	return cur + int64(mulDivCeil(uint64(prev), uint64(w.window-e), uint64(w.window))), w.resetAfter(prev, cur, e)
+	return cur + int64(mulDivCeil(uint64(prev), uint64(w.window-e), uint64(w.window))), w.resetAfter(prev, cur, e, lag)
 }
 
 // fits reports whether prev·(W-e) + (cur+n)·W <= L·W.
@@ -62,13 +65,13 @@ func (w *slidingWindow) fits(prev, cur, n, e int64) bool {
 }
 
 func (w *slidingWindow) decide(s swState, now, n int64, commit bool) (verdict, swState) {
-	c, e := w.current(s, now)
+	c, e, lag := w.current(s, now)
 	prev, cur := int64(c.prev), int64(c.cur)
 	if !w.fits(prev, cur, n, e) {
-		return deny(w.remaining(prev, cur, e), w.retryAfter(prev, cur, n, e), w.resetAfter(prev, cur, e)), s
+		return deny(w.remaining(prev, cur, e), lag+w.retryAfter(prev, cur, n, e), w.resetAfter(prev, cur, e, lag)), s
 	}
 	cur += n
-	v := verdict{remaining: w.remaining(prev, cur, e), resetAfter: w.resetAfter(prev, cur, e)}
+	v := verdict{remaining: w.remaining(prev, cur, e), resetAfter: w.resetAfter(prev, cur, e, lag)}
 	if commit {
 		c.cur = uint32(cur)
 		return v, c
@@ -103,12 +106,12 @@ func (w *slidingWindow) retryAfter(prev, cur, n, e int64) int64 {
 }
 
 // resetAfter returns the wait until both counters have left the window.
-func (w *slidingWindow) resetAfter(prev, cur, e int64) int64 {
+func (w *slidingWindow) resetAfter(prev, cur, e, lag int64) int64 {
 	switch {
 	case cur > 0:
-		return 2*w.window - e
+		return lag + 2*w.window - e
 	case prev > 0:
-		return w.window - e
+		return lag + w.window - e
 	}
 	return 0
 }

@@ -45,10 +45,13 @@ if v then
 		sidx, prev, cur = si, tonumber(sp), tonumber(sc)
 	end
 end
+-- e is the time into the current window. A clock that went back before
+-- the stored window's start sees the state stand still, as at that start
+-- (e = 0), until it gets there, lag from now: every wait is lag longer.
 local into = now - sidx * W
-local e = into
+local e, lag = into, 0
 if e < 0 then
-	e = 0
+	e, lag = 0, -into
 end
 
 if elapsed then
@@ -71,9 +74,9 @@ if elapsed then
 		end
 		local reset = 0
 		if cur > 0 then
-			reset = 2 * W - e
+			reset = lag + 2 * W - e
 		elseif prev > 0 then
-			reset = W - e
+			reset = lag + W - e
 		end
 		local px = ceil(reset / 1000) + margin
 		if px > 0 then
@@ -118,11 +121,12 @@ if cur + n + weight > L then
 		end
 		retry = W - e + at
 	end
+	retry = lag + retry
 	local reset = 0
 	if cur > 0 then
-		reset = 2 * W - e
+		reset = lag + 2 * W - e
 	elseif prev > 0 then
-		reset = W - e
+		reset = lag + W - e
 	end
 	if remaining < 0 then
 		remaining = 0
@@ -135,7 +139,7 @@ if remaining < 0 then
 	remaining = 0
 end
 -- cur > 0 now.
-local reset = 2 * W - e
+local reset = lag + 2 * W - e
 if commit then
 	redis.call('SET', KEYS[1], string.format('%d:%d:%d', sidx, prev, cur), 'PX', ceil(reset / 1000) + margin)
 end

@@ -348,7 +348,9 @@ var randomPolicies = []core.Policy{
 }
 
 // When a request is denied with RetryAfter r, the same request is allowed at
-// now+r and still denied at now+r-1µs. Before every AllowN, Peek predicts it.
+// now+r and still denied at now+r-1µs, also after the clock went back (one
+// step in 25 goes back up to two windows). Before every AllowN, Peek
+// predicts it.
 func (s suite) testRetryAfterExact(t *testing.T) {
 	for _, base := range randomPolicies {
 		ForEachAlgorithm(t, base, func(t *testing.T, p core.Policy) {
@@ -358,6 +360,9 @@ func (s suite) testRetryAfterExact(t *testing.T) {
 			denials := 0
 			for i := 0; i < 1000; i++ {
 				clock.Advance(time.Duration(rng.Int64N(3*step/2+1)) * us)
+				if rng.IntN(25) == 0 {
+					clock.Advance(-time.Duration(rng.Int64N(2*int64(p.Window/us)+1)) * us)
+				}
 				n := 1 + rng.Int64N(min(p.Capacity(), 4))
 				pd := peek(t, lim, "r", n)
 				d := allow(t, lim, "r", n)
