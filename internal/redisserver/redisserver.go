@@ -28,7 +28,10 @@ func Missing(bins ...string) string {
 	}
 	for _, bin := range bins {
 		if _, err := exec.LookPath(bin); err != nil {
-			return bin + " not found in PATH: install Redis (Debian: apt-get install redis-server) to run the Redis tests"
+			if strings.HasPrefix(bin, "redis-") {
+				return bin + " not found in PATH: install Redis (Debian: apt-get install redis-server) to run the Redis tests"
+			}
+			return bin + " not found in PATH: install it to run these tests (.ci/run does)"
 		}
 	}
 	return ""
