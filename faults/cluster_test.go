@@ -265,7 +265,7 @@ func failoverConfig() Config {
 	if testing.Short() {
 		return Config{Limit: 600, Window: time.Minute, Keys: 8, Fault: time.Millisecond, After: 1500 * time.Millisecond}
 	}
-	return Config{Limit: 300, Window: time.Minute, Workers: 4, Keys: 64, Fault: time.Millisecond,
+	return Config{Limit: 150, Window: time.Minute, Workers: 4, Keys: 64, Fault: time.Millisecond,
 		Warm: 2 * time.Second, After: 3 * time.Second}
 }
 
