@@ -96,6 +96,10 @@
 // its MaxRedirects times while the context has not ended; give a Cluster
 // client a context deadline no later than its ReadTimeout, or MaxRedirects:
 // -1 at the cost of failing, not following, MOVED during resharding.)
+// After an error that says a Cluster's slots may have moved (a dead or
+// unreachable node, MOVED, CLUSTERDOWN), a limiter on a Cluster client asks
+// it to reload its slot map, at most every 250 ms, so that it follows a
+// failover as soon as the replica is promoted; nothing is sent again.
 //
 // # When Redis is down
 //
