@@ -198,10 +198,10 @@ func TestSoak(t *testing.T) {
 		fresh += st.FreshDrops
 		lossy += st.LossyEvictions
 		c := &ck.counts[i]
-		t.Logf("%-2s %-14s %.0f decisions/s; keys %d (%.1f%% of MaxKeys), fresh drops %d, lossy evictions %d; sampled %d (allowed %d, denied %d, peeked %d), sampled keys forgotten %d (kept in use %d; holding at most %d of %d units, %d all of them)",
+		t.Logf("%-2s %-14s %.0f decisions/s; keys %d (%.1f%% of MaxKeys), fresh drops %d, lossy evictions %d; sampled %d (allowed %d, denied %d, peeked %d), sampled keys forgotten %d (kept in use %d), holding of %d units: at their last decision before, at most %d (%d all); at their first after, still up to %d (%d still all)",
 			policies[i].Name, policies[i].Algorithm, float64(last.perStore[i])/last.at.Seconds(), st.Keys, 100*float64(st.Keys)/float64(maxKeys), st.FreshDrops, st.LossyEvictions,
 			c.decisions.Load(), c.allowed.Load(), c.denied.Load(), c.peeked.Load(), c.forgotten.Load(), c.keptForgotten.Load(),
-			c.forgottenHeld.Load(), policies[i].Capacity(), c.forgottenFull.Load())
+			policies[i].Capacity(), c.heldBefore.Load(), c.fullBefore.Load(), c.heldAfter.Load(), c.fullAfter.Load())
 		if c.allowed.Load() == 0 || c.denied.Load() == 0 {
 			t.Errorf("%s: the sampled keys were allowed %d times and denied %d: the check needs both", policies[i].Name, c.allowed.Load(), c.denied.Load())
 		}
@@ -463,10 +463,13 @@ type soakChecker struct {
 type checkCounts struct {
 	decisions, matched, allowed, denied, peeked atomic.Uint64
 	forgotten, keptForgotten                    atomic.Uint64
-	// The most units a forgotten key held, by its model, after the last
-	// decision before it was forgotten (it held no more when it was), and
-	// how many held all the policy allows.
-	forgottenHeld, forgottenFull atomic.Int64
+	// What forgotten keys held, by their models, when they were evicted:
+	// the most units one held at its last decision before (it held no more
+	// when it was evicted) and how many held all the policy allows then;
+	// the most units one still held at its first decision after (it held
+	// no fewer when it was evicted) and how many still held all of them.
+	heldBefore, fullBefore atomic.Int64
+	heldAfter, fullAfter   atomic.Int64
 }
 
 type sampledKey struct {
@@ -480,7 +483,7 @@ type sampledKey struct {
 	history []soakEvent // the last decisions, oldest first
 }
 
-// An event is one sampled decision: what was asked, what the store
+// A soakEvent is one sampled decision: what was asked, what the store
 // decided, and the lossy evictions its store had counted before.
 type soakEvent struct {
 	now, n int64
@@ -621,12 +624,13 @@ func (c *soakChecker) check(si int, k *sampledKey, e soakEvent) {
 			continue
 		}
 		if m, ok := replayModel(newKeyModel(s.m.Policy()), k.history[j:]); ok {
-			held := k.model.capacity() - mostThatFits(k.model, k.history[j-1].now)
-			if held > cnt.forgottenHeld.Load() {
-				cnt.forgottenHeld.Store(held)
-			}
-			if held == k.model.capacity() {
-				cnt.forgottenFull.Add(1)
+			// k.model is the key's model after its last decision before
+			// the eviction if that was its last decision but this one
+			// (j == len-1); else it counts later ones too, which only
+			// raises the upper bound, and the lower one is not taken.
+			held(&cnt.heldBefore, &cnt.fullBefore, k.model, k.history[j-1].now)
+			if j == len(k.history)-1 {
+				held(&cnt.heldAfter, &cnt.fullAfter, k.model, e.now)
 			}
 			k.model = m
 			cnt.forgotten.Add(1)
@@ -643,7 +647,19 @@ func (c *soakChecker) check(si int, k *sampledKey, e soakEvent) {
 	k.history = k.history[:0]
 }
 
-// replay runs m through the events and reports whether it decides each as
+// held records the units m holds at time at: the most of them in most, and
+// one more in full if that is all the policy allows.
+func held(most, full *atomic.Int64, m keyModel, at int64) {
+	units := m.capacity() - mostThatFits(m, at)
+	if units > most.Load() {
+		most.Store(units)
+	}
+	if units == m.capacity() {
+		full.Add(1)
+	}
+}
+
+// replayModel runs m through the events and reports whether it decides each as
 // the store did.
 func replayModel(m keyModel, events []soakEvent) (keyModel, bool) {
 	for _, e := range events {
@@ -671,7 +687,7 @@ func (c *soakChecker) report() []string {
 	return slices.Clone(c.reports)
 }
 
-// A verdict is what a model decides, in microseconds; verdictOf reads one
+// A soakVerdict is what a model decides, in microseconds; verdictOf reads one
 // from a Decision.
 type soakVerdict struct {
 	allowed                                  bool
@@ -683,7 +699,7 @@ func verdictOf(d core.Decision) soakVerdict {
 	return soakVerdict{d.Allowed, d.Remaining, us(d.RetryAfter), us(d.ResetAfter), us(d.Delay)}
 }
 
-// A model is a key as an algorithm's definition in DESIGN.md says it
+// A keyModel is a key as an algorithm's definition in DESIGN.md says it
 // decides, on a clock of whole microseconds, written from the definition
 // rather than from core's arithmetic: its state says which requests fit at
 // a time if nothing else arrives, and a decision's fields are found by
@@ -714,7 +730,7 @@ func newKeyModel(p core.Policy) keyModel {
 	return windowsModel{alg: p.Algorithm, L: L, W: W}
 }
 
-// decide returns what a request for n units decides at now, and the model
+// decideModel returns what a request for n units decides at now, and the model
 // after it (m itself when it is denied or commit is unset). The fields are
 // those of core.Decision: Remaining, the most units that fit now (after the
 // request when allowed); RetryAfter, the least wait of at least 1 µs after
@@ -767,7 +783,7 @@ func leastTrue(lo, hi int64, ok func(int64) bool) int64 {
 	return lo
 }
 
-// bucket is the token bucket, and the leaky bucket as its queue: room is
+// bucketModel is the token bucket, and the leaky bucket as its queue: room is
 // the units the bucket holds times W, as of last, so that it refills by
 // exactly L for every microsecond, up to B·W. n units fit when the room is
 // at least n·W. The leaky bucket's request is served when the units queued
@@ -802,7 +818,7 @@ func (b bucketModel) delay(at, n int64) int64 {
 	return divCeil(b.B*b.W-b.roomAt(at)+(n-1)*b.W, b.L)
 }
 
-// windows is the fixed window, the sliding window and the sliding log over
+// windowsModel is the fixed window, the sliding window and the sliding log over
 // the list of allowed requests of the last two windows.
 type windowsModel struct {
 	alg  core.Algorithm
@@ -874,7 +890,7 @@ func divFloor(a, b int64) int64 {
 
 func divCeil(a, b int64) int64 { return -divFloor(-a, b) }
 
-// A sample is the soak at one time.
+// A soakSample is the soak at one time.
 type soakSample struct {
 	at                         time.Duration
 	decisions, minted, sampled uint64
