@@ -3,8 +3,6 @@ package faults
 import (
 	"context"
 	"fmt"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,172 +14,17 @@ import (
 	"github.com/ratekit/ratekit/internal/redisserver"
 )
 
-// redisCluster is a Redis Cluster of three masters, each with one
+// startCluster starts a Redis Cluster of three masters, each with one
 // replica, and a node timeout of 2 s, on redis-servers of its own, stopped
-// when the test ends.
-type redisCluster struct {
-	addrs   []string
-	servers map[string]*redisserver.Server // by address
-}
-
-// startCluster starts a redisCluster and waits until every node is ready.
-func startCluster(t *testing.T) *redisCluster {
+// when the test ends, and waits until every node is ready.
+func startCluster(t *testing.T) *redisserver.Cluster {
 	t.Helper()
-	redisserver.Need(t, "redis-server", "redis-cli")
-	rc := &redisCluster{servers: make(map[string]*redisserver.Server)}
-	for range 6 {
-		bus, err := redisserver.FreePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		dir := t.TempDir()
-		s, err := redisserver.Start(dir, "--cluster-enabled", "yes",
-			"--cluster-config-file", filepath.Join(dir, "nodes.conf"),
-			"--cluster-port", strconv.Itoa(bus),
-			"--cluster-node-timeout", "2000")
-		if s != nil {
-			t.Cleanup(s.Stop)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		rc.addrs = append(rc.addrs, s.Addr)
-		rc.servers[s.Addr] = s
-	}
-	create := exec.Command("redis-cli", append(append([]string{"--cluster", "create"}, rc.addrs...),
-		"--cluster-replicas", "1", "--cluster-yes")...)
-	if out, err := create.CombinedOutput(); err != nil {
-		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for _, addr := range rc.addrs {
-		c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-		for {
-			err := clusterNodeReady(c, len(rc.addrs))
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				c.Close()
-				t.Fatalf("cluster node %s not ready: %v", addr, err)
-			}
-			time.Sleep(20 * time.Millisecond) // polling the cluster's own progress
-		}
-		c.Close()
-	}
-	return rc
-}
-
-// clusterNodeReady returns nil once c's node says cluster_state:ok, knows
-// every node and, if a replica, has its link to its master up.
-func clusterNodeReady(c *redis.Client, nodes int) error {
-	ctx := context.Background()
-	info, err := c.ClusterInfo(ctx).Result()
-	if err != nil {
-		return err
-	}
-	if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", nodes)) {
-		return fmt.Errorf("cluster info:\n%s", info)
-	}
-	repl, err := c.Info(ctx, "replication").Result()
-	if err != nil {
-		return err
-	}
-	if strings.Contains(repl, "role:slave") && !strings.Contains(repl, "master_link_status:up") {
-		return fmt.Errorf("replica not in sync:\n%s", repl)
-	}
-	return nil
-}
-
-// clusterNodeLine is one line of CLUSTER NODES.
-type clusterNodeLine struct {
-	id, addr, flags, master string
-}
-
-func clusterNodesOf(ctx context.Context, c *redis.Client) ([]clusterNodeLine, error) {
-	out, err := c.ClusterNodes(ctx).Result()
-	if err != nil {
-		return nil, err
-	}
-	var nodes []clusterNodeLine
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 8 {
-			return nil, fmt.Errorf("CLUSTER NODES line %q", line)
-		}
-		addr, _, _ := strings.Cut(f[1], "@")
-		nodes = append(nodes, clusterNodeLine{id: f[0], addr: addr, flags: f[2], master: f[3]})
-	}
-	return nodes, nil
-}
-
-// replicaOf returns the address of the replica of the master at addr.
-func (rc *redisCluster) replicaOf(addr string) (string, error) {
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	defer c.Close()
-	nodes, err := clusterNodesOf(context.Background(), c)
-	if err != nil {
-		return "", err
-	}
-	var id string
-	for _, n := range nodes {
-		if n.addr == addr {
-			id = n.id
-		}
-	}
-	for _, n := range nodes {
-		if id != "" && n.master == id {
-			return n.addr, nil
-		}
-	}
-	return "", fmt.Errorf("no replica of %s in %v", addr, nodes)
-}
-
-// waitPromoted waits, at most within, until every node but dead sees
-// replica as a master and says cluster_state:ok, and returns when it saw
-// it. It polls every 10 ms.
-func (rc *redisCluster) waitPromoted(ctx context.Context, dead, replica string, within time.Duration) (time.Time, error) {
-	var clients []*redis.Client
-	for _, addr := range rc.addrs {
-		if addr != dead {
-			clients = append(clients, redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1,
-				DialTimeout: 100 * time.Millisecond, ReadTimeout: 500 * time.Millisecond}))
-		}
-	}
-	defer func() {
-		for _, c := range clients {
-			c.Close()
-		}
-	}()
-	promoted := func() bool {
-		for _, c := range clients {
-			info, err := c.ClusterInfo(ctx).Result()
-			if err != nil || !strings.Contains(info, "cluster_state:ok") {
-				return false
-			}
-			nodes, err := clusterNodesOf(ctx, c)
-			if err != nil {
-				return false
-			}
-			for _, n := range nodes {
-				if n.addr == replica && (!strings.Contains(n.flags, "master") || strings.Contains(n.flags, "fail")) {
-					return false
-				}
-			}
-		}
-		return true
-	}
-	for deadline := time.Now().Add(within); ; {
-		if promoted() {
-			return time.Now(), nil
-		}
-		if time.Now().After(deadline) {
-			return time.Time{}, fmt.Errorf("replica %s not promoted within %v of the death of %s", replica, within, dead)
-		}
-		if err := sleep(ctx, 10*time.Millisecond); err != nil {
-			return time.Time{}, err
-		}
-	}
+	return redisserver.StartClusterT(t, redisserver.ClusterConfig{
+		Masters:           3,
+		ReplicasPerMaster: 1,
+		NodeTimeout:       2 * time.Second,
+		ReadyWithin:       30 * time.Second,
+	})
 }
 
 // storedCounts returns the units each key of the run holds in Redis (the
@@ -288,7 +131,7 @@ func TestClusterMasterKill(t *testing.T) {
 	ctx := context.Background()
 
 	// The victim is the master of the most keys of the mode it owns fewest of.
-	admin := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.addrs, MaxRetries: -1})
+	admin := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs, MaxRetries: -1})
 	owners := make(map[string]string) // key → master
 	owned := make(map[string]map[Mode]int)
 	for _, mode := range []Mode{FailClosed, Fallback} {
@@ -317,29 +160,28 @@ func TestClusterMasterKill(t *testing.T) {
 	if min(owned[victim][FailClosed], owned[victim][Fallback]) == 0 {
 		t.Fatalf("no master owns keys of both modes: %v", owned)
 	}
-	replica, err := rc.replicaOf(victim)
+	replica, err := rc.ReplicaOf(victim)
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	var killed, promoted time.Time
-	closed, fallback := runClients(t, Cluster(rc.addrs...), cfg, Fault{
+	closed, fallback := runClients(t, Cluster(rc.Addrs...), cfg, Fault{
 		Name: "Cluster master killed",
 		Inject: func(context.Context) error {
 			killed = time.Now()
-			rc.servers[victim].Stop()
-			return nil
+			return rc.Kill(victim)
 		},
 		Heal: func(ctx context.Context) error {
 			var err error
-			promoted, err = rc.waitPromoted(ctx, victim, replica, 30*time.Second)
+			promoted, err = rc.WaitPromoted(ctx, victim, replica, 30*time.Second)
 			return err
 		},
 	})
 	t.Logf("master %s killed; replica %s promoted %v later (the failure mode's gap, and the fault's span in the reports)",
 		victim, replica, promoted.Sub(killed).Round(time.Millisecond))
 
-	counts := storedCounts(t, Cluster(rc.addrs...), cfg)
+	counts := storedCounts(t, Cluster(rc.Addrs...), cfg)
 	for _, r := range []Report{closed, fallback} {
 		var onVictim, elsewhere []string
 		var victimRec, elseRec time.Duration

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,176 +19,16 @@ import (
 	"github.com/ratekit/ratekit/internal/redisserver"
 )
 
-// replicatedCluster is a Cluster of three masters, each with one replica,
-// and a node timeout of 2 s, started for one test and stopped when it ends.
-type replicatedCluster struct {
-	addrs   []string
-	servers map[string]*redisserver.Server // by address
-}
-
-func startReplicatedCluster(t *testing.T) *replicatedCluster {
+// startReplicatedCluster starts a Cluster of three masters, each with one
+// replica, and a node timeout of 2 s, for t, stopped when t ends.
+func startReplicatedCluster(t *testing.T) *redisserver.Cluster {
 	t.Helper()
-	needRedis(t)
-	rc := &replicatedCluster{servers: make(map[string]*redisserver.Server)}
-	for range 6 {
-		bus, err := redisserver.FreePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		dir, err := servers.Dir()
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := servers.Start("--cluster-enabled", "yes",
-			"--cluster-config-file", filepath.Join(dir, "nodes.conf"),
-			"--cluster-port", strconv.Itoa(bus),
-			"--cluster-node-timeout", "2000")
-		if s != nil {
-			t.Cleanup(s.Stop)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		rc.addrs = append(rc.addrs, s.Addr)
-		rc.servers[s.Addr] = s
-	}
-	create := exec.Command("redis-cli", append(append([]string{"--cluster", "create"}, rc.addrs...),
-		"--cluster-replicas", "1", "--cluster-yes")...)
-	if out, err := create.CombinedOutput(); err != nil {
-		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
-	}
-	if err := waitClusterReady(rc.addrs, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	return rc
-}
-
-// waitClusterReady waits until every node at addrs says cluster_state:ok,
-// knows every other node, and, if a replica, has its link to its master up.
-func waitClusterReady(addrs []string, within time.Duration) error {
-	deadline := time.Now().Add(within)
-	for _, addr := range addrs {
-		c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-		for {
-			err := nodeReady(c, len(addrs))
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				c.Close()
-				return fmt.Errorf("cluster node %s not ready: %v", addr, err)
-			}
-			time.Sleep(20 * time.Millisecond) // polling the cluster's own progress
-		}
-		c.Close()
-	}
-	return nil
-}
-
-func nodeReady(c *redis.Client, nodes int) error {
-	info, err := c.ClusterInfo(ctx).Result()
-	if err != nil {
-		return err
-	}
-	if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", nodes)) {
-		return fmt.Errorf("cluster info:\n%s", info)
-	}
-	repl, err := c.Info(ctx, "replication").Result()
-	if err != nil {
-		return err
-	}
-	if strings.Contains(repl, "role:slave") && !strings.Contains(repl, "master_link_status:up") {
-		return fmt.Errorf("replica not in sync:\n%s", repl)
-	}
-	return nil
-}
-
-// clusterNode is one line of CLUSTER NODES.
-type clusterNode struct {
-	id, addr, flags, master string
-}
-
-func nodesOf(c *redis.Client) ([]clusterNode, error) {
-	out, err := c.ClusterNodes(ctx).Result()
-	if err != nil {
-		return nil, err
-	}
-	var nodes []clusterNode
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 8 {
-			return nil, fmt.Errorf("CLUSTER NODES line %q", line)
-		}
-		addr, _, _ := strings.Cut(f[1], "@")
-		nodes = append(nodes, clusterNode{id: f[0], addr: addr, flags: f[2], master: f[3]})
-	}
-	return nodes, nil
-}
-
-// replicaOf returns the address of the replica of the master at addr.
-func (rc *replicatedCluster) replicaOf(addr string) (string, error) {
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	defer c.Close()
-	nodes, err := nodesOf(c)
-	if err != nil {
-		return "", err
-	}
-	var id string
-	for _, n := range nodes {
-		if n.addr == addr {
-			id = n.id
-		}
-	}
-	for _, n := range nodes {
-		if n.master == id && id != "" {
-			return n.addr, nil
-		}
-	}
-	return "", fmt.Errorf("no replica of %s in %v", addr, nodes)
-}
-
-// waitPromoted waits until every node but dead sees replica as a master
-// and says cluster_state:ok, and returns when it saw it.
-func (rc *replicatedCluster) waitPromoted(dead, replica string, within time.Duration) (time.Time, error) {
-	var clients []*redis.Client
-	for _, addr := range rc.addrs {
-		if addr != dead {
-			clients = append(clients, redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1,
-				DialTimeout: 100 * time.Millisecond, ReadTimeout: 500 * time.Millisecond}))
-		}
-	}
-	defer func() {
-		for _, c := range clients {
-			c.Close()
-		}
-	}()
-	promoted := func() bool {
-		for _, c := range clients {
-			info, err := c.ClusterInfo(ctx).Result()
-			if err != nil || !strings.Contains(info, "cluster_state:ok") {
-				return false
-			}
-			nodes, err := nodesOf(c)
-			if err != nil {
-				return false
-			}
-			for _, n := range nodes {
-				if n.addr == replica && (!strings.Contains(n.flags, "master") || strings.Contains(n.flags, "fail")) {
-					return false
-				}
-			}
-		}
-		return true
-	}
-	for deadline := time.Now().Add(within); ; {
-		if promoted() {
-			return time.Now(), nil
-		}
-		if time.Now().After(deadline) {
-			return time.Time{}, fmt.Errorf("replica %s not promoted within %v of %s's death", replica, within, dead)
-		}
-		time.Sleep(10 * time.Millisecond) // polling the cluster's own failover
-	}
+	return redisserver.StartClusterT(t, redisserver.ClusterConfig{
+		Masters:           3,
+		ReplicasPerMaster: 1,
+		NodeTimeout:       2 * time.Second,
+		ReadyWithin:       30 * time.Second,
+	})
 }
 
 // clusterRecoveryBound is how soon after the replica's promotion a
@@ -220,7 +58,7 @@ func TestClusterMasterKilled(t *testing.T) {
 	rc := startReplicatedCluster(t)
 	newClient := func() *redis.ClusterClient {
 		c := redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs:                 rc.addrs,
+			Addrs:                 rc.Addrs,
 			MaxRetries:            -1,
 			MaxRedirects:          -1,
 			ContextTimeoutEnabled: true,
@@ -265,7 +103,7 @@ func TestClusterMasterKilled(t *testing.T) {
 	for _, k := range keys {
 		onVictim[k] = masterOf(k) == victim
 	}
-	replica, err := rc.replicaOf(victim)
+	replica, err := rc.ReplicaOf(victim)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,8 +160,10 @@ func TestClusterMasterKilled(t *testing.T) {
 
 	time.Sleep(500 * time.Millisecond) // traffic before the fault
 	killed := time.Now()
-	rc.servers[victim].Stop() // SIGKILL
-	promoted, err := rc.waitPromoted(victim, replica, 30*time.Second)
+	if err := rc.Kill(victim); err != nil {
+		t.Fatal(err)
+	}
+	promoted, err := rc.WaitPromoted(ctx, victim, replica, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

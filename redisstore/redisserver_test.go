@@ -1,12 +1,8 @@
 package redisstore
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -69,55 +65,21 @@ func singleNode(t testing.TB) string {
 func cluster(t testing.TB) []string {
 	t.Helper()
 	needRedis(t)
-	clusterOnce.Do(func() { clusterAddrs, clusterErr = startCluster() })
+	clusterOnce.Do(func() {
+		var c *redisserver.Cluster
+		c, clusterErr = redisserver.StartCluster(&servers, redisserver.ClusterConfig{
+			Masters:     3,
+			NodeTimeout: 2 * time.Second,
+			ReadyWithin: 20 * time.Second,
+		})
+		if c != nil {
+			clusterAddrs = c.Addrs
+		}
+	})
 	if clusterErr != nil {
 		t.Fatal(clusterErr)
 	}
 	return clusterAddrs
-}
-
-func startCluster() ([]string, error) {
-	var addrs []string
-	for range 3 {
-		bus, err := redisserver.FreePort()
-		if err != nil {
-			return nil, err
-		}
-		dir, err := servers.Dir()
-		if err != nil {
-			return nil, err
-		}
-		s, err := servers.Start("--cluster-enabled", "yes",
-			"--cluster-config-file", filepath.Join(dir, "nodes.conf"),
-			"--cluster-port", strconv.Itoa(bus),
-			"--cluster-node-timeout", "2000")
-		if err != nil {
-			return nil, err
-		}
-		addrs = append(addrs, s.Addr)
-	}
-	create := exec.Command("redis-cli", append(append([]string{"--cluster", "create"}, addrs...),
-		"--cluster-replicas", "0", "--cluster-yes")...)
-	if out, err := create.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("redis-cli --cluster create: %v\n%s", err, out)
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for _, addr := range addrs {
-		c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-		for {
-			info, err := c.ClusterInfo(context.Background()).Result()
-			if err == nil && strings.Contains(info, "cluster_state:ok") {
-				break
-			}
-			if time.Now().After(deadline) {
-				c.Close()
-				return nil, fmt.Errorf("cluster node %s not ok: %v\n%s", addr, err, info)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		c.Close()
-	}
-	return addrs, nil
 }
 
 // newClient returns a client of addr with the settings the package

@@ -2,7 +2,13 @@
 // free 127.0.0.1 ports, in directories of their own, with persistence off:
 // tests never touch another service's Redis. It is shared by the tests of
 // our modules (redisstore, its region package, examples, benchmarks,
-// faults), so it speaks RESP itself rather than import a Redis client.
+// faults), so it speaks RESP itself ([Do]) rather than import a Redis
+// client.
+//
+// A [Group] holds the servers a test package shares; [StartCluster] starts
+// a Redis Cluster (with redis-cli --cluster create) of a group's servers,
+// whose masters, slots and replicas it can tell, whose nodes it can kill,
+// and whose failover it can wait for.
 package redisserver
 
 import (
@@ -10,6 +16,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -143,23 +150,91 @@ func (s *Server) Stop() {
 // Ping sends PING to the Redis server at addr and reads its answer, all
 // within timeout; it returns nil for +PONG.
 func Ping(addr string, timeout time.Duration) error {
-	conn, err := net.DialTimeout("tcp", addr, timeout)
+	reply, err := Do(addr, timeout, "PING")
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(timeout))
-	if _, err := conn.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if line = strings.TrimRight(line, "\r\n"); line != "+PONG" {
-		return errors.New("redisserver: PING answered " + strconv.Quote(line))
+	if reply != "PONG" {
+		return errors.New("redisserver: PING answered " + strconv.Quote(reply))
 	}
 	return nil
+}
+
+// Do sends one command to the Redis server at addr on a connection of its
+// own and reads the reply, all within timeout. It returns a simple string,
+// an integer or a bulk string (CLUSTER NODES, INFO…) as text, and an error
+// reply as an error; a null reply is [ErrNil]. Arrays are not read: ask
+// for them otherwise.
+func Do(addr string, timeout time.Duration, args ...string) (string, error) {
+	c, err := dial(addr, timeout)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	return c.do(time.Now().Add(timeout), args...)
+}
+
+// ErrNil is [Do]'s error for a null reply (GET of a missing key…).
+var ErrNil = errors.New("redisserver: nil reply")
+
+// conn is one RESP connection, for a few requests in a row.
+type conn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func dial(addr string, timeout time.Duration) (*conn, error) {
+	c, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &conn{c, bufio.NewReader(c)}, nil
+}
+
+// do sends args as one command and reads its reply, by deadline; see [Do].
+func (c *conn) do(deadline time.Time, args ...string) (string, error) {
+	if len(args) == 0 {
+		return "", errors.New("redisserver: no command")
+	}
+	c.SetDeadline(deadline)
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := io.WriteString(c, b.String()); err != nil {
+		return "", err
+	}
+	line, err := c.r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	line = strings.TrimSuffix(line, "\r\n")
+	if line == "" {
+		return "", errors.New("redisserver: empty reply line")
+	}
+	switch line[0] {
+	case '+', ':':
+		return line[1:], nil
+	case '-':
+		return "", fmt.Errorf("redisserver: %s: %s", args[0], line[1:])
+	case '$':
+		n, err := strconv.Atoi(line[1:])
+		if err != nil {
+			return "", fmt.Errorf("redisserver: %s: reply %q", args[0], line)
+		}
+		if n < 0 {
+			return "", ErrNil
+		}
+		buf := make([]byte, n+2) // and its CRLF
+		if _, err := io.ReadFull(c.r, buf); err != nil {
+			return "", err
+		}
+		return string(buf[:n]), nil
+	case '_':
+		return "", ErrNil
+	}
+	return "", fmt.Errorf("redisserver: %s: reply %q not read (arrays and RESP3 are not)", args[0], line)
 }
 
 // Group holds the servers a test package shares, in one temporary
@@ -191,6 +266,12 @@ func (g *Group) Start(extra ...string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	return g.startIn(dir, extra...)
+}
+
+// startIn starts a server of the group with its files in dir, one of
+// [Group.Dir]'s.
+func (g *Group) startIn(dir string, extra ...string) (*Server, error) {
 	s, err := Start(dir, extra...)
 	if err != nil {
 		return nil, err
