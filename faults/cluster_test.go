@@ -204,22 +204,31 @@ func TestClusterMasterKill(t *testing.T) {
 		t.Logf("%s: Redis decided again on all %d keys of the dead master %v after the promotion (%v after the kill), on the %d others after %v; the promoted replica had not received %d units; over-admitted %d (worst window %d of %d)",
 			r.Mode, len(onVictim), victimRec.Round(time.Millisecond), (victimRec + promoted.Sub(killed)).Round(time.Millisecond),
 			len(elsewhere), elseRec.Round(time.Millisecond), lost, r.OverAdmitted, r.WorstWindow, cfg.Limit)
-		if bound := clusterRecoveryBound(cfg); victimRec > bound {
-			t.Errorf("%s: Redis decided again on every key of the dead master %v after the promotion, want at most %v", r.Mode, victimRec, bound)
+		checkPromotion(t, r, cfg, victimRec, clusterRecoveryBound(cfg), lost)
+	}
+}
+
+// checkPromotion checks a failure mode's report after a promotion: Redis
+// decided again on every key within bound (rec), every breaker that opened
+// closed, failing closed over-admitted at most what the promoted node had
+// not received (lost), and falling back admitted at most Redis's limit, what
+// it lost and the local shares (the limit again) in one window.
+func checkPromotion(t *testing.T, r Report, cfg Config, rec, bound time.Duration, lost int64) {
+	t.Helper()
+	if rec > bound {
+		t.Errorf("%s: Redis decided again on every key %v after the promotion, want at most %v", r.Mode, rec, bound)
+	}
+	if r.BreakerClosed != r.BreakerOpened {
+		t.Errorf("%s: breaker opened %d times, closed %d: want every one closed", r.Mode, r.BreakerOpened, r.BreakerClosed)
+	}
+	switch r.Mode {
+	case FailClosed:
+		if r.OverAdmitted > lost {
+			t.Errorf("fail-closed: over-admitted %d units, want at most the %d the promoted node lost", r.OverAdmitted, lost)
 		}
-		if r.BreakerClosed != r.BreakerOpened {
-			t.Errorf("%s: breaker opened %d times, closed %d: want every one closed", r.Mode, r.BreakerOpened, r.BreakerClosed)
-		}
-		switch r.Mode {
-		case FailClosed:
-			if r.OverAdmitted > lost {
-				t.Errorf("fail-closed: over-admitted %d units, want at most the %d the replica lost", r.OverAdmitted, lost)
-			}
-		case Fallback:
-			// Redis's limit, what it lost, and the local shares (the limit again).
-			if r.WorstWindow > 2*cfg.Limit+lost {
-				t.Errorf("fallback: %d units in one window, want at most 2×%d + %d lost", r.WorstWindow, cfg.Limit, lost)
-			}
+	case Fallback:
+		if r.WorstWindow > 2*cfg.Limit+lost {
+			t.Errorf("fallback: %d units in one window, want at most 2×%d + %d lost", r.WorstWindow, cfg.Limit, lost)
 		}
 	}
 }

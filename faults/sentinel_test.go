@@ -244,22 +244,7 @@ func TestSentinelFailover(t *testing.T) {
 				t.Logf("%s: Redis decided again on all %d keys %v after the switch (%v after the fault); the new master had not received %d units; over-admitted %d (worst window %d of %d)",
 					r.Mode, len(keys), rec.Round(time.Millisecond), (rec + first.Sub(injected)).Round(time.Millisecond),
 					lost, r.OverAdmitted, r.WorstWindow, cfg.Limit)
-				if bound := sentinelRecoveryBound(cfg); rec > bound {
-					t.Errorf("%s: Redis decided again on every key %v after the switch, want at most %v", r.Mode, rec, bound)
-				}
-				if r.BreakerClosed != r.BreakerOpened {
-					t.Errorf("%s: breaker opened %d times, closed %d: want every one closed", r.Mode, r.BreakerOpened, r.BreakerClosed)
-				}
-				switch r.Mode {
-				case FailClosed:
-					if r.OverAdmitted > lost {
-						t.Errorf("fail-closed: over-admitted %d units, want at most the %d the new master lost", r.OverAdmitted, lost)
-					}
-				case Fallback:
-					if r.WorstWindow > 2*cfg.Limit+lost {
-						t.Errorf("fallback: %d units in one window, want at most 2×%d + %d lost", r.WorstWindow, cfg.Limit, lost)
-					}
-				}
+				checkPromotion(t, r, cfg, rec, sentinelRecoveryBound(cfg), lost)
 			}
 		})
 	}
