@@ -23,7 +23,7 @@ type slidingLog struct {
 }
 
 type logEntry struct {
-	at int64 // when it was allowed, in ns
+	at int64 // when it was allowed, in µs
 	n  int64 // units
 }
 
