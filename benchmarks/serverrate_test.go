@@ -28,7 +28,7 @@ import (
 // whose hook records the EVALSHA it sends; then redis-benchmark sends that
 // command from 16 connections, 16 pipelined each (-P 16), with the key
 // replaced by one of 1e6 random ones, 200,000 times, on an empty keyspace
-// (FLUSHALL; the scripts stay loaded). Five rounds, the commands
+// (FLUSHALL; the scripts stay loaded). Nine rounds, the commands
 // interleaved, each round starting one further, so that noise and order
 // hit them alike; the median is
 // reported with the median usec_per_call of INFO commandstats (Redis CPU
@@ -96,7 +96,7 @@ func TestServerRate(t *testing.T) {
 		script{"INCR (floor)", []string{"INCR", "srv-incr:__rand_int__"}})
 
 	rate := regexp.MustCompile(`([0-9.]+) requests per second`)
-	const rounds = 5
+	const rounds = 9
 	rates := make([][]float64, len(scripts))
 	usecs := make([][]float64, len(scripts))
 	for round := range rounds {

@@ -346,7 +346,7 @@ func redisSection(s samples, dir string, p func(string, ...any)) (goal []string)
 	}
 	p("\n")
 	if b, err := os.ReadFile(filepath.Join(dir, "serverrate.md")); err == nil {
-		p("### The server's side\n\nWhat one Redis core sustains for each script alone (TestServerRate): redis-benchmark, 16 connections × 16 pipelined commands, the EVALSHA each library sends, on 1e6 random keys from an empty keyspace; medians of 5 rounds, with Redis's CPU time per call (INFO commandstats).\n\n%s\n", b)
+		p("### The server's side\n\nWhat one Redis core sustains for each script alone (TestServerRate): redis-benchmark, 16 connections × 16 pipelined commands, the EVALSHA each library sends, on 1e6 random keys from an empty keyspace; medians of 9 rounds, with Redis's CPU time per call (INFO commandstats).\n\n%s\n", b)
 	}
 	return goal
 }
