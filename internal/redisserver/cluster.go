@@ -70,21 +70,23 @@ func StartCluster(g *Group, cfg ClusterConfig) (*Cluster, error) {
 		}
 	}()
 	for range cfg.Masters * (1 + cfg.ReplicasPerMaster) {
-		bus, err := FreePort()
-		if err != nil {
-			return nil, err
-		}
 		dir, err := g.Dir()
 		if err != nil {
 			return nil, err
 		}
-		args := []string{"--cluster-enabled", "yes",
-			"--cluster-config-file", filepath.Join(dir, "nodes.conf"),
-			"--cluster-port", strconv.Itoa(bus)}
-		if cfg.NodeTimeout > 0 {
-			args = append(args, "--cluster-node-timeout", strconv.FormatInt(cfg.NodeTimeout.Milliseconds(), 10))
-		}
-		s, err := g.startIn(dir, append(args, cfg.Extra...)...)
+		s, err := g.startIn(dir, func() ([]string, error) {
+			bus, err := FreePort() // chosen again with the port when either was taken
+			if err != nil {
+				return nil, err
+			}
+			args := []string{"--cluster-enabled", "yes",
+				"--cluster-config-file", filepath.Join(dir, "nodes.conf"),
+				"--cluster-port", strconv.Itoa(bus)}
+			if cfg.NodeTimeout > 0 {
+				args = append(args, "--cluster-node-timeout", strconv.FormatInt(cfg.NodeTimeout.Milliseconds(), 10))
+			}
+			return append(args, cfg.Extra...), nil
+		})
 		if err != nil {
 			return nil, err
 		}

@@ -74,23 +74,49 @@ type Server struct {
 	args []string
 	mu   sync.Mutex
 	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has exited
 }
+
+// errPortTaken is a start that failed because a port FreePort returned was
+// taken before redis-server could bind it: another test's server, started
+// at the same moment, can take it.
+var errPortTaken = errors.New("redisserver: port taken before redis-server bound it")
+
+// portAttempts is how many times Start tries new ports after errPortTaken.
+const portAttempts = 5
 
 // Start starts redis-server on a free port with its files in dir (which
 // must exist), persistence off and extra configuration ("--maxmemory",
-// "1mb"…), and waits until it answers PING.
+// "1mb"…), and waits until it answers PING. A port taken between choosing
+// and binding it is chosen again.
 func Start(dir string, extra ...string) (*Server, error) {
-	port, err := FreePort()
-	if err != nil {
-		return nil, err
+	return startWith(dir, func() ([]string, error) { return extra, nil })
+}
+
+// startWith starts a server as Start does, with extra configuration from
+// args, called again for each attempt (a Cluster node's bus port is chosen
+// afresh with its port).
+func startWith(dir string, args func() ([]string, error)) (*Server, error) {
+	var err error
+	for range portAttempts {
+		var port int
+		if port, err = FreePort(); err != nil {
+			return nil, err
+		}
+		var extra []string
+		if extra, err = args(); err != nil {
+			return nil, err
+		}
+		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), args: append([]string{
+			"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+			"--save", "", "--appendonly", "no", "--dir", dir,
+			"--protected-mode", "yes",
+		}, extra...)}
+		if err = s.Start(); !errors.Is(err, errPortTaken) {
+			return s, err
+		}
 	}
-	args := append([]string{
-		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", dir,
-		"--protected-mode", "yes",
-	}, extra...)
-	s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), args: args}
-	return s, s.Start()
+	return nil, err
 }
 
 // StartT starts a server for t, in t's temporary directory, stopped when t
@@ -115,24 +141,55 @@ func (s *Server) Start() error {
 		return nil
 	}
 	cmd := exec.Command("redis-server", s.args...)
-	var out bytes.Buffer
+	var out syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("redisserver: start redis-server: %w", err)
 	}
+	done := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(done)
+	}()
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		err := Ping(s.Addr, 200*time.Millisecond)
 		if err == nil {
-			s.cmd = cmd
+			s.cmd, s.done = cmd, done
 			return nil
+		}
+		select {
+		case <-done:
+			if strings.Contains(out.String(), "Address already in use") {
+				return fmt.Errorf("%w: %s\n%s", errPortTaken, s.Addr, out.String())
+			}
+			return fmt.Errorf("redisserver: redis-server on %s exited: %v\n%s", s.Addr, cmd.ProcessState, out.String())
+		default:
 		}
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()
-			cmd.Wait()
+			<-done
 			return fmt.Errorf("redisserver: redis-server on %s did not answer PING: %v\n%s", s.Addr, err, out.String())
 		}
 		time.Sleep(10 * time.Millisecond) // waiting for the listener
 	}
+}
+
+// syncBuffer is a bytes.Buffer that a process writes while Start reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 // Stop kills the server, if it runs, and waits for it to exit.
@@ -143,8 +200,8 @@ func (s *Server) Stop() {
 		return
 	}
 	s.cmd.Process.Kill()
-	s.cmd.Wait()
-	s.cmd = nil
+	<-s.done
+	s.cmd, s.done = nil, nil
 }
 
 // Ping sends PING to the Redis server at addr and reads its answer, all
@@ -266,13 +323,13 @@ func (g *Group) Start(extra ...string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return g.startIn(dir, extra...)
+	return g.startIn(dir, func() ([]string, error) { return extra, nil })
 }
 
 // startIn starts a server of the group with its files in dir, one of
-// [Group.Dir]'s.
-func (g *Group) startIn(dir string, extra ...string) (*Server, error) {
-	s, err := Start(dir, extra...)
+// [Group.Dir]'s, with extra configuration from args (see startWith).
+func (g *Group) startIn(dir string, args func() ([]string, error)) (*Server, error) {
+	s, err := startWith(dir, args)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,8 @@ package redisserver
 import (
 	"context"
 	"errors"
+	"net"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
@@ -141,5 +143,40 @@ func TestCluster(t *testing.T) {
 	cancel()
 	if _, err := c.WaitPromoted(ctx, replica, owner, time.Second); !errors.Is(err, context.Canceled) {
 		t.Errorf("WaitPromoted after its context's end: %v", err)
+	}
+}
+
+// A port taken between choosing and binding it is chosen again: here the
+// first attempt's Cluster bus port is held by a listener of the test.
+func TestStartPortTaken(t *testing.T) {
+	Need(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	taken := l.Addr().(*net.TCPAddr).Port
+	dir := t.TempDir()
+	attempts := 0
+	s, err := startWith(dir, func() ([]string, error) {
+		attempts++
+		bus := taken
+		if attempts > 1 {
+			if bus, err = FreePort(); err != nil {
+				return nil, err
+			}
+		}
+		return []string{"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
+			"--cluster-port", strconv.Itoa(bus)}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	if attempts != 2 {
+		t.Errorf("%d attempts, want 2: the first finds its bus port taken", attempts)
+	}
+	if err := Ping(s.Addr, time.Second); err != nil {
+		t.Error(err)
 	}
 }
