@@ -14,19 +14,6 @@ import (
 	"github.com/ratekit/ratekit/internal/redisserver"
 )
 
-// startCluster starts a Redis Cluster of three masters, each with one
-// replica, and a node timeout of 2 s, on redis-servers of its own, stopped
-// when the test ends, and waits until every node is ready.
-func startCluster(t *testing.T) *redisserver.Cluster {
-	t.Helper()
-	return redisserver.StartClusterT(t, redisserver.ClusterConfig{
-		Masters:           3,
-		ReplicasPerMaster: 1,
-		NodeTimeout:       2 * time.Second,
-		ReadyWithin:       30 * time.Second,
-	})
-}
-
 // storedCounts returns the units each key of the run holds in Redis (the
 // fixed window's "index:count"), read through a new client made by
 // newClient; every key must hold the same window, the run's one.
@@ -126,7 +113,7 @@ func clusterRecoveryBound(cfg Config) time.Duration { return cfg.CoolDown + 2*ti
 // the caller, decisions within RemoteTimeout, and over-admission failing
 // closed bounded by what the replica had not received.
 func TestClusterMasterKill(t *testing.T) {
-	rc := startCluster(t)
+	rc := redisserver.StartClusterT(t, redisserver.FailoverConfig())
 	cfg := failoverConfig().withDefaults()
 	ctx := context.Background()
 

@@ -19,18 +19,6 @@ import (
 	"github.com/ratekit/ratekit/internal/redisserver"
 )
 
-// startReplicatedCluster starts a Cluster of three masters, each with one
-// replica, and a node timeout of 2 s, for t, stopped when t ends.
-func startReplicatedCluster(t *testing.T) *redisserver.Cluster {
-	t.Helper()
-	return redisserver.StartClusterT(t, redisserver.ClusterConfig{
-		Masters:           3,
-		ReplicasPerMaster: 1,
-		NodeTimeout:       2 * time.Second,
-		ReadyWithin:       30 * time.Second,
-	})
-}
-
 // clusterRecoveryBound is how soon after the replica's promotion a
 // long-lived Cluster client's limiter decides on Redis again for every key
 // of the dead master's slots: a slot reload is asked at most every
@@ -55,7 +43,7 @@ type keyTally struct {
 // decisions allowed plus those that returned an error (whose outcome is
 // unknown).
 func TestClusterMasterKilled(t *testing.T) {
-	rc := startReplicatedCluster(t)
+	rc := redisserver.StartClusterT(t, redisserver.FailoverConfig())
 	newClient := func() *redis.ClusterClient {
 		c := redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs:                 rc.Addrs,

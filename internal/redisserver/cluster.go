@@ -33,6 +33,13 @@ type ClusterConfig struct {
 	Extra []string
 }
 
+// FailoverConfig is the Cluster the failover tests kill a master of: three
+// masters with one replica each, a node timeout of 2 s (a replica is
+// promoted a few seconds after its master dies) and 30 s to get ready.
+func FailoverConfig() ClusterConfig {
+	return ClusterConfig{Masters: 3, ReplicasPerMaster: 1, NodeTimeout: 2 * time.Second, ReadyWithin: 30 * time.Second}
+}
+
 // Cluster is a Redis Cluster on redis-servers of a [Group], started by
 // [StartCluster]. Its methods are safe for concurrent use. Those that ask
 // the Cluster (CLUSTER NODES, CLUSTER INFO) speak RESP to its nodes
