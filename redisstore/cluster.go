@@ -83,6 +83,9 @@ func (l *Limiter) reloadAfter(err error) {
 // reloadAfterBatch calls reloadAfter with the errors of a batch's
 // decisions, once they are answered.
 func (l *Limiter) reloadAfterBatch(batch []*waiter) {
+	if _, ok := l.client.(*redis.ClusterClient); !ok {
+		return // no map to reload: skip reading every answer
+	}
 	for _, w := range batch {
 		if err := w.cmd.Err(); err != nil && topologyError(err) {
 			l.reloadAfter(err)
