@@ -35,8 +35,21 @@ func queryCost(r keyfunc.Request) (int64, error) {
 	return strconv.ParseInt(s, 10, 64)
 }
 
-// AbuseCases returns the abuse table, run by [Run] after [Cases].
+// abuseParts are the abuse table's parts kept in files of their own, one
+// attack family each; each file adds its part in an init function.
+var abuseParts []func() []Case
+
+// AbuseCases returns the abuse table, run by [Run] after [Cases]: the cases
+// below and those of every part in abuseParts.
 func AbuseCases() []Case {
+	cases := abuseCases()
+	for _, part := range abuseParts {
+		cases = append(cases, part()...)
+	}
+	return cases
+}
+
+func abuseCases() []Case {
 	cost := func(n string) Step {
 		return Step{Req: Req{Path: "/items/1?n=" + n}}
 	}
