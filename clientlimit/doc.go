@@ -21,6 +21,14 @@
 //   - Slow down: when a server says r units remain until reset t, the next
 //     requests go one every t/r instead of all at once.
 //
+// Whatever a server sends, reading it takes bounded time: of RateLimit
+// and RateLimit-Policy (all their field lines together), the transport
+// reads the first 64 members that end within the first 8 KiB and leaves
+// the rest out; a Retry-After, remaining or reset value longer than 64
+// bytes is ignored. Both are reported as malformed. A RateLimit member
+// read can only make the client wait longer, so reading the first ones is
+// never less careful than ignoring the field would be.
+//
 // X-RateLimit-Reset is a wait in seconds below 1,000,000,000, a Unix time
 // in seconds from there (GitHub's), and a Unix time in milliseconds from
 // 1,000,000,000,000. No wait exceeds [WithMaxWait] (default one minute) or

@@ -22,6 +22,32 @@ const (
 	hXIdempotency   = "X-Idempotency-Key"
 )
 
+// The most of a response's rate-limit fields that is read, so that a
+// hostile or broken server costs the client a bounded time whatever it
+// sends (the work is linear in what is read):
+//
+//   - of RateLimit and RateLimit-Policy (Lists or Dictionaries, over all
+//     their field lines), the first maxMembers members that end within the
+//     first maxFieldBytes bytes; the rest is left out, and the field is
+//     reported malformed. A server that limits a client with more than
+//     64 quotas at once, or needs 8 KiB to say so, does not exist.
+//   - of Retry-After and the RateLimit-Remaining / RateLimit-Reset pairs,
+//     the first field line, when it is at most maxValueBytes long; a
+//     longer one is malformed and ignored.
+//
+// Leaving the rest of a field out is the safe way for a client to cut it:
+// a RateLimit member read can only slow the client down (a longer hold, a
+// slower pace), so a prefix slows it down at least as much as ignoring
+// the field would; and the members read mean what they meant in the whole
+// field (cutList cuts between members). Of RateLimit-Policy, a member
+// left out loses its window (as a malformed policy does) or its quota
+// unit (its quota is then read as requests: more careful).
+const (
+	maxMembers    = 64
+	maxFieldBytes = 8 << 10
+	maxValueBytes = 64
+)
+
 // maxHint bounds every time read from a header: a longer one is taken as
 // this long (366 days), so that no arithmetic on it overflows.
 const maxHint = 366 * 24 * time.Hour
@@ -76,15 +102,20 @@ func (s *signals) bad(field string) {
 func readSignals(h http.Header, now time.Time) signals {
 	var s signals
 	if v := h[hRetryAfter]; len(v) > 0 {
-		if d, ok := parseRetryAfter(v[0], now); ok {
+		if d, ok := parseRetryAfter(v[0], now); ok && len(v[0]) <= maxValueBytes {
 			s.retryAfter, s.hasRetryAfter = d, true
 		} else {
 			s.bad(hRetryAfter)
 		}
 	}
 	if v := h[hRateLimit]; len(v) > 0 {
-		if !parseRateLimit(&s, v, h[hRateLimitPol]) {
+		v, cut := cutList(v, maxMembers, maxFieldBytes)
+		pol, polCut := cutList(h[hRateLimitPol], maxMembers, maxFieldBytes)
+		if !parseRateLimit(&s, v, pol) || cut {
 			s.bad(hRateLimit)
+		}
+		if polCut {
+			s.bad(hRateLimitPol)
 		}
 	}
 	for _, f := range [...][2]string{{hRemaining, hReset}, {hXRemaining, hXReset}} {
@@ -93,12 +124,12 @@ func readSignals(h http.Header, now time.Time) signals {
 			continue
 		}
 		r, ok := parseCount(rv[0])
-		if !ok {
+		if !ok || len(rv[0]) > maxValueBytes {
 			s.bad(f[0])
 			continue
 		}
 		t, ok := parseReset(tv[0], now)
-		if !ok {
+		if !ok || len(tv[0]) > maxValueBytes {
 			s.bad(f[1])
 			continue
 		}
@@ -200,7 +231,7 @@ func parseReset(v string, now time.Time) (time.Duration, bool) {
 // also reads the earlier drafts' Dictionary "limit=100, remaining=50,
 // reset=30". It reports false when the field is malformed; members it
 // cannot use are skipped.
-func parseRateLimit(s *signals, v, policy []string) bool {
+func parseRateLimit(s *signals, v, policies []string) bool {
 	list, err := httpsfv.UnmarshalList(v)
 	if err != nil {
 		dict, err := httpsfv.UnmarshalDictionary(v)
@@ -215,9 +246,21 @@ func parseRateLimit(s *signals, v, policy []string) bool {
 		s.quota(r, seconds(t))
 		return true
 	}
-	var pols httpsfv.List
-	if len(policy) > 0 {
-		pols, _ = httpsfv.UnmarshalList(policy) // a malformed policy only loses its windows
+	// The policies, read once: at most maxMembers, as cutList leaves them.
+	var pols [maxMembers]policy
+	np := 0
+	if len(policies) > 0 {
+		pl, _ := httpsfv.UnmarshalList(policies) // a malformed policy only loses its windows
+		for _, pm := range pl {
+			p, ok := pm.(httpsfv.Item)
+			if !ok || np == len(pols) {
+				continue
+			}
+			qu, hasQU := p.Params.Get("qu")
+			w, hasW := paramInt(p.Params, "w")
+			pols[np] = policy{itemName(p), hasQU && qu != httpsfv.Token("requests") && qu != "requests", w, hasW}
+			np++
+		}
 	}
 	for _, m := range list {
 		it, ok := m.(httpsfv.Item)
@@ -231,16 +274,13 @@ func parseRateLimit(s *signals, v, policy []string) bool {
 		name := itemName(it)
 		t, hasT := paramInt(it.Params, "t")
 		skip := false
-		for _, pm := range pols {
-			p, ok := pm.(httpsfv.Item)
-			if !ok || itemName(p) != name {
+		for _, p := range pols[:np] {
+			if p.name != name {
 				continue
 			}
-			if qu, ok := p.Params.Get("qu"); ok && qu != httpsfv.Token("requests") && qu != "requests" {
-				skip = true
-			}
+			skip = skip || p.notRequests
 			if !hasT {
-				t, hasT = paramInt(p.Params, "w")
+				t, hasT = p.w, p.hasW
 			}
 		}
 		if !skip && hasT {
@@ -248,6 +288,117 @@ func parseRateLimit(s *signals, v, policy []string) bool {
 		}
 	}
 	return true
+}
+
+// policy is what a RateLimit-Policy member says that parseRateLimit uses.
+type policy struct {
+	name        string
+	notRequests bool // its quota unit (qu) is not requests
+	w           int64
+	hasW        bool
+}
+
+// cutList returns the part of a Structured Field List or Dictionary
+// (RFC 9651), given as its field lines, that is read: its first
+// maxMembers members, as far as they end within the first maxBytes bytes
+// of the lines joined with ", " (as a parser joins them). cut reports
+// that members were left out. The prefix ends before a comma that
+// separates members, so a parser reads in it the first members of the
+// whole field, unchanged. It reads at most maxBytes+1 bytes, and
+// allocates only when it cuts.
+func cutList(lines []string, maxMembers, maxBytes int) (prefix []string, cut bool) {
+	var sc listScanner
+	off, members, end := 0, 1, -1 // end: the offset of the last separator
+	for i, line := range lines {
+		for j := -2; j < len(line); j++ { // j < 0: the ", " before a line
+			var c byte
+			switch {
+			case j >= 0:
+				c = line[j]
+			case i == 0:
+				continue
+			case j == -2:
+				c = ','
+			default:
+				c = ' '
+			}
+			if sc.next(c) {
+				if members == maxMembers {
+					return joinPrefix(lines, off), true
+				}
+				members, end = members+1, off
+			}
+			if off == maxBytes { // and the field goes on
+				if end < 0 {
+					return nil, true
+				}
+				return joinPrefix(lines, end), true
+			}
+			off++
+		}
+	}
+	return lines, false
+}
+
+// joinPrefix returns the first n bytes of lines joined with ", ", n at
+// most their length.
+func joinPrefix(lines []string, n int) []string {
+	b := make([]byte, 0, n)
+	for i := 0; len(b) < n; i++ {
+		if i > 0 {
+			b = append(b, ", "[:min(2, n-len(b))]...)
+		}
+		b = append(b, lines[i][:min(len(lines[i]), n-len(b))]...)
+	}
+	return []string{string(b)}
+}
+
+// listScanner finds the commas that separate the members of a Structured
+// Field List or Dictionary: those outside Strings ("...", with \ and \"
+// escapes) and Display Strings (%"...", without escapes). In a valid
+// field no other comma is outside a string.
+type listScanner struct {
+	state uint8
+	prev  byte // the previous byte outside strings
+}
+
+const (
+	scanOut uint8 = iota
+	scanString
+	scanEscape
+	scanDisplay
+)
+
+// next reads c and reports whether it separates members.
+func (s *listScanner) next(c byte) bool {
+	switch s.state {
+	case scanString:
+		switch c {
+		case '\\':
+			s.state = scanEscape
+		case '"':
+			s.state = scanOut
+		}
+	case scanEscape:
+		s.state = scanString
+	case scanDisplay:
+		if c == '"' {
+			s.state = scanOut
+		}
+	default:
+		switch c {
+		case '"':
+			s.state = scanString
+			if s.prev == '%' {
+				s.state = scanDisplay
+			}
+		case ',':
+			s.prev = c
+			return true
+		}
+		s.prev = c
+	}
+	return false
 }
 
 // itemName returns an item's value as a name: a string or a token.

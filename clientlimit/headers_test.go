@@ -1,11 +1,14 @@
 package clientlimit
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dunglas/httpsfv"
 )
 
 var now = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -98,6 +101,12 @@ func TestReadSignals(t *testing.T) {
 		{"bad RateLimit", []string{"RateLimit", `"d";r=`}, want{malformed: "Ratelimit"}},
 		{"bad member skipped", []string{"RateLimit", `"d";r=-1;t=5, "e";r=1;t=2, ("x");r=0;t=9, "f";r="x";t=1`}, want{interval: 2 * time.Second, paceFor: 2 * time.Second}},
 		{"bad reset", []string{"X-RateLimit-Remaining", "3", "X-RateLimit-Reset", "tomorrow"}, want{malformed: "X-Ratelimit-Reset"}},
+		{"long Retry-After", []string{"Retry-After", strings.Repeat("0", 64) + "1"}, want{malformed: "Retry-After"}},
+		{"long remaining", []string{"X-RateLimit-Remaining", strings.Repeat("0", 64) + "1", "X-RateLimit-Reset", "10"}, want{malformed: "X-Ratelimit-Remaining"}},
+		{"long reset", []string{"RateLimit-Remaining", "1", "RateLimit-Reset", "1" + strings.Repeat(" ", 64)}, want{malformed: "Ratelimit-Reset"}},
+		{"65 quotas", []string{"RateLimit", strings.Repeat(`"s";r=9;t=1, `, 64) + `"d";r=0;t=100`}, want{interval: time.Second / 9, paceFor: time.Second, malformed: "Ratelimit"}},
+		{"65 policies", []string{"RateLimit-Policy", strings.Repeat(`"s";w=1, `, 64) + `"d";w=100`, "RateLimit", `"d";r=0`}, want{malformed: "Ratelimit-Policy"}},
+		{"one long string", []string{"RateLimit", `"d";r=0;t=9;x="` + strings.Repeat("a", maxFieldBytes) + `"`}, want{malformed: "Ratelimit"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			h := http.Header{}
@@ -161,8 +170,94 @@ func FuzzRateLimit(f *testing.F) {
 		if s.exhaustedFor < 0 || s.exhaustedFor > maxHint || s.interval < 0 || s.interval > maxHint || s.paceFor < s.interval || s.paceFor > maxHint {
 			t.Fatalf("RateLimit %q, RateLimit-Policy %q: %+v", rl, pol, s)
 		}
-		if s.malformed != "" && s.malformed != hRateLimit {
+		if s.malformed != "" && s.malformed != hRateLimit && s.malformed != hRateLimitPol {
 			t.Fatalf("malformed %q", s.malformed)
+		}
+	})
+}
+
+// A hostile server's fields of 12,000 members each (216 KB) are read in
+// part: the first 64 members of each, within 8 KiB, as the whole fields
+// would have been parsed; the rest, which says the quota is spent for an
+// hour, is not read.
+func TestHostileFields(t *testing.T) {
+	h := hostileFields(12000)
+	rl := h[hRateLimit][0]
+	for i := 64; i < 12000; i += 1000 {
+		rl = strings.Replace(rl, strconv.FormatInt(int64(36*36*10+i), 36)+";r=5", strconv.FormatInt(int64(36*36*10+i), 36)+";r=0;t=3600", 1)
+	}
+	h[hRateLimit] = []string{rl}
+	lines := strings.Split(h[hRateLimitPol][0], ", ") // one member a line
+	for _, v := range [][]string{h[hRateLimit], h[hRateLimitPol], lines} {
+		whole, err := httpsfv.UnmarshalList(v)
+		if err != nil || len(whole) != 12000 {
+			t.Fatalf("the whole field: %d members, %v", len(whole), err)
+		}
+		prefix, cut := cutList(v, maxMembers, maxFieldBytes)
+		if !cut || len(prefix) != 1 || len(prefix[0]) > maxFieldBytes {
+			t.Fatalf("cutList: cut %v, %d lines, %d bytes; want a cut to one line of at most %d bytes", cut, len(prefix), len(prefix[0]), maxFieldBytes)
+		}
+		read, err := httpsfv.UnmarshalList(prefix)
+		if err != nil || len(read) != maxMembers {
+			t.Fatalf("the part read: %d members, %v; want %d", len(read), err, maxMembers)
+		}
+		want, _ := httpsfv.Marshal(whole[:maxMembers])
+		if got, _ := httpsfv.Marshal(read); got != want {
+			t.Fatalf("the part read is\n%s\nwant the whole field's first members\n%s", got, want)
+		}
+	}
+	h[hRateLimitPol] = lines
+	s := readSignals(h, now)
+	// The first members: 5 left of a window of 9s.
+	if s.exhausted || s.interval != 9*time.Second/5 || s.paceFor != 9*time.Second || s.malformed != hRateLimit {
+		t.Errorf("readSignals = %+v; want a pace of 1.8s for 9s, nothing exhausted, RateLimit reported", s)
+	}
+}
+
+// Any one or two field lines and bounds: the part cutList keeps is within
+// the bounds, and a parser reads in it the first members of the whole
+// field, unchanged.
+func FuzzCutList(f *testing.F) {
+	f.Add(`"a";r=1, "b";r=2, "c";r=3`, ``, uint8(2), uint16(100))
+	f.Add(`"a,b";r=1, c`, `d`, uint8(3), uint16(8))
+	f.Add(`"x\\\", y";r=1, z`, `w`, uint8(1), uint16(300))
+	f.Add(`%"a\", b, c`, ``, uint8(2), uint16(300))
+	f.Add(`("a" "b,c");r=1, d`, `e, f`, uint8(5), uint16(12))
+	f.Add(`limit=100, remaining=0, reset=30`, `remaining=1`, uint8(2), uint16(40))
+	f.Fuzz(func(t *testing.T, a, b string, members uint8, bytes uint16) {
+		lines := []string{a}
+		if b != "" {
+			lines = append(lines, b)
+		}
+		maxM, maxB := 1+int(members%80), int(bytes%400)
+		prefix, cut := cutList(lines, maxM, maxB)
+		joined := strings.Join(lines, ", ")
+		switch {
+		case !cut && (len(prefix) != len(lines) || strings.Join(prefix, ", ") != joined || len(joined) > maxB):
+			t.Fatalf("cutList(%q, %d, %d) = %q, not cut", lines, maxM, maxB, prefix)
+		case cut && (len(prefix) > 1 || !strings.HasPrefix(joined, strings.Join(prefix, "")) || len(strings.Join(prefix, "")) > maxB):
+			t.Fatalf("cutList(%q, %d, %d) = %q, cut", lines, maxM, maxB, prefix)
+		}
+		if whole, err := httpsfv.UnmarshalList(lines); err == nil {
+			read, err := httpsfv.UnmarshalList(prefix)
+			if err != nil || len(read) > maxM || len(read) > len(whole) || !cut && len(read) != len(whole) {
+				t.Fatalf("cutList(%q, %d, %d) = %q: %d members (%v) of %d", lines, maxM, maxB, prefix, len(read), err, len(whole))
+			}
+			got, err1 := httpsfv.Marshal(read)
+			want, err2 := httpsfv.Marshal(whole[:len(read)])
+			if got != want || (err1 == nil) != (err2 == nil) {
+				t.Fatalf("cutList(%q, %d, %d) = %q: read %q, want %q", lines, maxM, maxB, prefix, got, want)
+			}
+		}
+		if whole, err := httpsfv.UnmarshalDictionary(lines); err == nil {
+			read, err := httpsfv.UnmarshalDictionary(prefix)
+			if err != nil {
+				t.Fatalf("cutList(%q, %d, %d) = %q: %v", lines, maxM, maxB, prefix, err)
+			}
+			names, all := read.Names(), whole.Names()
+			if len(names) > len(all) || fmt.Sprint(names) != fmt.Sprint(all[:len(names)]) {
+				t.Fatalf("cutList(%q, %d, %d) = %q: names %q of %q", lines, maxM, maxB, prefix, names, all)
+			}
 		}
 	})
 }
@@ -174,4 +269,39 @@ func digits(s string) bool {
 		}
 	}
 	return s != ""
+}
+
+// hostileFields returns a RateLimit and a RateLimit-Policy field of n
+// members each, named apart so that every RateLimit member looks for its
+// policy: the shape of a hostile upstream's answer.
+func hostileFields(n int) http.Header {
+	var rl, pol strings.Builder
+	for i := range n {
+		if i > 0 {
+			rl.WriteString(", ")
+			pol.WriteString(", ")
+		}
+		name := strconv.FormatInt(int64(36*36*10+i), 36) // "a00", "a01", ...
+		rl.WriteString(name + ";r=5")
+		pol.WriteString(name + ";w=9")
+	}
+	return http.Header{hRateLimit: {rl.String()}, hRateLimitPol: {pol.String()}}
+}
+
+// BenchmarkHostileFields reads a RateLimit and a RateLimit-Policy of
+// 12,000 members each (216 KB), and the RateLimit alone.
+func BenchmarkHostileFields(b *testing.B) {
+	both := hostileFields(12000)
+	alone := http.Header{hRateLimit: both[hRateLimit]}
+	for _, bb := range []struct {
+		name string
+		h    http.Header
+	}{{"both", both}, {"RateLimit", alone}} {
+		b.Run(bb.name, func(b *testing.B) {
+			b.SetBytes(int64(len(bb.h[hRateLimit][0]) + len(bb.h.Get(hRateLimitPol))))
+			for b.Loop() {
+				readSignals(bb.h, now)
+			}
+		})
+	}
 }

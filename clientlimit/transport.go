@@ -42,7 +42,7 @@ const backoffBase = time.Second
 //
 // A Transport is safe for concurrent use. It remembers a bounded number
 // of keys ([WithMaxKeys]). Malformed rate-limit fields are ignored and
-// counted.
+// counted; over-long ones are read in part (see the package doc).
 type Transport struct {
 	base       http.RoundTripper
 	limiter    core.Limiter
@@ -116,7 +116,8 @@ const (
 	// longer than MaxWait or its context allow. Err is returned.
 	EventRefused
 	// EventMalformed: the field Header of a response could not be read
-	// and was ignored.
+	// and was ignored, or was longer than the transport reads and was read
+	// in part (see the package doc).
 	EventMalformed
 )
 
@@ -154,7 +155,7 @@ type Stats struct {
 	// long ([ErrWaitTooLong]).
 	Refused uint64
 	// Malformed counts rate-limit fields ignored because they could not
-	// be read.
+	// be read, or read in part because they were too long.
 	Malformed uint64
 }
 

@@ -557,6 +557,42 @@ func TestMalformed(t *testing.T) {
 	})
 }
 
+// A server answering a RateLimit and a RateLimit-Policy of 12,000 members
+// each (216 KB), the first 64 with 5 of 9s left and later ones spent for
+// an hour: the transport reads the first 64 and paces by them, reports
+// the field, and neither holds the key for the hour nor spends seconds
+// reading the rest.
+func TestHostileServer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		noJitter(t)
+		h := hostileFields(12000)
+		rl := strings.Split(h[hRateLimit][0], ", ")
+		for i := 64; i < len(rl); i++ {
+			rl[i] = strings.Replace(rl[i], ";r=5", ";r=0;t=3600", 1)
+		}
+		h[hRateLimit] = []string{strings.Join(rl, ", ")}
+		h[hRateLimitPol] = strings.Split(h[hRateLimitPol][0], ", ") // and 12,000 field lines
+		srv := newFake(func(n int, r *http.Request) (int, http.Header) { return 200, h })
+		var bad []string
+		tr := NewTransport(srv, WithMaxWait(ms(1900)), WithObserver(func(e Event) {
+			if e.Kind == EventMalformed {
+				bad = append(bad, e.Header)
+			}
+		}))
+		c := &http.Client{Transport: tr}
+		for range 3 {
+			get(t, c, "http://api.test/")
+		}
+		want := []time.Duration{0, 0, ms(1800)}
+		if got := srv.arrivals(); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("sent at %v, want %v", got, want)
+		}
+		if len(bad) != 3 || bad[0] != "Ratelimit" || tr.Stats().Malformed != 3 {
+			t.Errorf("malformed %v, stats %+v; want Ratelimit once a response", bad, tr.Stats())
+		}
+	})
+}
+
 // Key state is bounded: a client calling many hosts that all hold it off
 // remembers at most MaxKeys of them.
 func TestMaxKeys(t *testing.T) {
