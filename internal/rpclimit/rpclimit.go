@@ -4,6 +4,16 @@
 // limiter, and what a refusal becomes in RPC terms (a google.rpc.Code, the
 // Retry-After in seconds, the policy, the rate headers as metadata).
 //
+// Per-method state is bounded whatever method names clients send. A call
+// whose method the server does not serve ([Call.Unknown]: gRPC hands such
+// calls to its UnknownServiceHandler) is the method [UnknownMethod] to
+// everything the options give: the limiter, [Config.MethodFunc], the route
+// key functions see, costs, skips and hooks. So a made-up name never mints
+// a key or an entry. The methods the server serves are a set the program
+// fixes; the entries [Config.MethodFunc]'s answers take are bounded by
+// [MaxMethods] all the same, should an adapter ever pass on a client's
+// name as a served one.
+//
 // The interceptors live in modules of their own that import this package:
 // a change to it must keep compiling their released versions, or they must
 // require the root version that makes it.
@@ -16,6 +26,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/httplimit"
@@ -33,14 +44,30 @@ const (
 	CodeUnavailable       uint32 = 14
 )
 
+// UnknownMethod is the full method name every call to a method the server
+// does not serve is known by ([Call.Unknown]). No service can register it:
+// "*" is not a protobuf name. Config.Methods may name it to give those calls
+// a limiter of their own.
+const UnknownMethod = "/*/*"
+
+// MaxMethods is how many methods, at most, keep the limiter
+// [Config.MethodFunc] picked for them: far more than a server serves. Past
+// it, the calls of a method met for the first time are limited as
+// [UnknownMethod], and the error hook is told once.
+const MaxMethods = 4096
+
 // Config is what the interceptors' options set. The zero Config limits
 // every call with the default limiter, keyed by its peer's address.
 type Config struct {
 	// Methods holds per-method limiters by full method name
 	// ("/pkg.Service/Method"); a method not in it uses the default limiter.
+	// A method named here is one the server serves, whatever [Call.Unknown]
+	// says: the way to limit a proxied method apart.
 	Methods map[string]core.Limiter
 	// MethodFunc, if set, picks the limiter of a method not in Methods, once
 	// per method, at its first call; nil from it means the default limiter.
+	// It is asked once for all the methods the server does not serve, with
+	// [UnknownMethod].
 	MethodFunc func(method string) core.Limiter
 	// Key keys a call (keyfunc's functions see the peer address as
 	// RemoteAddr, the metadata as headers and the method as the route).
@@ -84,9 +111,14 @@ type Limiter struct {
 	def     *httplimit.Engine
 	methods map[string]*httplimit.Engine // fixed at New
 	fn      func(string) core.Limiter
-	byFunc  sync.Map // method -> *httplimit.Engine, for fn's limiters
-	opts    []httplimit.Option
-	hook    func(keyfunc.Request, error)
+	// byFunc holds fn's answers: method -> *httplimit.Engine. Its methods
+	// are those the server serves, and UnknownMethod for all the others;
+	// funcN counts its entries but UnknownMethod's, at most MaxMethods.
+	byFunc sync.Map
+	funcN  atomic.Int64
+	full   atomic.Bool // the hook was told byFunc is full
+	opts   []httplimit.Option
+	hook   func(keyfunc.Request, error)
 	// PerMessage is Config.PerMessage.
 	PerMessage bool
 }
@@ -156,39 +188,65 @@ func New(who string, l core.Limiter, cfg Config) (*Limiter, error) {
 	return lim, nil
 }
 
-// engine returns the engine that limits method.
-func (l *Limiter) engine(method string) (*httplimit.Engine, error) {
-	if e, ok := l.methods[method]; ok {
+// engine returns the engine that limits c, and settles c.Unknown: cleared
+// for a method Methods names, set for one beyond MaxMethods.
+func (l *Limiter) engine(c *Call) (*httplimit.Engine, error) {
+	if e, ok := l.methods[c.Procedure]; ok {
+		c.Unknown = false
 		return e, nil
+	}
+	if c.Unknown {
+		if e, ok := l.methods[UnknownMethod]; ok {
+			return e, nil
+		}
 	}
 	if l.fn == nil {
 		return l.def, nil
 	}
-	if e, ok := l.byFunc.Load(method); ok {
+	m := c.Route()
+	if e, ok := l.byFunc.Load(m); ok {
 		return e.(*httplimit.Engine), nil
 	}
+	if m != UnknownMethod {
+		// A slot is taken before fn is asked, so that racing first calls
+		// of new methods never take more than MaxMethods.
+		if l.funcN.Add(1) > MaxMethods {
+			l.funcN.Add(-1)
+			if l.hook != nil && !l.full.Swap(true) {
+				l.hook(c, fmt.Errorf("rpclimit: method %s: more than %d methods; it and later ones are limited as %s", m, MaxMethods, UnknownMethod))
+			}
+			c.Unknown = true
+			return l.engine(c)
+		}
+	}
 	e := l.def
-	if ml := l.fn(method); ml != nil {
+	if ml := l.fn(m); ml != nil {
 		var err error
 		if e, err = httplimit.New(ml, l.opts...); err != nil {
+			if m != UnknownMethod {
+				l.funcN.Add(-1)
+			}
 			return nil, err
 		}
 	}
-	// Methods are the server's registered ones, so the cache is bounded.
-	got, _ := l.byFunc.LoadOrStore(method, e)
+	got, loaded := l.byFunc.LoadOrStore(m, e)
+	if loaded && m != UnknownMethod {
+		l.funcN.Add(-1) // a racing first call stored it
+	}
 	return got.(*httplimit.Engine), nil
 }
 
-// Check decides call c. c must stay unchanged until the Verdict's Done.
+// Check decides call c. c must stay unchanged until the Verdict's Done;
+// Check itself may change c.Unknown (see there).
 func (l *Limiter) Check(c *Call) Verdict {
-	e, err := l.engine(c.Procedure)
+	e, err := l.engine(c)
 	if err != nil {
 		// A limiter from MethodFunc that cannot be used (it cannot give
 		// units back for CountIf): a configuration error, met at the
 		// method's first call. The call is refused as when the limiter is
 		// down and fails closed, never served unlimited.
 		if l.hook != nil {
-			l.hook(c, fmt.Errorf("rpclimit: method %s: %w", c.Procedure, err))
+			l.hook(c, fmt.Errorf("rpclimit: method %s: %w", c.Route(), err))
 		}
 		return Verdict{broken: true, ctx: c.Ctx}
 	}
@@ -322,8 +380,14 @@ type Call struct {
 	// Metadata returns the values of the named metadata key (lowercase,
 	// as gRPC keys are), or nil.
 	Metadata func(name string) []string
-	// Procedure is the full method name, "/pkg.Service/Method".
+	// Procedure is the full method name, "/pkg.Service/Method", as the
+	// client sent it.
 	Procedure string
+	// Unknown reports that the server does not serve Procedure, so that
+	// the name is the client's own: the call is then known by
+	// [UnknownMethod]. [Limiter.Check] clears it for a method
+	// [Config.Methods] names and sets it for a method beyond [MaxMethods].
+	Unknown bool
 }
 
 var _ keyfunc.Request = (*Call)(nil)
@@ -343,8 +407,14 @@ func (c *Call) Header(name string) []string {
 // (Connect's GET for side-effect-free calls aside).
 func (c *Call) Method() string { return http.MethodPost }
 
-// Route returns the full method name.
-func (c *Call) Route() string { return c.Procedure }
+// Route returns the full method name the call is known by: Procedure, or
+// [UnknownMethod] for a method the server does not serve.
+func (c *Call) Route() string {
+	if c.Unknown {
+		return UnknownMethod
+	}
+	return c.Procedure
+}
 
 // Context returns the call's context.
 func (c *Call) Context() context.Context { return c.Ctx }
