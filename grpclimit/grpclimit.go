@@ -26,6 +26,14 @@
 //   - a call whose context ends while it waits for its leaky-bucket slot:
 //     Canceled or DeadlineExceeded.
 //
+// A server with a grpc.UnknownServiceHandler (a proxy) receives calls to
+// methods it does not serve, named as the client likes. Those calls reach
+// only [StreamServerInterceptor], since gRPC makes every call it hands that
+// handler a stream, and to every option they are one method,
+// [UnknownMethod], unless [WithMethods] names them: they share one route
+// key and one limiter, and no name a client makes up mints a key or keeps
+// memory. The name the client sent is grpc.Method(ctx).
+//
 // A refusal with a RetryInfo also carries the trailer grpc-retry-pushback-ms,
 // so that gRPC's own client retries, where a retryPolicy allows them, wait
 // as long.
@@ -53,6 +61,13 @@ import (
 	"github.com/ratekit/ratekit/internal/rpclimit"
 )
 
+// UnknownMethod is the full method name the calls a server hands its
+// grpc.UnknownServiceHandler are known by, whatever method they name, unless
+// [WithMethods] names it: it is what [WithMethodFunc], [WithCost],
+// [WithSkip], the hooks and key functions' route see. No service can be
+// registered under it. [WithMethods] may give it a limiter of its own.
+const UnknownMethod = rpclimit.UnknownMethod
+
 // UnaryServerInterceptor returns an interceptor that limits unary calls
 // with l, configured by opts. An allowed call gets the rate header metadata
 // and goes on to the handler; a refused one gets the status the package doc
@@ -65,7 +80,8 @@ import (
 func UnaryServerInterceptor(l core.Limiter, opts ...Option) grpc.UnaryServerInterceptor {
 	lim, _ := mustNew("grpclimit: UnaryServerInterceptor", l, opts)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		c := newCall(ctx, unaryMethod(info))
+		// gRPC calls unary interceptors for the methods it serves only.
+		c := newCall(ctx, unaryMethod(info), false)
 		v := lim.Check(c)
 		if md := rateMetadata(&v); md != nil {
 			// It fails only when ctx is not a gRPC server call's, as when
@@ -101,7 +117,11 @@ func UnaryServerInterceptor(l core.Limiter, opts ...Option) grpc.UnaryServerInte
 func StreamServerInterceptor(l core.Limiter, opts ...Option) grpc.StreamServerInterceptor {
 	lim, counting := mustNew("grpclimit: StreamServerInterceptor", l, opts)
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		c := newCall(ss.Context(), streamMethod(info))
+		// gRPC hands a stream to its UnknownServiceHandler, for a method it
+		// does not serve, with no service implementation (srv). A service
+		// registered with a nil one, which generated handlers cannot
+		// serve, is taken for unknown too: the safe side.
+		c := newCall(ss.Context(), streamMethod(info), srv == nil)
 		v := lim.Check(c)
 		if md := rateMetadata(&v); md != nil {
 			_ = ss.SetHeader(md) // fails only once the header is sent: not yet
@@ -191,9 +211,10 @@ func (s *meteredStream) RecvMsg(m any) error {
 	return nil
 }
 
-// newCall returns the view of the call key functions read.
-func newCall(ctx context.Context, method string) *rpclimit.Call {
-	c := &rpclimit.Call{Ctx: ctx, Procedure: method}
+// newCall returns the view of the call key functions read; unknown
+// reports that the server does not serve method.
+func newCall(ctx context.Context, method string, unknown bool) *rpclimit.Call {
+	c := &rpclimit.Call{Ctx: ctx, Procedure: method, Unknown: unknown}
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 		c.Peer = peerAddr(p.Addr)
 	}

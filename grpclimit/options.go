@@ -27,7 +27,8 @@ type config = rpclimit.Config
 // the limiter counts by. Key functions see the peer's address as the
 // remote address, the request metadata as headers (lowercase keys, as
 // gRPC has them) and the full method name ("/pkg.Service/Method") as the
-// route: [keyfunc.Header] for an API key (hashed), [keyfunc.Route] for the
+// route ([UnknownMethod] for a method the server does not serve):
+// [keyfunc.Header] for an API key (hashed), [keyfunc.Route] for the
 // method, [keyfunc.Join] for both. A key function that finds nothing to
 // key by (an error wrapping [keyfunc.ErrNoKey]) falls back to the peer's
 // address; any other key error refuses the call with InvalidArgument.
@@ -45,6 +46,11 @@ func WithKey(f keyfunc.Func) Option { return func(c *config) { c.Key = f } }
 // full method name, or a nil limiter, makes the interceptor constructors
 // panic.
 //
+// A method named here is limited by its own name even when the server does
+// not serve it, as behind a grpc.UnknownServiceHandler that proxies it:
+// that is how a proxy limits a backend's methods apart. [UnknownMethod]
+// names the limiter of every other method the server does not serve.
+//
 // Default: every method uses the interceptor's limiter, sharing its count.
 func WithMethods(m map[string]core.Limiter) Option {
 	m = maps.Clone(m)
@@ -53,7 +59,13 @@ func WithMethods(m map[string]core.Limiter) Option {
 
 // WithMethodFunc gives methods limits of their own, picked by f for each
 // method not in [WithMethods] (f is asked once per method, on its first
-// call); nil from f means the interceptor's limiter. A limiter from f that
+// call, and its answer kept); nil from f means the interceptor's limiter.
+// The methods are those the server serves: f is asked once, with
+// [UnknownMethod], for all the calls a grpc.UnknownServiceHandler gets, so
+// what it keeps is bounded by the server's methods, whatever names clients
+// send. At most 4,096 methods keep an answer in any case; a method first
+// met past that is limited as UnknownMethod, and the [WithErrorHook] hook
+// is told once. A limiter from f that
 // cannot be used (with [WithCountIf], one that cannot give units back) is
 // reported to the [WithErrorHook] hook, and that method's calls are
 // refused with Unavailable.
