@@ -10,6 +10,11 @@
 // keyed by the peer's address unless [WithKey] says otherwise, and a
 // procedure may have a limiter of its own ([WithProcedures]).
 //
+// A call's procedure is the one its handler was built for, never the path
+// the client sent: a handler serves one procedure whatever URL reaches it.
+// So what the interceptor keeps per procedure is bounded by the handlers
+// it is given, and no name a client makes up mints a key.
+//
 // A refused call gets a [*connect.Error], and the handler is not called: a
 // denial is [connect.CodeResourceExhausted] with a google.rpc.RetryInfo
 // detail (retry_delay: the Retry-After, in whole seconds, at least 1) and a
@@ -192,7 +197,7 @@ func (i *interceptor) addDetail(c *rpclimit.Call, err *connect.Error, msg proto.
 	d, derr := connect.NewErrorDetail(msg)
 	if derr != nil {
 		if i.hook != nil {
-			i.hook(c.Ctx, c.Procedure, fmt.Errorf("connectlimit: error detail: %w", derr))
+			i.hook(c.Ctx, c.Route(), fmt.Errorf("connectlimit: error detail: %w", derr))
 		}
 		return
 	}

@@ -56,8 +56,12 @@ func WithProcedures(m map[string]core.Limiter) Option {
 // WithProcedureFunc picks the limiter of a procedure not given by
 // [WithProcedures]; nil from f means the limiter given to
 // [NewInterceptor]. f is asked once per procedure, at its first call, and
-// its answer is kept for the life of the interceptor. f must be safe for
-// concurrent use.
+// its answer is kept for the life of the interceptor: procedures are those
+// of the handlers built with it, never names clients send, so that is
+// bounded. (At most 4,096 procedures keep an answer in any case: those
+// first met past that are limited as one procedure, "/*/*", f's answer for
+// that name, and the [WithErrorHook] hook is told once.) f must be safe
+// for concurrent use.
 //
 // Default: every procedure not in WithProcedures uses the one limiter.
 func WithProcedureFunc(f func(procedure string) core.Limiter) Option {
