@@ -19,48 +19,92 @@ const maxFieldBytes = 64 << 10
 
 // BodyField returns the named field of a request body that has already been
 // read, for adapters whose framework keeps the body in memory (fasthttp) and
-// for [FromHTTP]. contentType is the request's Content-Type header:
+// for [FromHTTP]. contentType is the request's Content-Type header. The
+// body is read as every common handler might read it, and they must agree:
 //
-//   - application/x-www-form-urlencoded: the field's value, matched exactly;
-//   - multipart/form-data: the value of the non-file part with that form name;
-//   - application/json or any "+json" type: a top-level string member of the
-//     object, its name matched case-insensitively as encoding/json matches
-//     struct fields;
-//   - anything else: no fields.
+//   - as a URL-encoded form (the field's value, matched exactly) when the
+//     media type is application/x-www-form-urlencoded, even with malformed
+//     parameters, as net/http's ParseForm reads it, or merely starts so, as
+//     fasthttp reads it;
+//   - as a multipart form (the non-file part with that form name) when the
+//     media type is multipart/form-data;
+//   - as a JSON object (a top-level string member, its name matched
+//     case-insensitively as encoding/json matches struct fields) when the
+//     media type is application/json or a "+json" type, and also, whatever
+//     the type says or when there is none, when the body starts with "{"
+//     after JSON white space: handlers that decode JSON without looking at
+//     the type (json.NewDecoder, gin's ShouldBindJSON) read it, so a client
+//     cannot hide its identity from the limiter by calling its JSON
+//     text/plain.
 //
 // It returns "" when the body has no such field. A field given more than once
-// with different values, or a JSON member that is not a string, is an error
+// with different values, within one reading or between two (a form field
+// and a JSON member), or a JSON member that is not a string, is an error
 // wrapping [ErrInvalidKey]: the handler and the limiter could otherwise read
 // different values, and a client could pick the one the limiter sees. A
-// malformed body is an error too.
+// malformed body of a declared form, multipart or JSON type is an error
+// wrapping [ErrInvalidKey] too; a body that only looks like JSON and is
+// not is read by its declared type alone, as a decoding handler fails on
+// it.
 func BodyField(contentType string, body []byte, name string) (string, error) {
 	if len(body) == 0 {
 		return "", nil
 	}
+	var v string
+	var err error
 	switch kind, params := bodyKind(contentType); kind {
+	case fieldsJSON:
+		return jsonField(body, name)
 	case fieldsForm:
 		// Like net/http's ParseForm: keep the well-formed pairs of a body
 		// with a bad escape somewhere else.
 		vs, _ := url.ParseQuery(string(body))
-		return singleValue(vs[name], name)
+		v, err = singleValue(vs[name], name)
 	case fieldsMultipart:
-		return multipartField(body, params["boundary"], name)
-	case fieldsJSON:
-		return jsonField(body, name)
+		v, err = multipartField(body, params["boundary"], name)
 	}
-	return "", nil
+	if err != nil || !looksJSONObject(body) {
+		return v, err
+	}
+	j, err := jsonField(body, name)
+	var notJSON *jsonSyntaxError
+	switch {
+	case errors.As(err, &notJSON):
+		return v, nil // not JSON: a handler decoding it fails too
+	case err != nil:
+		return "", err // a member that is no string, or given twice
+	case v != "" && j != "" && v != j:
+		return "", fmt.Errorf("%w: field %q given with different values as a form field and as a JSON member", ErrInvalidKey, name)
+	case j != "":
+		return j, nil
+	}
+	return v, nil
 }
 
-// HasBodyFields reports whether [BodyField] reads fields from a body of
-// type contentType, the request's Content-Type header: a URL-encoded or
-// multipart form, or JSON. An adapter need not read, nor decode, any other
-// body to find a field.
-func HasBodyFields(contentType string) bool {
-	kind, _ := bodyKind(contentType)
-	return kind != noFields
+// looksJSONObject reports whether body starts with "{" after JSON white
+// space, as a JSON object does.
+func looksJSONObject(body []byte) bool {
+	for _, c := range body {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		case '{':
+			return true
+		}
+		return false
+	}
+	return false
 }
 
-// A fieldsKind is the kind of body [BodyField] reads fields from.
+// HasBodyFields reports whether [BodyField] may find fields in a body of
+// type contentType, the request's Content-Type header. Every type may: a
+// body that starts as a JSON object is read whatever its declared type, so
+// it reports true for every contentType, and a view that reads the body
+// only when it reports true, as views written for earlier versions do,
+// reads every body.
+func HasBodyFields(contentType string) bool { return true }
+
+// A fieldsKind is the kind of body a Content-Type declares.
 type fieldsKind uint8
 
 const (
@@ -70,16 +114,23 @@ const (
 	fieldsJSON
 )
 
-// bodyKind returns what kind of body contentType describes, and the media
-// type's parameters.
+// bodyKind returns what kind of body contentType declares, and the media
+// type's parameters (nil when they are malformed).
 func bodyKind(contentType string) (fieldsKind, map[string]string) {
 	mt, params, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		// The type of a header with malformed parameters, as net/http's
+		// ParseForm takes it; without even a type, the header as fasthttp
+		// and echo match it, by its start.
+		params = nil
+		if mt == "" {
+			mt = strings.ToLower(strings.TrimSpace(contentType))
+		}
+	}
 	switch {
-	case err != nil:
-		return noFields, nil // not a form or JSON body
-	case mt == "application/x-www-form-urlencoded":
+	case strings.HasPrefix(mt, "application/x-www-form-urlencoded"):
 		return fieldsForm, params
-	case mt == "multipart/form-data":
+	case strings.HasPrefix(mt, "multipart/form-data"):
 		return fieldsMultipart, params
 	case mt == "application/json" || strings.HasSuffix(mt, "+json"):
 		return fieldsJSON, params
@@ -240,27 +291,40 @@ func (b *boundedReader) Read(p []byte) (int, error) {
 }
 
 // RequestField returns a request's field name as every [Request] view
-// reads it: from the body when it has the field (see [BodyField]), else
-// from the URL query string rawQuery (its value, given once or always the
-// same; different values are an error wrapping [ErrInvalidKey]). body is
-// the body decoded ([DecodeBody]); an empty body has no fields, whatever
-// its content type.
+// reads it: from the body (see [BodyField]) and from the URL query string
+// rawQuery (its value, given once or always the same). A field given in
+// both with different values is an error wrapping [ErrInvalidKey], as one
+// given twice in either is: handlers read one or the other (net/http's
+// FormValue the body first, fasthttp's the query first, a JSON decoder
+// the body alone), so the limiter keys only what they all read alike.
+// body is the body decoded ([DecodeBody]); an empty body has no fields,
+// whatever its content type.
 //
 // It is public for adapters of frameworks not built on net/http (fiberlimit
 // and a user's own), which implement [Request.Field] with it so that a
 // field reads the same in every framework.
 func RequestField(contentType string, body []byte, rawQuery, name string) (string, error) {
+	var v string
 	if len(body) > 0 {
-		v, err := BodyField(contentType, body, name)
-		if v != "" || err != nil {
-			return v, err
+		var err error
+		if v, err = BodyField(contentType, body, name); err != nil {
+			return "", err
 		}
 	}
 	if rawQuery == "" {
-		return "", nil
+		return v, nil
 	}
 	vs, _ := url.ParseQuery(rawQuery) // the well-formed pairs, as URL.Query keeps them
-	return singleValue(vs[name], name)
+	q, err := singleValue(vs[name], name)
+	switch {
+	case err != nil:
+		return "", err
+	case v != "" && q != "" && q != v:
+		return "", fmt.Errorf("%w: field %q given with different values in the body and in the query", ErrInvalidKey, name)
+	case v == "":
+		return q, nil
+	}
+	return v, nil
 }
 
 // singleValue returns the one value of a field given zero or more times, and
@@ -279,7 +343,7 @@ func singleValue(vs []string, name string) (string, error) {
 
 func multipartField(body []byte, boundary, name string) (string, error) {
 	if boundary == "" {
-		return "", errors.New("keyfunc: multipart body without boundary")
+		return "", fmt.Errorf("%w: multipart body without boundary", ErrInvalidKey)
 	}
 	mr := multipart.NewReader(bytes.NewReader(body), boundary)
 	var vs []string
@@ -289,14 +353,14 @@ func multipartField(body []byte, boundary, name string) (string, error) {
 			break
 		}
 		if err != nil {
-			return "", fmt.Errorf("keyfunc: multipart body: %w", err)
+			return "", fmt.Errorf("%w: multipart body: %w", ErrInvalidKey, err)
 		}
 		if p.FormName() != name || p.FileName() != "" {
 			continue
 		}
 		b, err := io.ReadAll(io.LimitReader(p, maxFieldBytes+1))
 		if err != nil {
-			return "", fmt.Errorf("keyfunc: multipart body: %w", err)
+			return "", fmt.Errorf("%w: multipart body: %w", ErrInvalidKey, err)
 		}
 		if len(b) > maxFieldBytes {
 			return "", fmt.Errorf("%w: field %q is longer than %d bytes", ErrInvalidKey, name, maxFieldBytes)
@@ -306,11 +370,19 @@ func multipartField(body []byte, boundary, name string) (string, error) {
 	return singleValue(vs, name)
 }
 
+// jsonSyntaxError is jsonField's error for a body that is not JSON.
+type jsonSyntaxError struct{ err error }
+
+func (e *jsonSyntaxError) Error() string {
+	return ErrInvalidKey.Error() + ": JSON body: " + e.err.Error()
+}
+func (e *jsonSyntaxError) Unwrap() []error { return []error{ErrInvalidKey, e.err} }
+
 func jsonField(body []byte, name string) (string, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	tok, err := dec.Token()
 	if err != nil {
-		return "", fmt.Errorf("keyfunc: JSON body: %w", err)
+		return "", &jsonSyntaxError{err}
 	}
 	if tok != json.Delim('{') {
 		return "", nil // an array or a scalar: no top-level fields
@@ -319,12 +391,12 @@ func jsonField(body []byte, name string) (string, error) {
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return "", fmt.Errorf("keyfunc: JSON body: %w", err)
+			return "", &jsonSyntaxError{err}
 		}
 		key, _ := tok.(string)
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return "", fmt.Errorf("keyfunc: JSON body: %w", err)
+			return "", &jsonSyntaxError{err}
 		}
 		// encoding/json fills a struct field from any member whose name
 		// matches case-insensitively, the last one winning; a strict decoder
@@ -339,7 +411,7 @@ func jsonField(body []byte, name string) (string, error) {
 		vs = append(vs, s)
 	}
 	if _, err := dec.Token(); err != nil {
-		return "", fmt.Errorf("keyfunc: JSON body: %w", err)
+		return "", &jsonSyntaxError{err}
 	}
 	return singleValue(vs, name)
 }

@@ -107,20 +107,65 @@ func allocated(f func()) uint64 {
 	return after.TotalAlloc - before.TotalAlloc
 }
 
+// Every body may hold fields: one that starts as a JSON object is read
+// whatever its declared type.
 func TestHasBodyFields(t *testing.T) {
-	for ct, want := range map[string]bool{
-		"application/x-www-form-urlencoded":        true,
-		"multipart/form-data; boundary=x":          true,
-		"application/json; charset=utf-8":          true,
-		"application/problem+json":                 true,
-		"APPLICATION/JSON":                         true,
-		"text/plain":                               false,
-		"application/octet-stream":                 false,
-		"":                                         false,
-		"application/json; charset=\"unterminated": false,
+	for _, ct := range []string{
+		"application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/json; charset=utf-8",
+		"application/problem+json", "APPLICATION/JSON", "text/plain", "application/octet-stream", "",
+		"application/json; charset=\"unterminated",
 	} {
-		if got := HasBodyFields(ct); got != want {
-			t.Errorf("HasBodyFields(%q) = %v; want %v", ct, got, want)
+		if !HasBodyFields(ct) {
+			t.Errorf("HasBodyFields(%q) = false; want true", ct)
+		}
+	}
+}
+
+// BodyField reads a body as each common handler might: as the form its
+// type declares, and as JSON when it starts as an object, whatever its
+// type; two readings that disagree are refused.
+func TestBodyFieldReadings(t *testing.T) {
+	const form = "application/x-www-form-urlencoded"
+	const ana = `{"email":"ana@example.com"}`
+	for _, tc := range []struct {
+		ct, body string
+		want     string
+		wantErr  bool // an error wrapping ErrInvalidKey
+	}{
+		{"application/json", ana, "ana@example.com", false},
+		{"text/plain", ana, "ana@example.com", false},
+		{"text/plain; charset=UTF-8", " \r\n\t" + ana, "ana@example.com", false},
+		{"", ana, "ana@example.com", false},
+		{"application/json;", ana, "ana@example.com", false},
+		{"application/json;;", ana, "ana@example.com", false},
+		{`application/json; charset="x`, ana, "ana@example.com", false},
+		{"application/jsonx", ana, "ana@example.com", false},
+		{"application/octet-stream", ana, "ana@example.com", false},
+		{"no type at all", ana, "ana@example.com", false},
+		{"text/plain", `{"email":5}`, "", true},
+		{"text/plain", `{"email":"a","EMAIL":"b"}`, "", true},
+		{"text/plain", `[{"email":"a"}]`, "", false},
+		{"text/plain", `{"email":"a"`, "", false}, // not JSON: a decoding handler fails too
+		{"application/json", `{"email":"a"`, "", true},
+		{"text/plain", "email=a", "", false}, // no handler reads a text body as a form
+		// A form, even with malformed parameters (as net/http reads it) or
+		// a type that merely starts as one (as fasthttp reads it).
+		{form + `; charset="x`, "email=a", "a", false},
+		{form + "x", "email=a", "a", false},
+		{form + ", text/plain", "email=a", "a", false},
+		{"Application/X-WWW-Form-Urlencoded", "email=a", "a", false},
+		// JSON sent as a form: read as JSON too.
+		{form, ana, "ana@example.com", false},
+		{form, `{"x":"&email=b"}`, `b"}`, false}, // only a form reader finds it
+		{form, `{"email":"a","x":"&email=a"}`, "", true},
+		// A form sent as JSON is no JSON: refused.
+		{"application/json", "email=a", "", true},
+		{"multipart/form-data", "--b\r\n", "", true},
+		{`multipart/form-data; boundary="b`, "--b\r\n", "", true},
+	} {
+		got, err := BodyField(tc.ct, []byte(tc.body), "email")
+		if tc.wantErr != (err != nil) || err != nil && !errors.Is(err, ErrInvalidKey) || got != tc.want {
+			t.Errorf("BodyField(%q, %q) = %q, %v; want %q (error %v)", tc.ct, tc.body, got, err, tc.want, tc.wantErr)
 		}
 	}
 }
@@ -134,7 +179,10 @@ func TestRequestField(t *testing.T) {
 		want            string
 		wantErr         error
 	}{
-		{form, "email=body%40example.com", "email=query@example.com", "body@example.com", nil},
+		{form, "email=body%40example.com", "email=query@example.com", "", ErrInvalidKey},
+		{form, "email=same%40example.com", "email=same@example.com", "same@example.com", nil},
+		{"text/plain", `{"email":"json@example.com"}`, "email=query@example.com", "", ErrInvalidKey},
+		{"text/plain", `{"email":"json@example.com"}`, "email=json@example.com", "json@example.com", nil},
 		{form, "other=1", "email=query@example.com", "query@example.com", nil},
 		{"application/json", `{"email":"json@example.com"}`, "", "json@example.com", nil},
 		{"text/plain", "email=body@example.com", "email=query@example.com", "query@example.com", nil},
@@ -176,6 +224,28 @@ func FuzzDecodeBody(f *testing.F) {
 		}
 		if strings.Trim(encoding, " \t\n,") == "" && !bytes.Equal(got, body) {
 			t.Fatalf("DecodeBody without codings = %q; want the body %q", got, body)
+		}
+	})
+}
+
+// FuzzBodyField reads the field "email" of arbitrary bodies with arbitrary
+// Content-Types. It never panics; every error wraps ErrInvalidKey; and a
+// type that declares no form, multipart or JSON body reads as no type at
+// all: what it claims never changes the key.
+func FuzzBodyField(f *testing.F) {
+	f.Fuzz(func(t *testing.T, contentType string, body []byte) {
+		got, err := BodyField(contentType, body, "email")
+		if err != nil && !errors.Is(err, ErrInvalidKey) {
+			t.Fatalf("BodyField(%q, %q) error %v does not wrap ErrInvalidKey", contentType, body, err)
+		}
+		if err != nil && got != "" {
+			t.Fatalf("BodyField(%q, %q) = %q with error %v", contentType, body, got, err)
+		}
+		if kind, _ := bodyKind(contentType); kind == noFields {
+			plain, perr := BodyField("", body, "email")
+			if plain != got || (perr == nil) != (err == nil) {
+				t.Fatalf("BodyField(%q, %q) = %q, %v; without a type %q, %v", contentType, body, got, err, plain, perr)
+			}
 		}
 	})
 }

@@ -23,10 +23,12 @@
 //   - [ClientIP] and [PeerIP]: the client's IP address, IPv6 grouped by /64;
 //     forwarding headers are read only from trusted proxies.
 //   - [Header]: an API key or token, hashed so that secrets never become
-//     store keys.
+//     store keys; Authorization read as a credential, so that one Basic
+//     or Bearer credential is one key however it is spelled.
 //   - [Route]: method and route pattern, never the raw path.
-//   - [Email]: a normalized email address from a form or JSON field;
-//     [NormalizeEmail] is the normalization on its own.
+//   - [Email]: a normalized email address from a form or JSON field,
+//     whatever the Content-Type claims; [NormalizeEmail] is the
+//     normalization on its own.
 //   - [ContextValue]: a value such as a user ID set by earlier middleware.
 //   - [Join] and [Prefix]: composite keys (account and IP) and namespaces,
 //     encoded unambiguously.
@@ -47,7 +49,20 @@
 //
 // A request with nothing to key by (no such header, field or context value)
 // gets an error wrapping [ErrNoKey]; one with an unusable key (a malformed
-// email address) gets an error wrapping [ErrInvalidKey]. What the request
-// then gets is the adapter's decision. Invalid configuration is an error
+// email address or credential, a field given twice with different values)
+// gets an error wrapping [ErrInvalidKey]. What the request then gets is
+// the adapter's decision; ratekit's adapters refuse both by default,
+// since keying such a request by something else (its address) would turn
+// an account's limit into an address's. Invalid configuration is an error
 // from the constructor; nothing here panics on request input.
+//
+// # One identity, one key
+//
+// A client chooses everything its request carries, so a key must be the
+// same however the client spells one identity: [Email] normalizes case,
+// Unicode and IDNA; a body field reads alike whatever Content-Type the
+// request claims, and one that two readings (form and JSON, body and
+// query) give differently is refused; [Header] reads Authorization
+// canonically. Where a spelling cannot be read one way, the request is
+// refused rather than keyed by its raw bytes.
 package keyfunc

@@ -38,7 +38,10 @@ func FoldGmail() EmailOption {
 // Email returns a [Func] keying a request by the email address (or account
 // name in email form) in its form or JSON body field named field, read with
 // [Request.Field] and normalized with [NormalizeEmail], so that
-// " Ana@Example.COM " and "ana@example.com" are one account.
+// " Ana@Example.COM " and "ana@example.com" are one account. A JSON body
+// is read whatever Content-Type the request claims (text/plain, none, a
+// malformed one), as handlers that decode JSON without looking at it
+// read it.
 //
 // A missing or empty field is an error wrapping [ErrNoKey]; an address that
 // [NormalizeEmail] rejects is an error wrapping [ErrInvalidKey]; an error

@@ -2,6 +2,7 @@ package keyfunc
 
 import (
 	"errors"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"unicode"
@@ -139,5 +140,28 @@ func TestNormalizeEmailEveryRune(t *testing.T) {
 		if again, err := NormalizeEmail(got); again != got || err != nil {
 			t.Errorf("NormalizeEmail(%+q) = %+q, but NormalizeEmail(%+q) = %+q, %v", in, got, got, again, err)
 		}
+	}
+}
+
+// The JSON body of a login keys the same account whatever the request says
+// its Content-Type is, as handlers that decode JSON without looking at the
+// type (json.NewDecoder, gin's ShouldBindJSON) read it; none of them
+// yields no key.
+func TestEmailWhateverContentType(t *testing.T) {
+	const body = `{"email":"Ana@Example.com","password":"guess"}`
+	for _, ct := range []string{
+		"application/json", "text/plain", "", "application/json;", "application/json;;",
+		"text/plain;charset=UTF-8", "application/octet-stream", "application/x-www-form-urlencoded",
+		`application/json; charset="x`, "json", "application/json x", "multipart/form-data; boundary=b",
+	} {
+		hr := httptest.NewRequest("POST", "/login", strings.NewReader(body))
+		if ct != "" {
+			hr.Header.Set("Content-Type", ct)
+		}
+		key, err := Email("email")(FromHTTP(hr))
+		if err == nil && key != "ana@example.com" || err != nil && !errors.Is(err, ErrInvalidKey) {
+			t.Errorf("Content-Type %q: key %q, %v; want ana@example.com or a refusal (ErrInvalidKey)", ct, key, err)
+		}
+		checkBody(t, hr, body)
 	}
 }

@@ -45,11 +45,12 @@ func MaxBodyBytes(n int64) HTTPOption {
 // FromHTTP returns the [Request] view of a net/http request. Build it once
 // per request, before the handler runs.
 //
-// Its Field method reads the body of a form or JSON request at most once,
-// up to [MaxBodyBytes], decodes it as its Content-Encoding says with
-// [DecodeBody] within the same bound, and replaces r.Body with a reader
-// over the bytes read, so the handler reads the body as sent, as if it had
-// not been touched. Other bodies are not read.
+// Its Field method reads the body at most once, whatever its type (any
+// body may be JSON that a handler decodes), up to [MaxBodyBytes], decodes
+// it as its Content-Encoding says with [DecodeBody] within the same bound,
+// and replaces r.Body with a reader over the bytes read, so the handler
+// reads the body as sent, as if it had not been touched. Only a key or
+// cost function that asks for a field reads the body.
 func FromHTTP(r *http.Request, opts ...HTTPOption) Request {
 	h := &httpRequest{r: r}
 	for _, o := range opts {

@@ -133,10 +133,13 @@ func TestFromHTTPField(t *testing.T) {
 		{"multipart", "/login", mpType, mpBody, "mp@example.com", nil},
 		{"multipart repeated different", "/login", mpTwiceType, mpTwiceBody, "", ErrInvalidKey},
 		{"multipart without boundary", "/login", "multipart/form-data", mpBody, "", errAny},
-		{"text body not read", "/login", "text/plain", "email=a", "", nil},
+		{"text body is no form", "/login", "text/plain", "email=a", "", nil},
+		{"JSON sent as text", "/login", "text/plain", `{"email":"a"}`, "a", nil},
+		{"JSON without a type", "/login", "", `{"email":"a"}`, "a", nil},
 		{"no content type", "/login", "", "email=a", "", nil},
 		{"query fallback", "/login?email=q", form, "password=x", "q", nil},
-		{"body before query", "/login?email=q", form, "email=b", "b", nil},
+		{"body and query differ", "/login?email=q", form, "email=b", "", ErrInvalidKey},
+		{"body and query agree", "/login?email=b", form, "email=b", "b", nil},
 		{"query only", "/login?email=q", "", "", "q", nil},
 		{"query repeated different", "/login?email=a&email=b", "", "", "", ErrInvalidKey},
 	}
@@ -242,14 +245,25 @@ func TestFromHTTPFieldLimits(t *testing.T) {
 			t.Fatalf("Field = %q, %v; want \"\", nil", got, err)
 		}
 	})
-	t.Run("other content types not read", func(t *testing.T) {
+	// Any body may be JSON a handler decodes: one the limiter cannot read
+	// within the bound, whatever its type, is refused.
+	t.Run("other content types read too", func(t *testing.T) {
 		hr := httptest.NewRequest("POST", "/login?email=q", strings.NewReader(body))
 		hr.Header.Set("Content-Type", "application/octet-stream")
 		hr.Header.Set("Content-Encoding", "br")
-		if got, err := FromHTTP(hr, MaxBodyBytes(50)).Field("email"); got != "q" || err != nil {
-			t.Fatalf("Field = %q, %v; want the query's \"q\"", got, err)
+		if got, err := FromHTTP(hr, MaxBodyBytes(50)).Field("email"); !errors.Is(err, ErrInvalidKey) {
+			t.Fatalf("Field = %q, %v; want an error wrapping ErrInvalidKey", got, err)
 		}
 		checkBody(t, hr, body)
+	})
+	t.Run("other content types without fields", func(t *testing.T) {
+		const bin = "\x89PNG\r\n"
+		hr := httptest.NewRequest("POST", "/login?email=q", strings.NewReader(bin))
+		hr.Header.Set("Content-Type", "image/png")
+		if got, err := FromHTTP(hr).Field("email"); got != "q" || err != nil {
+			t.Fatalf("Field = %q, %v; want the query's \"q\"", got, err)
+		}
+		checkBody(t, hr, bin)
 	})
 }
 

@@ -36,17 +36,23 @@ type Request interface {
 	// middleware such as an authenticated user ID.
 	Context() context.Context
 
-	// Field returns the value of the named field of a URL-encoded form,
-	// multipart form or JSON object body (a top-level string member),
-	// falling back to the URL query, or "" if there is no such field. It
-	// reads an encoded body decoded, as [DecodeBody] does, and never reads
-	// nor decodes more than a bound of bytes (1 MiB by default); it leaves
-	// the body intact, as sent, for the handler. It reports an error when
-	// the body cannot be read, and one wrapping [ErrInvalidKey] when the
-	// body is larger than the bound, as sent or decoded, is encoded in a
-	// way [DecodeBody] refuses, or gives the field more than once with
-	// different values. [HasBodyFields], [DecodeBody] and [RequestField]
-	// implement it for adapters.
+	// Field returns the value of the named field of the body or the URL
+	// query, or "" if neither has it. The body is read as [BodyField]
+	// reads it: as the URL-encoded or multipart form its Content-Type
+	// declares, and as a JSON object (a top-level string member) when
+	// it declares JSON or starts as an object whatever it declares, so
+	// that an identity reads the same however the request labels its
+	// body. It reads an encoded body decoded, as [DecodeBody] does, and
+	// never reads nor decodes more than a bound of bytes (1 MiB by
+	// default); it leaves the body intact, as sent, for the handler. It
+	// reports an error when the body cannot be read, and one wrapping
+	// [ErrInvalidKey] when the body is larger than the bound, as sent or
+	// decoded, whatever its type, is encoded in a way [DecodeBody]
+	// refuses, is malformed for the type it declares, or gives the field
+	// more than once with different values (in one reading, between a
+	// form and JSON, or between the body and the query).
+	// [HasBodyFields], [DecodeBody] and [RequestField] implement it for
+	// adapters.
 	Field(name string) (string, error)
 }
 
