@@ -92,20 +92,20 @@ const ScopeName = "github.com/ratekit/ratekit/ratekitotel"
 
 // DefaultMaxPolicies is the number of distinct policy names a [Metrics]
 // keeps series for unless [WithMaxPolicies] says otherwise: 256.
-const DefaultMaxPolicies = metricsview.DefaultMaxPolicies
+const DefaultMaxPolicies = 256
 
 // DefaultNearLimit is the fraction of the limit under which an allowed
 // decision counts in ratekit.near_limit unless [WithNearLimit] says
 // otherwise: 10%.
-const DefaultNearLimit = metricsview.DefaultNearLimit
+const DefaultNearLimit = 0.1
 
 // UnnamedPolicy is the policy attribute of events whose policy has no
 // name, "default", as the HTTP headers call it.
-const UnnamedPolicy = metricsview.UnnamedPolicy
+const UnnamedPolicy = "default"
 
 // OtherPolicy is the policy attribute of events of policies beyond the
 // [WithMaxPolicies] first: "_other".
-const OtherPolicy = metricsview.OtherPolicy
+const OtherPolicy = "_other"
 
 // DefaultLatencyBuckets returns the default upper bounds of the
 // ratekit.store.latency buckets, in seconds: from 1µs (a memory store

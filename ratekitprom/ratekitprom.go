@@ -81,20 +81,20 @@ import (
 
 // DefaultMaxPolicies is the number of distinct policy names a [Metrics]
 // keeps series for unless [WithMaxPolicies] says otherwise: 256.
-const DefaultMaxPolicies = metricsview.DefaultMaxPolicies
+const DefaultMaxPolicies = 256
 
 // DefaultNearLimit is the fraction of the limit under which an allowed
 // decision counts in ratekit_near_limit_total unless [WithNearLimit] says
 // otherwise: 10%.
-const DefaultNearLimit = metricsview.DefaultNearLimit
+const DefaultNearLimit = 0.1
 
 // UnnamedPolicy is the policy label of events whose policy has no name,
 // "default", as the HTTP headers call it.
-const UnnamedPolicy = metricsview.UnnamedPolicy
+const UnnamedPolicy = "default"
 
 // OtherPolicy is the policy label of events of policies beyond the
 // [WithMaxPolicies] first: "_other".
-const OtherPolicy = metricsview.OtherPolicy
+const OtherPolicy = "_other"
 
 // DefaultLatencyBuckets returns the default upper bounds of the
 // ratekit_store_latency_seconds buckets, in seconds: from 1µs (a memory
