@@ -105,7 +105,7 @@ func New(l core.Limiter, opts ...Option) (*Engine, error) {
 		return nil, errors.New("httplimit: WithErrorPolicy: Fallback(nil): a fallback limiter is required")
 	}
 	if c.noKey.kind == keyDefault {
-		c.noKey = FallbackKey(keyfunc.PeerIP)
+		c.noKey = RefuseKey()
 	}
 	if c.badKey.kind == keyDefault {
 		c.badKey = RefuseKey()
@@ -310,26 +310,31 @@ func (e *Engine) Check(req keyfunc.Request) Result {
 		err = fmt.Errorf("key function returned an empty key: %w", core.ErrEmptyKey)
 	}
 	if err != nil {
+		// Every key error is reported, once: a request keyed by something
+		// else than its key function asked for, or not at all, is never
+		// silent.
 		p := c.badKey
 		if errors.Is(err, keyfunc.ErrNoKey) {
 			p = c.noKey
-		} else {
-			e.report(req, fmt.Errorf("httplimit: key: %w", err))
 		}
 		switch p.kind {
 		case keySkip:
+			e.report(req, fmt.Errorf("%w: served unlimited (SkipKey): %w", ErrKeyFallback, err))
 			res.serve = true
 			return res
 		case keyFallback:
-			key, err = p.fallback(req)
-			if err == nil && key == "" {
-				err = core.ErrEmptyKey
+			fkey, ferr := p.fallback(req)
+			if ferr == nil && fkey == "" {
+				ferr = core.ErrEmptyKey
 			}
-			if err != nil {
-				e.report(req, fmt.Errorf("httplimit: fallback key: %w", err))
+			if ferr != nil {
+				e.report(req, fmt.Errorf("httplimit: key: %w; fallback key: %w", err, ferr))
+				return res.refuse(invalidKeyResponse())
 			}
-		}
-		if err != nil {
+			e.report(req, fmt.Errorf("%w: keyed by the FallbackKey function: %w", ErrKeyFallback, err))
+			key = fkey
+		default:
+			e.report(req, fmt.Errorf("httplimit: key: %w", err))
 			return res.refuse(invalidKeyResponse())
 		}
 	}

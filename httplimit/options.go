@@ -85,7 +85,10 @@ func WithErrorPolicy(p core.ErrorPolicy) Option { return func(c *config) { c.onE
 
 // WithErrorHook sets a function that receives every error met while
 // limiting a request: limiter and store errors, cost function errors, and
-// key errors other than a missing key that was handled by [WithNoKey]. It
+// every key error, whatever [WithNoKey] or [WithInvalidKey] then did with
+// the request; one served all the same, by its fallback key or unlimited,
+// is reported with an error wrapping [ErrKeyFallback] (and the key
+// function's error), so fallbacks can be counted. It
 // runs on the request's goroutine before the response is decided, so keep it
 // quick (log, count). The error text never reaches the client.
 //
@@ -147,11 +150,21 @@ func WithCountIf(f func(status int) bool) Option { return func(c *config) { c.co
 func Failures(status int) bool { return status >= http.StatusBadRequest }
 
 // WithNoKey sets what a request gets when the key function finds nothing to
-// key by (an error wrapping [keyfunc.ErrNoKey], such as a missing API key
-// header): [FallbackKey] keys it by another function, [RefuseKey] answers 400
-// with a [ProblemInvalidKey] body, [SkipKey] serves it unlimited.
+// key by (an error wrapping [keyfunc.ErrNoKey], such as a login body
+// without its email field or a missing API key header): [RefuseKey]
+// answers 400 with a [ProblemInvalidKey] body, [FallbackKey] keys it by
+// another function, [SkipKey] serves it unlimited. Every such request is
+// reported to the [WithErrorHook] hook, a served one with an error
+// wrapping [ErrKeyFallback].
 //
-// Default: FallbackKey([keyfunc.PeerIP]), the socket peer's address.
+// Keying a request by something else than its key function asked for
+// changes what is limited: an account's limit becomes an address's, so a
+// client that leaves out (or hides) its account gets a fresh limit per
+// address. Name a fallback only where that is what you want, such as
+// anonymous clients of an API keyed by [keyfunc.Header]:
+// WithNoKey(FallbackKey([keyfunc.PeerIP])).
+//
+// Default: [RefuseKey], whatever the key function.
 func WithNoKey(p KeyPolicy) Option { return func(c *config) { c.noKey = p } }
 
 // WithInvalidKey sets what a request gets when the key function reports any
@@ -223,13 +236,25 @@ const (
 // handler is not called.
 func RefuseKey() KeyPolicy { return KeyPolicy{kind: keyRefuse} }
 
-// SkipKey serves the request unlimited and without rate headers.
+// SkipKey serves the request unlimited and without rate headers, and
+// reports it to the [WithErrorHook] hook with an error wrapping
+// [ErrKeyFallback].
 func SkipKey() KeyPolicy { return KeyPolicy{kind: keySkip} }
 
-// FallbackKey keys the request by f instead, such as [keyfunc.PeerIP]. If f
-// fails too, the request is refused as with [RefuseKey]. f must not be nil:
-// [New] fails otherwise.
+// FallbackKey keys the request by f instead, such as [keyfunc.PeerIP],
+// and reports it to the [WithErrorHook] hook with an error wrapping
+// [ErrKeyFallback]. If f fails too, the request is refused as with
+// [RefuseKey]. f must not be nil: [New] fails otherwise.
 func FallbackKey(f keyfunc.Func) KeyPolicy { return KeyPolicy{kind: keyFallback, fallback: f} }
+
+// ErrKeyFallback reports, to the [WithErrorHook] hook, a request whose key
+// function failed and that was served all the same: keyed by the
+// [FallbackKey] function, or unlimited under [SkipKey]. The error also
+// wraps the key function's, such as [keyfunc.ErrNoKey]. Count fallbacks
+// with errors.Is(err, ErrKeyFallback) in the hook, as a metric of their
+// own: the limiter, and so an observed one's metrics, sees the fallback
+// key like any other.
+var ErrKeyFallback = errors.New("httplimit: request served without its own key")
 
 // failClosedRetry is the Retry-After of a 503 when the limiter fails.
 const failClosedRetry = time.Second

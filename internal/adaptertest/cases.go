@@ -349,15 +349,16 @@ func Cases() []Case {
 			},
 		},
 		{
-			Name: "key/missing falls back to the peer",
+			Name: "key/missing falls back to the peer when asked, reported",
 			App: func(t *testing.T, env *Env) *App {
-				return use(env.Limiter(t, core.Policy{Limit: 1, Window: time.Minute}), opts(env, httplimit.WithKey(keyfunc.Header("X-API-Key", nil)))...)
+				return use(env.Limiter(t, core.Policy{Limit: 1, Window: time.Minute}), opts(env, httplimit.WithKey(keyfunc.Header("X-API-Key", nil)),
+					httplimit.WithNoKey(httplimit.FallbackKey(keyfunc.PeerIP)))...)
 			},
 			Steps: []Step{
-				{Req: items("198.51.100.1:1"), Want: with(ok, hooks(0, 0))},
-				{Req: items("198.51.100.1:1"), Want: limited},
-				{Req: items("198.51.100.2:1"), Want: ok},
-				{Req: items("198.51.100.1:1", "X-API-Key", "k1"), Want: ok},
+				{Req: items("198.51.100.1:1"), Want: with(ok, hooks(1, 0))},
+				{Req: items("198.51.100.1:1"), Want: with(limited, hooks(2, 0))},
+				{Req: items("198.51.100.2:1"), Want: with(ok, hooks(3, 0))},
+				{Req: items("198.51.100.1:1", "X-API-Key", "k1"), Want: with(ok, hooks(3, 0))},
 				{Req: items("198.51.100.1:1", "X-API-Key", "k1"), Want: limited},
 			},
 		},
