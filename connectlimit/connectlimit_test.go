@@ -509,8 +509,8 @@ func TestErrorPolicy(t *testing.T) {
 
 // The caller's faults are refused with InvalidArgument, without details,
 // whatever the error policy, and the handler is not called: a failing or
-// non-positive cost, an invalid key. A key function that finds nothing
-// falls back to the peer's address.
+// non-positive cost, an invalid key, and a key function that finds
+// nothing: never keyed by the peer's address instead.
 func TestCallerErrors(t *testing.T) {
 	invalidKey := func(keyfunc.Request) (string, error) {
 		return "", fmt.Errorf("bad: %w", keyfunc.ErrInvalidKey)
@@ -544,9 +544,8 @@ func TestCallerErrors(t *testing.T) {
 	}
 	s := newServer(t, connectlimit.NewInterceptor(memory(t, core.Policy{Limit: 10, Window: time.Minute}, core.NewManualClock(start)),
 		connectlimit.WithKey(keyfunc.Header("X-API-Key", []byte("secret")))))
-	if _, err := sayCall(s.say(nil), "hi"); err != nil {
-		t.Errorf("no API key: %v, want the peer's address as the key", err)
-	}
+	_, err := sayCall(s.say(nil), "hi")
+	checkRefusal(t, "no API key", err, refusal{code: connect.CodeInvalidArgument, retry: -1})
 }
 
 // A call costing more than the policy can ever allow is ResourceExhausted

@@ -32,10 +32,13 @@ type config struct {
 // So [keyfunc.Header] keys by an API key, hashed, [keyfunc.Route] joined
 // with a caller key limits each procedure apart, and
 // keyfunc.ClientIP(keyfunc.TrustProxies(...)) reads X-Forwarded-For from
-// the right, only when the peer is a trusted proxy. A key function that
-// finds nothing (an error wrapping [keyfunc.ErrNoKey]) falls back to the
-// peer's address; any other key error refuses the call with
-// [connect.CodeInvalidArgument].
+// the right, only when the peer is a trusted proxy. A key error, including
+// finding nothing to key by (an error wrapping [keyfunc.ErrNoKey]),
+// refuses the call with [connect.CodeInvalidArgument] and reaches the
+// [WithErrorHook] hook, as in HTTP: keying the call by the peer's address
+// instead would turn the key's limit into the address's. For anonymous
+// callers limited by address, make the key function return
+// [keyfunc.PeerIP]'s key when its own finds nothing.
 //
 // Default: [keyfunc.PeerIP], the peer's address; no header is trusted, so
 // a client cannot change its key with X-Forwarded-For.

@@ -434,8 +434,8 @@ func TestCallerErrors(t *testing.T) {
 	}
 }
 
-// A key read from metadata: a missing one falls back to the peer's
-// address, as in HTTP.
+// A key read from metadata: a missing one is refused, never keyed by the
+// peer's address, as in HTTP.
 func TestMetadataKey(t *testing.T) {
 	clock := core.NewManualClock(start)
 	conn, _ := unaryServer(t, memory(t, core.Policy{Limit: 1, Window: time.Minute}, clock),
@@ -450,8 +450,9 @@ func TestMetadataKey(t *testing.T) {
 		{withKey("k1"), codes.OK},
 		{withKey("k2"), codes.OK},
 		{withKey("k1"), codes.ResourceExhausted},
-		{context.Background(), codes.OK}, // the peer's address
-		{context.Background(), codes.ResourceExhausted},
+		{context.Background(), codes.InvalidArgument}, // not the peer's address
+		{context.Background(), codes.InvalidArgument},
+		{withKey("k2"), codes.ResourceExhausted},
 	} {
 		_, _, err := unary(tt.ctx, conn, methodSay, "x")
 		if status.Code(err) != tt.want {

@@ -29,9 +29,13 @@ type config = rpclimit.Config
 // gRPC has them) and the full method name ("/pkg.Service/Method") as the
 // route ([UnknownMethod] for a method the server does not serve):
 // [keyfunc.Header] for an API key (hashed), [keyfunc.Route] for the
-// method, [keyfunc.Join] for both. A key function that finds nothing to
-// key by (an error wrapping [keyfunc.ErrNoKey]) falls back to the peer's
-// address; any other key error refuses the call with InvalidArgument.
+// method, [keyfunc.Join] for both. A key error, including finding
+// nothing to key by (an error wrapping [keyfunc.ErrNoKey], such as a
+// missing authorization entry), refuses the call with InvalidArgument and
+// reaches the [WithErrorHook] hook, as in HTTP: keying the call by the
+// peer's address instead would turn the key's limit into the address's.
+// For anonymous callers limited by address, make the key function return
+// [keyfunc.PeerIP]'s key when its own finds nothing.
 //
 // Default: [keyfunc.PeerIP], the peer's address; no metadata is trusted.
 // Behind a proxy that appends to x-forwarded-for, pass
