@@ -322,3 +322,85 @@ func heapInUse() uint64 {
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
 }
+
+// BenchmarkSlidingLogLength measures one key's sliding log at 100 and at
+// 100,000 entries, at 100,000 per hour: a decision's work must not grow
+// with the log beyond O(log k). The log is filled with one-unit requests
+// spaced W/k apart, so that the clock stepping by W/k lets exactly one
+// entry leave before each allowed request and the log stays at k entries.
+//
+//   - denied-cost-L: a request of cost L, denied, which has to find when
+//     enough units leave (RetryAfter);
+//   - allowed: one unit allowed as one entry leaves;
+//   - refund: one unit allowed and given back at once (a request that
+//     count-only-failures does not count), then allowed again so that the
+//     log stays at k entries: two allowed requests and a refund;
+//   - refund-middle: one unit allowed, and one counted half a window ago
+//     given back, which empties an entry in the middle of the log.
+func BenchmarkSlidingLogLength(b *testing.B) {
+	ctx := context.Background()
+	const limit = 100_000
+	p := Policy{Algorithm: SlidingLog, Limit: limit, Window: time.Hour}
+	for _, k := range []int{100, 100_000} {
+		step := p.Window / time.Duration(k)
+		filled := func(b *testing.B) (*Memory, *ManualClock) {
+			clock := NewManualClock(benchStart)
+			m := mustNew(b, p, WithClock(clock))
+			for i := range k {
+				if i > 0 {
+					clock.Advance(step)
+				}
+				if d, _ := m.AllowN(ctx, "k", 1); !d.Allowed {
+					b.Fatalf("fill: request %d denied", i)
+				}
+			}
+			runtime.GC()
+			return m, clock
+		}
+		name := "entries=" + strconv.Itoa(k) + "/"
+		b.Run(name+"denied-cost-L", func(b *testing.B) {
+			m, _ := filled(b)
+			b.ReportAllocs()
+			for b.Loop() {
+				if d, _ := m.AllowN(ctx, "k", limit); d.Allowed {
+					b.Fatal("a request of cost L allowed")
+				}
+			}
+		})
+		b.Run(name+"allowed", func(b *testing.B) {
+			m, clock := filled(b)
+			b.ReportAllocs()
+			for b.Loop() {
+				clock.Advance(step)
+				if d, _ := m.AllowN(ctx, "k", 1); !d.Allowed {
+					b.Fatal("denied")
+				}
+			}
+		})
+		b.Run(name+"refund", func(b *testing.B) {
+			m, clock := filled(b)
+			b.ReportAllocs()
+			for b.Loop() {
+				clock.Advance(step)
+				if d, _ := m.AllowN(ctx, "k", 1); !d.Allowed {
+					b.Fatal("denied")
+				}
+				m.Refund(ctx, "k", 1, 0)
+				if d, _ := m.AllowN(ctx, "k", 1); !d.Allowed {
+					b.Fatal("denied")
+				}
+			}
+		})
+		b.Run(name+"refund-middle", func(b *testing.B) {
+			m, clock := filled(b)
+			b.ReportAllocs()
+			for b.Loop() {
+				clock.Advance(step)
+				if d, _ := m.AllowN(ctx, "k", 1); !d.Allowed {
+					b.Fatal("denied")
+				}
+				m.Refund(ctx, "k", 1, p.Window/2)
+			}
+		})
+	}
+}

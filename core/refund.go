@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 )
 
@@ -179,37 +178,15 @@ func (w *slidingWindow) refund(s swState, now, since, n int64) swState {
 	return c
 }
 
+// refund drops the entries that have left the window and takes n units
+// from the first entry at since or later and the newer ones (see
+// logState.take): O(log k) for k entries, plus the entries it empties.
 func (l *slidingLog) refund(r logRef, now, since, n int64) logRef {
 	s := l.logs.at(r)
 	if s == nil || since <= now-l.window {
 		return r
 	}
-	first, _ := l.live(s, now)
-	l.drop(s, first)
-	// The entries from i on are at since or later; take from them, oldest
-	// first, emptying entries i..j-1 and reducing entry j.
-	i := int(s.head)
-	for i < len(s.entries) && s.entries[i].at < since {
-		i++
-	}
-	j := i
-	for ; j < len(s.entries) && n > 0; j++ {
-		e := &s.entries[j]
-		take := min(e.n, n)
-		e.n -= take
-		s.sum -= int32(take)
-		n -= take
-		if e.n > 0 {
-			break
-		}
-	}
-	k := i
-	for k < j && s.entries[k].n == 0 {
-		k++
-	}
-	s.entries = slices.Delete(s.entries, i, k)
-	if len(s.entries) == int(s.head) {
-		s.entries, s.head = s.entries[:0], 0
-	}
+	s.expire(s.after(now-l.window, false))
+	s.take(s.after(since-1, true), n)
 	return r
 }

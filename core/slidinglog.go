@@ -9,9 +9,14 @@ import (
 // allowed at s counts while now - W < s and leaves exactly at s + W. A new
 // request is allowed when the units in the log plus n are at most L. It is
 // the exact "at most L units in any window of length W", and its memory grows
-// with the traffic: one 16-byte entry per distinct request time in the last
-// window, so at most L entries per key. Choose it for small limits (logins,
-// signups), not for 10,000 per second.
+// with the traffic: one 12-byte entry per distinct request time in the last
+// window, so at most L entries per key, in a ring of at most ⌈4L/3⌉ slots
+// (16·L bytes; see logState). Choose it for small limits (logins, signups),
+// not for 10,000 per second.
+//
+// A decision's work is O(log k) for a log of k entries, plus, when it is
+// allowed, the entries it drops from the log (each is dropped once): see
+// logState.
 //
 // The log is the one state that does not fit a slot of the store: a key's
 // slot holds a logRef, the index of its logState in the limiter's
@@ -20,22 +25,6 @@ type slidingLog struct {
 	limit  int64
 	window int64
 	logs   *logArena
-}
-
-type logEntry struct {
-	at int64 // when it was allowed, in µs
-	n  int64 // units
-}
-
-// logState is one key's log: entries[head:] in time order, and their units
-// summed. A nil *logState is an empty log.
-//
-// head and sum are 32-bit (a log holds at most Limit units, at most 1e9)
-// so that a logState is 32 bytes, not 40.
-type logState struct {
-	entries []logEntry
-	head    int32
-	sum     int32
 }
 
 // A logRef is the index of a key's logState in a logArena; 0 is the empty
@@ -89,23 +78,25 @@ func (a *logArena) alloc() logRef {
 	if c := &a.chunks[r>>logChunkBits]; c.Load() == nil {
 		c.Store(new([logChunk]logState))
 	}
-	a.chunks[r>>logChunkBits].Load()[r&(logChunk-1)].entries = make([]logEntry, 0, 1)
+	a.chunks[r>>logChunkBits].Load()[r&(logChunk-1)].slots = make([]logSlot, 0, 1)
 	return r
 }
 
 // release empties the log at r and takes the index back for reuse. It
-// keeps a small entries array for the next key (none is allocated then),
-// not a large one.
+// keeps a small ring for the next key (none is allocated then), not a
+// large one.
 func (a *logArena) release(r logRef) {
 	s := a.at(r)
 	if s == nil {
 		return
 	}
-	entries := s.entries[:0]
-	if cap(entries) > 4 {
-		entries = make([]logEntry, 0, 1)
+	slots := s.ring()
+	if len(slots) > 4 {
+		slots = make([]logSlot, 1)
+	} else {
+		clear(slots)
 	}
-	*s = logState{entries: entries}
+	*s = logState{slots: slots[:0]}
 	a.mu.Lock()
 	a.free = append(a.free, r)
 	a.mu.Unlock()
@@ -115,40 +106,9 @@ func (l *slidingLog) empty(int64) logRef { return 0 }
 
 func (l *slidingLog) release(r logRef) { l.logs.release(r) }
 
-// live returns the index of the first entry still in the window at now and
-// the units from there on. It changes nothing, so Peek and denials leave the
-// log exactly as it was (as the Redis store does).
-func (l *slidingLog) live(s *logState, now int64) (first int, units int64) {
-	cutoff := now - l.window
-	first, units = int(s.head), int64(s.sum)
-	for first < len(s.entries) && s.entries[first].at <= cutoff {
-		units -= s.entries[first].n
-		first++
-	}
-	return first, units
-}
-
-// drop removes the entries before first, which have left the window, and
-// gives memory back after a burst.
-func (l *slidingLog) drop(s *logState, first int) {
-	for _, e := range s.entries[s.head:first] {
-		s.sum -= int32(e.n)
-	}
-	s.head = int32(first)
-	switch live := len(s.entries) - first; {
-	case cap(s.entries) > 64 && 4*live < cap(s.entries):
-		s.entries, s.head = append(make([]logEntry, 0, 2*live), s.entries[s.head:]...), 0
-	case live == 0:
-		s.entries, s.head = s.entries[:0], 0
-	case first >= 32 && 2*first >= len(s.entries):
-		k := copy(s.entries, s.entries[s.head:])
-		s.entries, s.head = s.entries[:k], 0
-	}
-}
-
 func (l *slidingLog) fresh(r logRef, now int64) bool {
 	s := l.logs.at(r)
-	return s == nil || len(s.entries) == 0 || s.entries[len(s.entries)-1].at <= now-l.window
+	return s == nil || s.n() == 0 || s.last() <= now-l.window
 }
 
 // holds returns the units in the window and the time until the last entry
@@ -158,35 +118,33 @@ func (l *slidingLog) holds(r logRef, now int64) (units, until int64) {
 		return 0, 0
 	}
 	s := l.logs.at(r)
-	_, units = l.live(s, now)
-	return units, s.entries[len(s.entries)-1].at + l.window - now
+	return int64(s.sum) - s.before(s.after(now-l.window, false)), s.last() + l.window - now
 }
 
+// decide reads the log without changing it, so that Peek and denials leave
+// it exactly as it was (as the Redis store does); an allowed request
+// committed drops the entries that have left and adds its own.
 func (l *slidingLog) decide(r logRef, now, n int64, commit bool) (verdict, logRef) {
 	s := l.logs.at(r)
-	var sum int64
+	var sum, gone int64 // units in the window, and in the entries that left it
 	first := 0
 	if s != nil {
-		first, sum = l.live(s, now)
+		first = s.after(now-l.window, false)
+		gone = s.before(first)
+		sum = int64(s.sum) - gone
 	}
 	if sum+n > l.limit {
-		// Entries leave oldest first; find the one whose leaving makes room.
-		var wait int64
-		freed := int64(0)
-		for _, e := range s.entries[first:] {
-			freed += e.n
-			if sum-freed+n <= l.limit {
-				wait = e.at + l.window - now
-				break
-			}
-		}
-		return deny(l.limit-sum, wait, s.entries[len(s.entries)-1].at+l.window-now), r
+		// Entries leave oldest first: the request fits when the entry
+		// where the running count from the first one in the window
+		// reaches sum + n - L has left.
+		i := s.reach(gone + sum + n - l.limit)
+		return deny(l.limit-sum, s.time(i)+l.window-now, s.last()+l.window-now), r
 	}
 	at := now
-	if s != nil && len(s.entries) > 0 {
+	if s != nil && s.n() > 0 {
 		// A clock that went backwards records at the latest time seen, so
 		// the log stays in order and nothing leaves early.
-		at = max(at, s.entries[len(s.entries)-1].at)
+		at = max(at, s.last())
 	}
 	v := verdict{remaining: l.limit - sum - n, resetAfter: at + l.window - now}
 	if !commit {
@@ -196,13 +154,8 @@ func (l *slidingLog) decide(r logRef, now, n int64, commit bool) (verdict, logRe
 		r = l.logs.alloc()
 		s = l.logs.at(r)
 	} else {
-		l.drop(s, first)
+		s.expire(first)
 	}
-	if k := len(s.entries); k > int(s.head) && s.entries[k-1].at == at {
-		s.entries[k-1].n += n
-	} else {
-		s.entries = append(s.entries, logEntry{at: at, n: n})
-	}
-	s.sum += int32(n)
+	s.push(at, n, l.limit)
 	return v, r
 }

@@ -335,7 +335,8 @@ func TestLogArenaReusesIndices(t *testing.T) {
 		t.Fatalf("%d log indices handed out, %d keys, %d free", used, held, len(a.free))
 	}
 	for _, r := range a.free {
-		if l := a.at(r); len(l.entries) != 0 || l.sum != 0 || l.head != 0 {
+		l := a.at(r)
+		if l.n() != 0 || l.sum != 0 || l.head != 0 || cap(l.slots) == 0 || l.prefix(cap(l.slots)) != 0 {
 			t.Fatalf("free index %d still holds a log: %+v", r, *l)
 		}
 	}
