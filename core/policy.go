@@ -24,6 +24,10 @@ const (
 	FixedWindow
 	// SlidingLog keeps the time and cost of every allowed request of the last
 	// Window: exact "at most Limit in any Window", memory growing with Limit.
+	// In a [Memory] limiter a key's log takes 12 bytes per distinct request
+	// time in the window, and never more than 16·Limit bytes: a store of
+	// MaxKeys keys holds about MaxKeys·(100 + 16·Limit) bytes at most. A decision
+	// costs O(log k) for a log of k entries.
 	SlidingLog
 	// SlidingWindow estimates the last Window from two fixed-window counters,
 	// weighting the previous one by the share of it still inside the window.

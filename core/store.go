@@ -88,7 +88,8 @@ import (
 //     this table replaced, measured in turn in the same session.
 //   - Memory at 1e6 keys, everything included: 50 bytes a key for the
 //     buckets, 67 for the windows, 98 for a sliding log of one entry (its
-//     32-byte logState and 16-byte entries array out of line). The
+//     32-byte logState and a ring of one 12-byte slot, a 16-byte
+//     allocation, out of line). The
 //     collector scans none of it but the sliding log's logStates.
 type store[S any, A algorithm[S]] struct {
 	alg          A
