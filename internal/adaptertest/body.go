@@ -170,12 +170,28 @@ func bodyCases(t *testing.T) []bodyCase {
 		{name: "corrupt gzip body", steps: []bodyStep{
 			{req: BodyReq{Body: gz[:len(gz)-5], Encoding: "gzip"}, want: refused},
 		}},
+		// Any body may be JSON that a handler decodes whatever its type:
+		// it is read, bounded, and keyed the same.
+		{name: "JSON sent as text/plain keyed by its email", steps: []bodyStep{
+			{req: BodyReq{Body: email("tp@example.com"), ContentType: "text/plain;charset=UTF-8"}, want: served, echo: true},
+			{req: BodyReq{Body: email("tp@example.com")}, want: Want{Status: http.StatusTooManyRequests, Problem: httplimit.ProblemRateLimited}},
+		}},
+		{name: "gzip JSON sent as octet-stream keyed by its decoded email", steps: []bodyStep{
+			{req: BodyReq{Body: gz, Encoding: "gzip", ContentType: "application/octet-stream"}, want: served, echo: true},
+			{req: BodyReq{Body: email("gz@example.com"), ContentType: "text/plain"}, want: Want{Status: http.StatusTooManyRequests, Problem: httplimit.ProblemRateLimited}},
+		}},
+		{name: "gzip bomb sent as text/plain", steps: []bodyStep{
+			{req: BodyReq{Body: bodytest.GzipBomb(t, 2), Encoding: bodytest.GzipEncoding(2), ContentType: "text/plain"}, want: refused, maxAlloc: MaxBombAlloc},
+		}},
+		{name: "oversized text/plain body", steps: []bodyStep{
+			{req: BodyReq{Body: over, ContentType: "text/plain", Chunked: true}, want: refused},
+		}},
 	}
 }
 
 // RunBody runs the body abuse cases with d: bodies read to find a key
 // (keyfunc.Email("email") on POST /login, 1 request per minute) are
-// bounded by [BodyBound] in decoded bytes. A [GzipBomb] of one to three
+// bounded by [BodyBound] in decoded bytes, whatever their Content-Type. A [GzipBomb] of one to three
 // layers is refused with 400 while the request allocates at most
 // [MaxBombAlloc]; an oversized body, with or without a Content-Length, is
 // refused; a gzip or deflate body under the bound is keyed by its decoded
