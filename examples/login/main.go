@@ -13,6 +13,10 @@
 //	curl -i -H 'Content-Type: application/json' \
 //		-d '{"email":"Ana@Example.com","password":"ana-secret"}' http://127.0.0.1:8080/login
 //
+// The body is read as a form or as JSON whatever its Content-Type claims
+// (keyfunc.Email and Request.Field), so a JSON login sent as text/plain is
+// the same account's attempt.
+//
 // Responses: 200 on success; 401 with one body for a wrong password and for
 // an unknown email alike; 429 with Retry-After and a problem+json body
 // while a limit blocks the attempt; 400 for a missing or malformed email or

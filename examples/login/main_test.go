@@ -222,6 +222,18 @@ func TestGrowingLockout(t *testing.T) {
 
 // Requests without a usable email or password are refused with 400 and
 // count nothing; other methods get 405.
+// A JSON login is one account's guess whatever its Content-Type says
+// (browsers' fetch sends a string body as text/plain): five guesses
+// labelled five ways, from five addresses, block the account.
+func TestContentTypeRespelledOneAccount(t *testing.T) {
+	_, h := newTestServer(t)
+	for i, ct := range []string{"text/plain;charset=UTF-8", "", "application/json;", "application/octet-stream", "application/x-www-form-urlencoded"} {
+		ip := fmt.Sprintf("192.0.2.%d", i+1)
+		expect(t, "JSON as "+ct, do(t, h, ip, ct, `{"email":"ana@example.com","password":"wrong"}`), http.StatusUnauthorized, "")
+	}
+	expect(t, "the right password", loginJSON(t, h, ipB, "ana@example.com", "ana-secret"), http.StatusTooManyRequests, "900")
+}
+
 func TestBadRequests(t *testing.T) {
 	_, h := newTestServer(t)
 	for _, tc := range []struct{ contentType, body string }{
