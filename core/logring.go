@@ -93,10 +93,10 @@ func (s *logState) last() int64 { return s.time(s.slot(s.n() - 1)) }
 // every true sum is at most the log's units.
 func (s *logState) prefix(p int) int64 {
 	r := s.ring()
+	work(bits.OnesCount(uint(p)))
 	var x uint32
 	for ; p > 0; p &= p - 1 {
 		x += r[p-1].tree
-		work(1)
 	}
 	return int64(x)
 }
@@ -104,10 +104,12 @@ func (s *logState) prefix(p int) int64 {
 // add adds d units to slot i.
 func (s *logState) add(i int, d int64) {
 	r := s.ring()
+	steps := 0
 	for j := i + 1; j <= len(r); j += j & -j {
 		r[j-1].tree += uint32(d)
-		work(1)
+		steps++
 	}
+	work(steps)
 }
 
 // value returns the units of slot i.
@@ -115,10 +117,12 @@ func (s *logState) value(i int) int64 {
 	r := s.ring()
 	j := i + 1
 	v := r[j-1].tree
+	steps := 1
 	for p, stop := j-1, j&(j-1); p > stop; p &= p - 1 {
 		v -= r[p-1].tree
-		work(1)
+		steps++
 	}
+	work(steps)
 	return int64(v)
 }
 
@@ -127,12 +131,12 @@ func (s *logState) value(i int) int64 {
 func (s *logState) find(x int64) int {
 	r := s.ring()
 	pos, c := 0, len(r)
+	work(bits.Len(uint(c)))
 	for step := 1 << (bits.Len(uint(c)) - 1); step > 0; step >>= 1 {
 		if q := pos + step; q <= c && int64(r[q-1].tree) < x {
 			pos = q
 			x -= int64(r[q-1].tree)
 		}
-		work(1)
 	}
 	return pos
 }
@@ -204,10 +208,10 @@ func (s *logState) after(t int64, fromNewest bool) int {
 		return n
 	}
 	// Entry lo-1 is at t or earlier, entry hi after it.
-	lo, hi := 1, n-1
+	lo, hi, steps := 1, n-1, 0
 	if fromNewest {
 		for step := 1; hi-step >= lo; step *= 2 {
-			work(1)
+			steps++
 			if s.time(s.slot(hi-step)) <= t {
 				lo = hi - step + 1
 				break
@@ -216,7 +220,7 @@ func (s *logState) after(t int64, fromNewest bool) int {
 		}
 	} else {
 		for step := 1; lo-1+step < hi; step *= 2 {
-			work(1)
+			steps++
 			if s.time(s.slot(lo-1+step)) > t {
 				hi = lo - 1 + step
 				break
@@ -225,7 +229,7 @@ func (s *logState) after(t int64, fromNewest bool) int {
 		}
 	}
 	for lo < hi {
-		work(1)
+		steps++
 		mid := int(uint(lo+hi) >> 1)
 		if s.time(s.slot(mid)) <= t {
 			lo = mid + 1
@@ -233,6 +237,7 @@ func (s *logState) after(t int64, fromNewest bool) int {
 			hi = mid
 		}
 	}
+	work(steps)
 	return lo
 }
 
