@@ -262,6 +262,7 @@ func (s *logState) expire(f int) {
 			r[i].tree = 0
 		}
 		build(r)
+		work(2*len(r) + f)
 		s.slots, s.head = r[:n-f], int32(s.slot(f))
 	default:
 		for k := range f {
