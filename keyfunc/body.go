@@ -42,10 +42,10 @@ const maxFieldBytes = 64 << 10
 // and a JSON member), or a JSON member that is not a string, is an error
 // wrapping [ErrInvalidKey]: the handler and the limiter could otherwise read
 // different values, and a client could pick the one the limiter sees. A
-// malformed body of a declared form, multipart or JSON type is an error
-// wrapping [ErrInvalidKey] too; a body that only looks like JSON and is
-// not is read by its declared type alone, as a decoding handler fails on
-// it.
+// malformed multipart or JSON body of its declared type is an error
+// wrapping [ErrInvalidKey] too (a form keeps its well-formed pairs, as
+// net/http's ParseForm does); a body that only looks like JSON and is not
+// is read by its declared type alone, as a decoding handler fails on it.
 func BodyField(contentType string, body []byte, name string) (string, error) {
 	if len(body) == 0 {
 		return "", nil

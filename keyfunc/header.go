@@ -25,7 +25,7 @@ import (
 // spaces or tabs;
 //
 //   - Basic: the user-id and password it decodes to, decoded from base64
-//     as net/http's [http.Request.BasicAuth] decodes it, whatever unused
+//     as [net/http.Request.BasicAuth] decodes it, whatever unused
 //     bits the encoding carries. The key is per credential, password
 //     included: per user-id alone, one wrong password would count against
 //     every client of a service whose user-id is fixed ("api",
