@@ -10,12 +10,12 @@ require (
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/gofiber/fiber/v2 v2.52.15
 	github.com/labstack/echo/v4 v4.16.0
-	github.com/ratekit/ratekit v0.0.0
-	github.com/ratekit/ratekit/chilimit v0.0.0
-	github.com/ratekit/ratekit/echolimit v0.0.0
-	github.com/ratekit/ratekit/fiberlimit v0.0.0
-	github.com/ratekit/ratekit/ginlimit v0.0.0
-	github.com/ratekit/ratekit/redisstore v0.0.0
+	github.com/ratekit/ratekit v0.1.0
+	github.com/ratekit/ratekit/chilimit v0.1.0
+	github.com/ratekit/ratekit/echolimit v0.1.0
+	github.com/ratekit/ratekit/fiberlimit v0.1.0
+	github.com/ratekit/ratekit/ginlimit v0.1.0
+	github.com/ratekit/ratekit/redisstore v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/sethvargo/go-limiter v0.7.1
 	github.com/throttled/throttled/v2 v2.15.0
@@ -43,7 +43,6 @@ require (
 	github.com/goccy/go-yaml v1.19.2 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/hashicorp/golang-lru v0.5.4 // indirect
-	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
 	github.com/influxdata/tdigest v0.0.1 // indirect
 	github.com/josharian/intern v1.0.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect

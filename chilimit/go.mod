@@ -4,12 +4,11 @@ go 1.26.0
 
 require (
 	github.com/go-chi/chi/v5 v5.5.0
-	github.com/ratekit/ratekit v0.0.0
+	github.com/ratekit/ratekit v0.1.0
 )
 
 require (
 	github.com/dunglas/httpsfv v1.1.2 // indirect
-	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
 	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
 )

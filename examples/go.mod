@@ -8,11 +8,18 @@ require (
 	github.com/gofiber/fiber/v2 v2.52.15
 	github.com/labstack/echo/v4 v4.16.0
 	github.com/prometheus/client_golang v1.25.0
-	github.com/ratekit/ratekit v0.0.0
-	github.com/ratekit/ratekit/grpclimit v0.0.0
+	github.com/ratekit/ratekit v0.1.0
+	github.com/ratekit/ratekit/chilimit v0.1.0
+	github.com/ratekit/ratekit/echolimit v0.1.0
+	github.com/ratekit/ratekit/fiberlimit v0.1.0
+	github.com/ratekit/ratekit/ginlimit v0.1.0
+	github.com/ratekit/ratekit/grpclimit v0.1.0
+	github.com/ratekit/ratekit/ratekitprom v0.1.0
+	github.com/ratekit/ratekit/redisstore v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c
 	google.golang.org/grpc v1.85.0
+	google.golang.org/protobuf v1.36.12
 )
 
 require (
@@ -50,12 +57,6 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/quic-go/qpack v0.6.0 // indirect
 	github.com/quic-go/quic-go v0.59.0 // indirect
-	github.com/ratekit/ratekit/chilimit v0.0.0
-	github.com/ratekit/ratekit/echolimit v0.0.0
-	github.com/ratekit/ratekit/fiberlimit v0.0.0
-	github.com/ratekit/ratekit/ginlimit v0.0.0
-	github.com/ratekit/ratekit/ratekitprom v0.0.0
-	github.com/ratekit/ratekit/redisstore v0.0.0
 	github.com/rivo/uniseg v0.2.0 // indirect
 	github.com/twitchyliquid64/golang-asm v0.15.1 // indirect
 	github.com/ugorji/go/codec v1.3.1 // indirect
@@ -70,21 +71,4 @@ require (
 	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
-	google.golang.org/protobuf v1.36.12
 )
-
-replace github.com/ratekit/ratekit => ../
-
-replace github.com/ratekit/ratekit/ratekitprom => ../ratekitprom
-
-replace github.com/ratekit/ratekit/chilimit => ../chilimit
-
-replace github.com/ratekit/ratekit/echolimit => ../echolimit
-
-replace github.com/ratekit/ratekit/fiberlimit => ../fiberlimit
-
-replace github.com/ratekit/ratekit/ginlimit => ../ginlimit
-
-replace github.com/ratekit/ratekit/redisstore => ../redisstore
-
-replace github.com/ratekit/ratekit/grpclimit => ../grpclimit

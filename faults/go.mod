@@ -3,8 +3,8 @@ module github.com/ratekit/ratekit/faults
 go 1.26.0
 
 require (
-	github.com/ratekit/ratekit v0.0.0
-	github.com/ratekit/ratekit/redisstore v0.0.0
+	github.com/ratekit/ratekit v0.1.0
+	github.com/ratekit/ratekit/redisstore v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 )
 

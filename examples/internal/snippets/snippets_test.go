@@ -468,8 +468,11 @@ func writeWorkspace(t *testing.T, root, dir string) {
 		t.Fatalf("go work edit -json: %v", err)
 	}
 	var work struct {
-		Go  string
-		Use []struct{ DiskPath string }
+		Go      string
+		Use     []struct{ DiskPath string }
+		Replace []struct {
+			Old, New struct{ Path, Version string }
+		}
 	}
 	if err := json.Unmarshal(out, &work); err != nil {
 		t.Fatal(err)
@@ -484,6 +487,15 @@ func writeWorkspace(t *testing.T, root, dir string) {
 		fmt.Fprintf(&b, "\t%q\n", path)
 	}
 	b.WriteString(")\n")
+	// And its replace directives: they name the version of the repository's
+	// modules that the tree requires, which is published only when tagged.
+	for _, r := range work.Replace {
+		to := r.New.Path
+		if r.New.Version == "" && !filepath.IsAbs(to) {
+			to = filepath.Join(root, to)
+		}
+		fmt.Fprintf(&b, "replace %s %s => %q %s\n", r.Old.Path, r.Old.Version, to, r.New.Version)
+	}
 	mod := fmt.Sprintf("module ratekit.invalid/snippets\n\ngo %s\n", work.Go)
 	if err := os.WriteFile(filepath.Join(dir, "go.work"), []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
