@@ -9,7 +9,7 @@
 //   - per client IP ([DefaultIPPolicy]: 50 failures in any 15 minutes),
 //     against one password tried on many accounts from one address;
 //   - optionally per account and IP together ([WithAccountIPPolicy]);
-//   - optionally a lock that grows each time an account reaches its limit
+//   - optionally a lock that grows while an account keeps failing
 //     ([WithLockout]).
 //
 // The options given to [New] set them ([Option]): [WithAccountPolicy] and

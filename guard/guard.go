@@ -92,7 +92,6 @@ type Decision struct {
 type attempt struct {
 	account, ip string
 	at          time.Time // the Guard's clock before counting
-	last        bool      // it took the account's last unit: a failure locks
 	done        atomic.Bool
 }
 
@@ -118,6 +117,7 @@ const (
 	accountName   = "login-account"
 	ipName        = "login-ip"
 	accountIPName = "login-account-ip"
+	failuresName  = "login-lockout-failures"
 	levelName     = "login-lockout-level"
 	lockName      = "login-lockout"
 )
@@ -148,12 +148,19 @@ func WithIPPolicy(p core.Policy) Option { return func(c *config) { c.ip = p } }
 // Policy): none.
 func WithAccountIPPolicy(p core.Policy) Option { return func(c *config) { c.pair = p } }
 
-// WithLockout locks an account for a growing time each time a failure
-// brings it to its limit: base the first time, then twice as long each
-// time (base, 2·base, 4·base, …), at most maxLock. The level counts the
-// account's lockouts in the last 24 hours (or 2·maxLock, if longer;
-// counting stops at the first lockout that lasts maxLock), so it falls
-// back by itself once the account is left alone, and [Guard.Succeed]
+// WithLockout locks an account that keeps failing, for base the first
+// time and twice as long each time after (base, 2·base, 4·base, …), at
+// most maxLock. The account's Limit-th failure within S = max(maxLock,
+// the account policy's Window) locks it, and so does each attempt after
+// them while they are within S: the lock starts as [Guard.Check] counts
+// the attempt, so that attempts in parallel wait for it, and
+// [Guard.Succeed] lifts it. Staying under the account's limit does not
+// avoid it, and once the lock has grown to maxLock an attacker gets at
+// most Limit attempts per maxLock.
+//
+// The level falls back one step per 2·S without a lock: a lock less than
+// 2·S after the previous one is never shorter, so the lock holds while
+// the failures go on (docs/login.md has the figures). [Guard.Succeed]
 // resets it. A lock always ends after its time: never permanent. A lock
 // shorter than what is left of the account's Window changes nothing: the
 // larger wait decides.
@@ -163,8 +170,11 @@ func WithAccountIPPolicy(p core.Policy) Option { return func(c *config) { c.pair
 func WithLockout(base, maxLock time.Duration) Option {
 	// Without a lockout, a patient attacker may try the account's Limit
 	// every Window forever (480 passwords a day at 5 per 15 minutes); with
-	// WithLockout(time.Minute, time.Hour), once the lock has grown, about
-	// Limit an hour.
+	// WithLockout(time.Minute, time.Hour), at most 10 in any hour and 5 an
+	// hour once the lock has grown (docs/login.md; guardtest's siege and
+	// TestLockoutAnyStrategy check it). The level is a token bucket, so a
+	// ramp of locks may repeat one step (at most once per 2·S) instead of
+	// doubling; see lockout.go.
 	return func(c *config) { c.lockBase, c.lockMax = base, maxLock }
 }
 
@@ -242,7 +252,11 @@ func New(newLimiter func(core.Policy) (core.Limiter, error), opts ...Option) (*G
 		}
 	}
 	if c.lockBase != 0 || c.lockMax != 0 {
-		if g.lockout, err = newLockout(c.lockBase, c.lockMax, build); err != nil {
+		account := c.account
+		if account == (core.Policy{}) {
+			account = DefaultAccountPolicy()
+		}
+		if g.lockout, err = newLockout(c.lockBase, c.lockMax, account, build, refunder); err != nil {
 			return nil, err
 		}
 	}
@@ -276,6 +290,10 @@ func checkArgs(op, account, ip string) error {
 // pass. Tell the Guard the attempt's outcome with [Guard.Fail] or
 // [Guard.Succeed]. A blocked attempt counts nothing; do not check its
 // password.
+//
+// With [WithLockout], an attempt that is a strike locks the account here,
+// as it is counted: the lock holds while its password is checked, and
+// stays unless [Guard.Succeed] lifts it.
 //
 // account and ip must not be empty. An error from a limiter is returned
 // wrapped, with a zero Decision (what it counted is given back); to decide
@@ -359,6 +377,20 @@ func (g *Guard) decide(ctx context.Context, account, ip string, count bool) (Dec
 		}
 		return d, nil
 	}
+	if err == nil && d.Allowed && g.lockout != nil {
+		ok, wait, held, lerr := g.lockout.admit(ctx, ak, g.clock)
+		switch {
+		case lerr != nil:
+			err = fmt.Errorf("guard: %s %s: %w", op, ByLockout, lerr)
+		case !ok:
+			d = Decision{RetryAfter: wait, BlockedBy: ByLockout}
+		}
+		if (lerr != nil || !ok) && held {
+			if rerr := g.lockout.failures.Refund(ctx, ak, 1, g.clock.Now().Sub(at)); rerr != nil && err == nil {
+				err = fmt.Errorf("guard: %s %s: give back: %w", op, ByLockout, rerr)
+			}
+		}
+	}
 	if err != nil || !d.Allowed {
 		// All or nothing: give back what the limits that allowed counted.
 		elapsed := g.clock.Now().Sub(at)
@@ -374,15 +406,15 @@ func (g *Guard) decide(ctx context.Context, account, ip string, count bool) (Dec
 		}
 		return d, nil
 	}
-	d.attempt = &attempt{account: account, ip: ip, at: at, last: limits[0].d.Remaining == 0}
+	d.attempt = &attempt{account: account, ip: ip, at: at}
 	return d, nil
 }
 
 // Fail records that the attempt d, allowed by [Guard.Check], failed: a
 // wrong password or an unknown account alike. Its failure stays counted
-// against the account, the IP and the pair; with [WithLockout], the
-// failure that brought the account to its limit locks it. Fail of any
-// other Decision, or of one already told, does nothing.
+// against the account, the IP and the pair, and, with [WithLockout], the
+// lock its Check started stays. Fail of any other Decision, or of one
+// already told, does nothing.
 //
 // A handler should pass a context that the client cannot cancel by hanging
 // up, such as context.WithoutCancel(r.Context()), with the store's own
@@ -391,11 +423,6 @@ func (g *Guard) Fail(ctx context.Context, d Decision) error {
 	a := d.attempt
 	if a == nil || !a.done.CompareAndSwap(false, true) {
 		return nil
-	}
-	if g.lockout != nil && a.last {
-		if err := g.lockout.start(ctx, accountKey(a.account)); err != nil {
-			return fmt.Errorf("guard: fail %s: %w", ByLockout, err)
-		}
 	}
 	return nil
 }
@@ -429,6 +456,7 @@ func (g *Guard) Succeed(ctx context.Context, d Decision) error {
 		note(ByAccountIP, g.pair.Reset(ctx, pairKey(a.account, a.ip)))
 	}
 	if g.lockout != nil {
+		note(ByLockout, g.lockout.failures.Reset(ctx, ak))
 		note(ByLockout, g.lockout.level.Reset(ctx, ak))
 		note(ByLockout, g.lockout.lock.Reset(ctx, ak))
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
@@ -327,12 +328,12 @@ func TestGuardStoreErrors(t *testing.T) {
 	}
 	before := calls()
 	err = g.Succeed(ctx, ok)
-	if want := "guard: succeed ip: store broken"; !errors.Is(err, errBroken) || err.Error() != want || calls()-before != 5 {
-		t.Errorf("Succeed: got %v after %d calls, want %s after 5", err, calls()-before, want)
+	if want := "guard: succeed ip: store broken"; !errors.Is(err, errBroken) || err.Error() != want || calls()-before != 6 {
+		t.Errorf("Succeed: got %v after %d calls, want %s after 6", err, calls()-before, want)
 	}
 }
 
-// The policies a Guard asks for: defaults, names, and the lockout's two.
+// The policies a Guard asks for: defaults, names, and the lockout's three.
 func TestGuardPolicies(t *testing.T) {
 	var got []string
 	record := func(p core.Policy) (core.Limiter, error) {
@@ -348,8 +349,9 @@ func TestGuardPolicies(t *testing.T) {
 		"5/15m algorithm=sliding-log name=login-account",
 		"50/15m algorithm=sliding-log name=login-ip",
 		"3/1m algorithm=sliding-log name=login-account-ip",
-		"7/1d algorithm=sliding-log name=login-lockout-level", // 1m 2m 4m 8m 16m 32m 1h
-		"3600000/1h name=login-lockout",                       // 1 ms ticks
+		"5/1h algorithm=sliding-log name=login-lockout-failures", // the account's Limit over max(1h, 15m)
+		"7/14h name=login-lockout-level",                         // 1m 2m 4m 8m 16m 32m 1h, one a 2h
+		"3600000/1h name=login-lockout",                          // 1 ms ticks
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("policies:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -363,8 +365,9 @@ func TestGuardPolicies(t *testing.T) {
 	want = []string{
 		"5/15m algorithm=sliding-log name=login-account",
 		"100/1h name=ip",
-		"10/25d algorithm=sliding-log name=login-lockout-level", // 1h … 256h, 300h; remembered 2·300h
-		"1080000/300h name=login-lockout",                       // 1 s ticks
+		"5/300h algorithm=sliding-log name=login-lockout-failures",
+		"10/250d name=login-lockout-level", // 1h … 256h, 300h, one a 600h
+		"1080000/300h name=login-lockout",  // 1 s ticks
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("policies:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -378,6 +381,63 @@ func TestLimitString(t *testing.T) {
 	} {
 		if got := l.String(); got != want {
 			t.Errorf("Limit(%d).String() = %q, want %q", l, got, want)
+		}
+	}
+}
+
+// Whatever an attacker does for 48 hours (guesses in turn or in parallel,
+// as soon as allowed or after waits of its choosing), no hour sees more
+// than 10 of its guesses checked on the default policies with
+// WithLockout(time.Minute, time.Hour): 5 failures fill the last hour's,
+// and each guess after them is checked alone and locks the account twice
+// as long as the one before. guardtest's siege is the guesser that gets
+// the most: 245.
+func TestLockoutAnyStrategy(t *testing.T) {
+	waits := []time.Duration{time.Microsecond, time.Second, time.Minute, 5 * time.Minute, 12 * time.Minute,
+		15 * time.Minute, 30 * time.Minute, time.Hour, 2 * time.Hour, 3 * time.Hour}
+	for seed := range 400 {
+		r := rand.New(rand.NewPCG(uint64(seed), 1))
+		clock := core.NewManualClock(epoch)
+		g := newMemoryGuard(t, clock, guard.WithClock(clock), guard.WithLockout(time.Minute, time.Hour))
+		var at []time.Duration // when each checked guess came
+		parallel, ip := 1+r.IntN(6), 0
+		for clock.Now().Sub(epoch) < 48*time.Hour {
+			var checked []guard.Decision
+			var retry time.Duration
+			for range 1 + r.IntN(parallel) { // checked together, told after
+				ip++
+				d, err := g.Check(ctx, ana, fmt.Sprint("10.0.0.", ip%250))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.Allowed {
+					checked = append(checked, d)
+					at = append(at, clock.Now().Sub(epoch))
+				} else {
+					retry = d.RetryAfter
+				}
+			}
+			for _, d := range checked {
+				if err := g.Fail(ctx, d); err != nil {
+					t.Fatal(err)
+				}
+			}
+			switch {
+			case retry > 0 && r.IntN(3) > 0:
+				clock.Advance(retry)
+			case r.IntN(2) == 0:
+				clock.Advance(time.Duration(r.Int64N(int64(4 * time.Hour))).Truncate(time.Microsecond))
+			default:
+				clock.Advance(waits[r.IntN(len(waits))])
+			}
+		}
+		for i, j := 0, 0; i < len(at); i++ {
+			for at[i]-at[j] >= time.Hour {
+				j++
+			}
+			if i-j+1 > 10 || len(at) > 245 {
+				t.Fatalf("strategy %d: %d guesses checked in the hour from +%v, %d in all; want at most 10, 245", seed, i-j+1, at[j], len(at))
+			}
 		}
 	}
 }

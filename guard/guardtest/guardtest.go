@@ -8,6 +8,7 @@ package guardtest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -32,8 +33,9 @@ var ctx = context.Background()
 // nothing, parallel attempts never get more password checks than the
 // limit, a success clears the account but not the IP, RetryAfter is the
 // largest of the blocking limits, the account+IP limit, and the growing
-// lockout (doubling, capped, never permanent, forgotten after a quiet day,
-// reset by a success). Every store the Guard runs on passes it. Each
+// lockout (doubling, capped, never permanent, holding while failures go
+// on, falling back after quiet hours, reset by a success, and 48 hours of
+// guessing getting 245 guesses checked, never more than 10 in an hour). Every store the Guard runs on passes it. Each
 // scenario builds its Guard with newGuard on a fresh clock, passing
 // [guard.WithClock] of that clock first among opts.
 func Run(t *testing.T, newGuard Factory) {
@@ -48,6 +50,70 @@ func Run(t *testing.T, newGuard Factory) {
 		clock := core.NewManualClock(start)
 		parallel(t, newGuard(t, clock, guard.WithClock(clock)))
 	})
+	t.Run("48 hours of guessing from 250 addresses", func(t *testing.T) {
+		clock := core.NewManualClock(start)
+		siege(t, clock, newGuard(t, clock, guard.WithClock(clock), guard.WithLockout(time.Minute, time.Hour)))
+	})
+}
+
+// siege guesses one account's password for 48 hours, from 250 addresses
+// in turn, each guess as soon as the Guard allows one, on the default
+// policies and WithLockout(time.Minute, time.Hour): 10 guesses are
+// checked in the first hour (5, then one after each lock of 1, 2, 4, 8
+// and 16 minutes, the first hidden by the account's 15 minutes), then 5
+// an hour, the lock staying at an hour: 245 in all, and never more than
+// 10 in any hour.
+func siege(t *testing.T, clock *core.ManualClock, g *guard.Guard) {
+	const (
+		span  = 48 * time.Hour
+		total = 10 + 47*5
+	)
+	began := clock.Now()
+	var at []time.Duration // when each checked guess came
+	for i := 0; ; i++ {
+		d, err := g.Check(ctx, ana, fmt.Sprintf("10.0.%d.%d", i%250/100, i%250%100))
+		if err != nil {
+			t.Fatalf("check at +%v: %v", clock.Now().Sub(began), err)
+		}
+		if d.Allowed {
+			at = append(at, clock.Now().Sub(began))
+			if err := g.Fail(ctx, d); err != nil {
+				t.Fatalf("fail at +%v: %v", clock.Now().Sub(began), err)
+			}
+			continue
+		}
+		if clock.Now().Sub(began)+d.RetryAfter >= span {
+			break
+		}
+		clock.Advance(d.RetryAfter)
+	}
+	perHour := make([]int, span/time.Hour)
+	for _, a := range at {
+		perHour[a/time.Hour]++
+	}
+	for h, n := range perHour {
+		want := 5
+		if h == 0 {
+			want = 10
+		}
+		if n != want {
+			t.Errorf("hour %d: %d guesses checked, want %d (per hour: %v)", h, n, want, perHour)
+			break
+		}
+	}
+	// Any hour, not only the clock's: the most guesses in [a, a+1h).
+	most, from := 0, time.Duration(0)
+	for i, j := 0, 0; i < len(at); i++ {
+		for at[i]-at[j] >= time.Hour {
+			j++
+		}
+		if i-j+1 > most {
+			most, from = i-j+1, at[j]
+		}
+	}
+	if most > 10 || len(at) != total {
+		t.Errorf("%d guesses checked in 48 hours, at most %d in the hour from +%v; want %d, at most 10", len(at), most, from, total)
+	}
 }
 
 // parallel sends 40 attempts on one account at once, 39 wrong and one
@@ -295,14 +361,28 @@ var scenarios = []struct {
 			Step{Advance: time.Hour - time.Microsecond, Op: Peek, Account: ana, IP: ipA, Want: blocked(time.Microsecond, guard.ByLockout)},
 			Step{Advance: time.Microsecond, Op: Peek, Account: ana, IP: ipA, Want: allowed},
 		)},
-	{"lockout on the default limits shows past 15m", []guard.Option{guard.WithLockout(time.Minute, time.Hour)},
-		append(lockoutRounds(ana, ipA, 5, guard.ByAccount, 15*time.Minute, 15*time.Minute, 15*time.Minute, 15*time.Minute),
-			lockoutRounds(ana, ipB, 5, guard.ByLockout, 16*time.Minute, 32*time.Minute, time.Hour, time.Hour)...)},
-	{"lockout level counts the last 24 hours", []guard.Option{shortWindow, guard.WithLockout(time.Minute, time.Hour)},
-		append(append(lockoutRounds(ana, ipA, 3, guard.ByLockout, time.Minute, 2*time.Minute, 4*time.Minute), // locks at +0, +1m, +3m
-			// At +24h1m the first two are forgotten, at +24h3m the third.
-			Step{Advance: 24*time.Hour - 6*time.Minute, Op: Peek, Account: ana, IP: ipA, Want: allowed}),
-			lockoutRounds(ana, ipA, 3, guard.ByLockout, 2*time.Minute, 2*time.Minute, 4*time.Minute)...)},
+	{"lockout on the default limits: after 5 failures, one per lock until the hour's are forgotten", []guard.Option{guard.WithLockout(time.Minute, time.Hour)},
+		append(append(lockoutRounds(ana, ipA, 5, guard.ByAccount, 15*time.Minute), // the first lock, 1m, hidden
+			// 5 failures in the last hour: each one locks (the others wait).
+			lockoutRounds(ana, ipB, 5, guard.ByLockout, 2*time.Minute, 4*time.Minute, 8*time.Minute, 16*time.Minute, 32*time.Minute)...),
+			// At +77m the first 5 are forgotten: 5 again, then an hour.
+			lockoutRounds(ana, ipA, 5, guard.ByLockout, time.Hour, time.Hour)...)},
+	{"staying under the account's limit still locks", []guard.Option{guard.WithLockout(time.Minute, time.Hour)}, []Step{
+		{Op: Fail, Account: ana, IP: ipA, N: 4},
+		{Op: Peek, Account: ana, IP: ipA, Want: allowed},
+		{Advance: 15 * time.Minute, Op: Fail, Account: ana, IP: ipA, N: 4}, // the hour's 5th locks; the rest wait
+		{Op: Peek, Account: ana, IP: ipB, Want: blocked(time.Minute, guard.ByLockout)},
+		{Advance: time.Minute, Op: Fail, Account: ana, IP: ipA, N: 4},
+		{Op: Peek, Account: ana, IP: ipB, Want: blocked(2*time.Minute, guard.ByLockout)},
+	}},
+	{"lockout level holds while the failures go on", []guard.Option{shortWindow, guard.WithLockout(time.Minute, time.Hour)},
+		// Past the first lockout's day: every lock an hour.
+		lockoutRounds(ana, ipA, 3, guard.ByLockout, append([]time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 16 * time.Minute, 32 * time.Minute},
+			slices.Repeat([]time.Duration{time.Hour}, 30)...)...)},
+	{"lockout level falls back a step per 2 hours without a lockout", []guard.Option{shortWindow, guard.WithLockout(time.Minute, time.Hour)},
+		append(append(lockoutRounds(ana, ipA, 3, guard.ByLockout, time.Minute, 2*time.Minute, 4*time.Minute, 8*time.Minute, 16*time.Minute, 32*time.Minute, time.Hour, time.Hour, time.Hour),
+			Step{Advance: 4 * time.Hour, Op: Peek, Account: ana, IP: ipA, Want: allowed}),
+			lockoutRounds(ana, ipA, 3, guard.ByLockout, 16*time.Minute, 32*time.Minute, time.Hour)...)},
 	{"lockout level forgotten after a quiet day", []guard.Option{shortWindow, guard.WithLockout(time.Minute, time.Hour)},
 		append(append(lockoutRounds(ana, ipA, 3, guard.ByLockout, time.Minute, 2*time.Minute, 4*time.Minute),
 			Step{Advance: 24 * time.Hour, Op: Peek, Account: ana, IP: ipA, Want: allowed}),
