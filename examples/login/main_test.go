@@ -200,19 +200,28 @@ func TestUnknownEmailLooksLikeWrongPassword(t *testing.T) {
 	}
 }
 
-// The account's lock grows past its 15-minute window: 1m, 2m, 4m and 8m
-// hide behind it, 16m, 32m and 1h show.
+// The account's lock grows while it keeps failing: after 5 wrong
+// passwords (their 1m lock hides behind the 15-minute window), each wrong
+// one while they are within the hour locks it twice as long; then 5 an
+// hour, each 5th locking it for the hour. A success resets it.
 func TestGrowingLockout(t *testing.T) {
 	clock, h := newTestServer(t)
-	for round, want := range []string{"900", "900", "900", "900", "960", "1920", "3600", "3600"} {
-		for range 5 {
-			expect(t, fmt.Sprint("round ", round+1), login(t, h, ipA, "ana@example.com", "wrong"), http.StatusUnauthorized, "")
+	round := func(name string, wrong int, want string) {
+		t.Helper()
+		for range wrong {
+			expect(t, name, login(t, h, ipA, "ana@example.com", "wrong"), http.StatusUnauthorized, "")
 		}
-		expect(t, fmt.Sprint("round ", round+1, " blocked"), login(t, h, ipB, "ana@example.com", "ana-secret"), http.StatusTooManyRequests, want)
+		expect(t, name+" blocked", login(t, h, ipB, "ana@example.com", "ana-secret"), http.StatusTooManyRequests, want)
 		var secs int
 		fmt.Sscan(want, &secs)
 		clock.Advance(time.Duration(secs) * time.Second)
 	}
+	round("first 5", 5, "900")
+	for _, want := range []string{"120", "240", "480", "960", "1920"} {
+		round("one more within the hour", 1, want)
+	}
+	round("5 in the next hour", 5, "3600")
+	round("5 in the one after", 5, "3600")
 	expect(t, "after the last lock", login(t, h, ipB, "ana@example.com", "ana-secret"), http.StatusOK, "")
 	for range 5 {
 		expect(t, "after a success", login(t, h, ipA, "ana@example.com", "wrong"), http.StatusUnauthorized, "")
