@@ -15,7 +15,8 @@ import (
 )
 
 // recordKey returns middleware keyed by keyfunc.Route that records the
-// keys it computes (or the error text).
+// keys it computes (or the error text): the route pattern, whatever the
+// method.
 func recordKey(t *testing.T, got *[]string) func(http.Handler) http.Handler {
 	l, err := core.New(core.Policy{Limit: 100, Window: time.Minute})
 	if err != nil {
@@ -48,6 +49,7 @@ func TestRouteKeysUseThePattern(t *testing.T) {
 		r.Use(mw)
 		r.Get("/grouped/{id}", ok)
 	})
+	r.With(mw).Handle("/any/{id}", ok) // every method: one key
 	top := chi.NewRouter()
 	top.Use(mw) // before routing: no pattern yet
 	top.Get("/top/{id}", ok)
@@ -60,11 +62,14 @@ func TestRouteKeysUseThePattern(t *testing.T) {
 		method, path string
 		want         string
 	}{
-		{r, "GET", "/items/42", "GET /items/{id}"},
-		{r, "POST", "/api/v1/users/ana/files/a/b", "POST /api/v1/users/{user}/files/*"},
-		{r, "GET", "/grouped/7", "GET /grouped/{id}"},
+		{r, "GET", "/items/42", "/items/{id}"},
+		{r, "POST", "/api/v1/users/ana/files/a/b", "/api/v1/users/{user}/files/*"},
+		{r, "GET", "/grouped/7", "/grouped/{id}"},
+		{r, "PUT", "/any/7", "/any/{id}"},
+		{r, "DELETE", "/any/8", "/any/{id}"},
 		{top, "GET", "/top/7", "error"},
-		{mux, "GET", "/mux/9", "GET /mux/{id}"},
+		{mux, "GET", "/mux/9", "/mux/{id}"},
+		{mux, "HEAD", "/mux/9", "/mux/{id}"},
 	} {
 		got = got[:0]
 		tc.h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(tc.method, tc.path, nil))

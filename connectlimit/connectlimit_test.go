@@ -617,7 +617,7 @@ func TestKeys(t *testing.T) {
 			{"default", nil, xff, "127.0.0.1"},
 			{"untrusted proxy", untrusted, xff, "127.0.0.1"},
 			{"trusted proxy", trusted, xff, "203.0.113.5"},
-			{"procedure and peer", keyfunc.Join(keyfunc.Route, keyfunc.PeerIP), nil, "22:POST /test.v1.Echo/Say9:127.0.0.1"},
+			{"procedure and peer", keyfunc.Join(keyfunc.Route, keyfunc.PeerIP), nil, "17:/test.v1.Echo/Say9:127.0.0.1"},
 		} {
 			t.Run(proto.name+"/"+tt.name, func(t *testing.T) {
 				rec := &recorder{Limiter: memory(t, core.Policy{Limit: 10, Window: time.Minute}, core.NewManualClock(start))}

@@ -18,9 +18,10 @@ import (
 //
 // Allowed requests get the rate headers and go on to next; refused ones get
 // the [Engine]'s response. Key functions see [http.Request.Pattern], the
-// ServeMux pattern that matched (such as "GET /items/{id}"), as the route:
-// known in middleware around a handler registered on the mux, not in
-// middleware around the mux itself, which runs before routing.
+// ServeMux pattern that matched, without its method ("/items/{id}" for
+// "GET /items/{id}"), as the route: known in middleware around a handler
+// registered on the mux, not in middleware around the mux itself, which
+// runs before routing.
 //
 // Middleware panics if l is nil or an option is invalid (see [New]): a
 // configuration mistake, found when the server starts.

@@ -25,7 +25,8 @@
 //   - [Header]: an API key or token, hashed so that secrets never become
 //     store keys; Authorization read as a credential, so that one Basic
 //     or Bearer credential is one key however it is spelled.
-//   - [Route]: method and route pattern, never the raw path.
+//   - [Route]: the route pattern, never the raw path nor the method;
+//     [RouteMethod] for a limit per method, HEAD folded into GET.
 //   - [Email]: a normalized email address from a form or JSON field,
 //     whatever the Content-Type claims; [NormalizeEmail] is the
 //     normalization on its own.

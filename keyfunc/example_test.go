@@ -107,16 +107,44 @@ func ExampleHeader() {
 	// true keyfunc: no key: header X-API-Key missing
 }
 
+// Every request to a route shares its key: other IDs, a HEAD, a made-up
+// method on a route that serves every method.
 func ExampleRoute() {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /items/{id}", func(w http.ResponseWriter, r *http.Request) {
+	key := func(w http.ResponseWriter, r *http.Request) {
 		fmt.Println(keyfunc.Route(keyfunc.FromHTTP(r)))
+	}
+	mux.HandleFunc("GET /items/{id}", key)
+	mux.HandleFunc("/any/{id}", key)
+	for _, r := range []*http.Request{
+		httptest.NewRequest("GET", "/items/42", nil),
+		httptest.NewRequest("HEAD", "/items/43", nil),
+		httptest.NewRequest("BREW", "/any/1", nil),
+	} {
+		mux.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	// Output:
+	// /items/{id} <nil>
+	// /items/{id} <nil>
+	// /any/{id} <nil>
+}
+
+// A limit per method: HEAD counts as GET, and methods outside the standard
+// ones share one key.
+func ExampleRouteMethod() {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/items/{id}", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Println(keyfunc.RouteMethod(keyfunc.FromHTTP(r)))
 	})
-	mux.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/items/42", nil))
-	mux.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/items/43", nil))
+	for _, m := range []string{"GET", "HEAD", "DELETE", "BREW", "get"} {
+		mux.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(m, "/items/1", nil))
+	}
 	// Output:
 	// GET /items/{id} <nil>
 	// GET /items/{id} <nil>
+	// DELETE /items/{id} <nil>
+	// * /items/{id} <nil>
+	// * /items/{id} <nil>
 }
 
 // The email is read from a JSON body, which the handler still reads whole.
@@ -209,5 +237,5 @@ func ExampleFromHTTP() {
 	r := httptest.NewRequest("DELETE", "/items/42", nil)
 	r = r.WithContext(context.WithValue(r.Context(), patternKey{}, "/items/:id"))
 	fmt.Println(keyfunc.Route(keyfunc.FromHTTP(r, keyfunc.RouteFunc(pattern))))
-	// Output: DELETE /items/:id <nil>
+	// Output: /items/:id <nil>
 }

@@ -114,8 +114,8 @@ func TestCallView(t *testing.T) {
 	}{
 		{"untrusted peer", ip, "192.0.2.1:1", "192.0.2.1"},
 		{"trusted proxy", ip, "10.1.2.3:1", "203.0.113.5"},
-		{"route", keyfunc.Route, "192.0.2.1:1", "POST /pkg.S/M"},
-		{"joined", keyfunc.Join(keyfunc.Route, keyfunc.PeerIP), "192.0.2.1:1", "13:POST /pkg.S/M9:192.0.2.1"},
+		{"route", keyfunc.Route, "192.0.2.1:1", "/pkg.S/M"},
+		{"joined", keyfunc.Join(keyfunc.Route, keyfunc.PeerIP), "192.0.2.1:1", "8:/pkg.S/M9:192.0.2.1"},
 	} {
 		got, err := tt.f(call(tt.peer, "/pkg.S/M", md))
 		if err != nil || got != tt.want {
