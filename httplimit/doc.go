@@ -29,4 +29,13 @@
 // limiter fails ([core.FailOpen]). A request's own faults (no key, a bad cost, a
 // body over [WithMaxBodyBytes]) are refused with 400, whatever the error
 // policy. See [Engine] for the responses.
+//
+// # Browsers (CORS)
+//
+// Put the CORS middleware in front of the limit: it answers preflights
+// before they are counted, and its Access-Control-Allow-Origin is on every
+// answer, a 429 included, to which the limit adds its fields' names to
+// Access-Control-Expose-Headers so that a script reads Retry-After. With
+// the CORS middleware behind the limit, [WithSkip]([Preflight]) leaves
+// preflights uncounted.
 package httplimit

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -70,6 +71,11 @@ type Engine struct {
 	cfg   config
 	last  atomic.Pointer[policyHeaders]
 	lastL atomic.Pointer[layerHeaders]
+
+	// The names of the fields written for a browser's script to read,
+	// and them as one Access-Control-Expose-Headers value.
+	exposedNames []string
+	exposed      []string
 }
 
 // New returns the engine enforcing l with opts. It fails if l is nil or an
@@ -128,6 +134,8 @@ func New(l core.Limiter, opts ...Option) (*Engine, error) {
 			}
 		}
 	}
+	e.exposedNames = exposedNames(c.headers)
+	e.exposed = []string{strings.Join(e.exposedNames, ", ")}
 	e.lay, _ = core.AsLayered(l)
 	e.fb = fallback
 	e.fbLay, _ = core.AsLayered(fallback)
@@ -226,6 +234,13 @@ func (r *Result) Counting() bool { return r.charge }
 // added to (they are Lists: middleware stacked on one request each add
 // their policy's member, outermost first); every other field is set,
 // replacing any value already there.
+//
+// When the response already carries Access-Control-Allow-Origin, set by a
+// CORS middleware that ran first, the names of Retry-After and of the rate
+// headers of the [WithHeaders] style are added to
+// Access-Control-Expose-Headers, each once, so that a browser's script can
+// read them on a 429 as on any answer. That needs h to be an [http.Header]
+// or a [HeaderReader].
 func (r *Result) WriteHeaders(h HeaderWriter) {
 	if hh, ok := h.(http.Header); ok {
 		r.writeHeaders(httpSink(hh))
@@ -247,6 +262,9 @@ func (r *Result) writeHeaders(h headerSink) {
 		for k, v := range r.resp.Header {
 			h.set(http.CanonicalHeaderKey(k), v)
 		}
+	}
+	if r.rate || !r.serve {
+		r.e.expose(h)
 	}
 }
 

@@ -100,14 +100,22 @@ func (e *Engine) headersFor(p core.Policy) *policyHeaders {
 // other frameworks get a [HeaderWriter]. set replaces a field's values; add
 // appends to them, for the IETF fields, which are Lists: middleware stacked
 // on one request (an app-wide limit and a route's) each add their members.
+// has and values read a field already on the response (canonical name),
+// for the CORS fields; a sink that cannot read has none.
 type headerSink interface {
 	set(name string, v []string)
 	add(name string, v []string)
+	has(name string) bool
+	values(name string) []string
 }
 
 type httpSink http.Header
 
 func (h httpSink) set(name string, v []string) { h[name] = v }
+
+func (h httpSink) has(name string) bool { return len(h[name]) > 0 && h[name][0] != "" }
+
+func (h httpSink) values(name string) []string { return h[name] }
 
 func (h httpSink) add(name string, v []string) {
 	old := h[name]
@@ -143,6 +151,31 @@ func (s writerSink) add(name string, v []string) {
 	for _, x := range v {
 		s.w.Add(name, x)
 	}
+}
+
+func (s writerSink) has(name string) bool {
+	r, ok := s.w.(HeaderReader)
+	if !ok {
+		return false
+	}
+	vs := r.PeekAll(name)
+	return len(vs) > 0 && len(vs[0]) > 0
+}
+
+func (s writerSink) values(name string) []string {
+	r, ok := s.w.(HeaderReader)
+	if !ok {
+		return nil
+	}
+	raw := r.PeekAll(name)
+	if len(raw) == 0 {
+		return nil
+	}
+	vs := make([]string, len(raw))
+	for i, v := range raw {
+		vs[i] = string(v)
+	}
+	return vs
 }
 
 // rateLimitValue returns the RateLimit value "name";r=<r>;t=<t>, its bytes

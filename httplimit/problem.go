@@ -154,7 +154,9 @@ func problemResponse(p Problem) Response {
 // rounded up, at least 1), Cache-Control: no-store and the problem+json body
 // of [DeniedResponse]. It is for handlers that decide without the middleware,
 // such as a login handler asking a [github.com/ratekit/ratekit/guard.Guard];
-// it writes no RateLimit headers.
+// it writes no RateLimit headers. On a CORS response (a CORS middleware set
+// Access-Control-Allow-Origin) it adds Retry-After to
+// Access-Control-Expose-Headers, as the middleware does.
 func WriteDenied(w http.ResponseWriter, d core.Decision) {
 	res := DeniedResponse(d)
 	h := w.Header()
@@ -162,6 +164,7 @@ func WriteDenied(w http.ResponseWriter, d core.Decision) {
 		h[k] = v
 	}
 	h[hRetryAfter] = retryAfterValue(d.RetryAfter)
+	exposeNames(httpSink(h), []string{"Retry-After"}, []string{"Retry-After"})
 	w.WriteHeader(res.Status)
 	w.Write(res.Body)
 }
