@@ -16,13 +16,17 @@ func newApp(app *adaptertest.App) http.Handler {
 		r.Use(chilimit.New(app.Use.Limiter, app.Use.Options...))
 	}
 	for _, rt := range app.Routes {
+		var router chi.Router = r
 		if rt.Limit != nil {
-			r.With(chilimit.New(rt.Limit.Limiter, rt.Limit.Options...)).Method(rt.Method, rt.Pattern, app)
+			router = r.With(chilimit.New(rt.Limit.Limiter, rt.Limit.Options...))
+		}
+		if rt.Method == adaptertest.AnyMethod {
+			router.Handle(rt.Pattern, app)
 		} else {
-			r.Method(rt.Method, rt.Pattern, app)
+			router.Method(rt.Method, rt.Pattern, app)
 		}
 	}
-	return r
+	return adaptertest.Outer(app, r)
 }
 
 var driver = adaptertest.Driver{

@@ -34,9 +34,13 @@ func newApp(app *adaptertest.App) http.Handler {
 		if rt.Limit != nil {
 			mw = append(mw, echolimit.New(rt.Limit.Limiter, rt.Limit.Options...))
 		}
-		e.Add(rt.Method, adaptertest.ColonPattern(rt.Pattern), handle, mw...)
+		if rt.Method == adaptertest.AnyMethod {
+			e.Any(adaptertest.ColonPattern(rt.Pattern), handle, mw...)
+		} else {
+			e.Add(rt.Method, adaptertest.ColonPattern(rt.Pattern), handle, mw...)
+		}
 	}
-	return e
+	return adaptertest.Outer(app, e)
 }
 
 var driver = adaptertest.Driver{

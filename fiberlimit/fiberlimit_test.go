@@ -37,6 +37,17 @@ func newApp(app *adaptertest.App) *fiber.App {
 		h.Del(adaptertest.ContextHeader)
 		return c.Next()
 	})
+	// The app's CORS middleware, outside every limit.
+	f.Use(func(c *fiber.Ctx) error {
+		headers, preflight := app.CORS(c.Method(), c.Get("Origin"), c.Get("Access-Control-Request-Method"))
+		for _, kv := range headers {
+			c.Set(kv[0], kv[1])
+		}
+		if preflight {
+			return c.SendStatus(fiber.StatusNoContent)
+		}
+		return c.Next()
+	})
 	if app.Use != nil {
 		f.Use(fiberlimit.New(app.Use.Limiter, app.Use.Options...))
 	}
@@ -51,7 +62,15 @@ func newApp(app *adaptertest.App) *fiber.App {
 		if rt.Limit != nil {
 			hs = append(hs, fiberlimit.New(rt.Limit.Limiter, rt.Limit.Options...))
 		}
-		f.Add(rt.Method, adaptertest.ColonPattern(rt.Pattern), append(hs, handle)...)
+		switch rt.Method {
+		case adaptertest.AnyMethod:
+			f.All(adaptertest.ColonPattern(rt.Pattern), append(hs, handle)...)
+		case fiber.MethodGet:
+			// Get serves HEAD too, as apps register GET routes.
+			f.Get(adaptertest.ColonPattern(rt.Pattern), append(hs, handle)...)
+		default:
+			f.Add(rt.Method, adaptertest.ColonPattern(rt.Pattern), append(hs, handle)...)
+		}
 	}
 	return f
 }

@@ -28,9 +28,13 @@ func newApp(app *adaptertest.App) http.Handler {
 		if rt.Limit != nil {
 			hs = append(hs, ginlimit.New(rt.Limit.Limiter, rt.Limit.Options...))
 		}
-		r.Handle(rt.Method, adaptertest.ColonPattern(rt.Pattern), append(hs, handle)...)
+		if rt.Method == adaptertest.AnyMethod {
+			r.Any(adaptertest.ColonPattern(rt.Pattern), append(hs, handle)...)
+		} else {
+			r.Handle(rt.Method, adaptertest.ColonPattern(rt.Pattern), append(hs, handle)...)
+		}
 	}
-	return r
+	return adaptertest.Outer(app, r)
 }
 
 var driver = adaptertest.Driver{

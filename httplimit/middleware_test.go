@@ -24,12 +24,17 @@ func newMux(app *adaptertest.App) http.Handler {
 		if rt.Limit != nil {
 			h = httplimit.Middleware(rt.Limit.Limiter, rt.Limit.Options...)(h)
 		}
-		mux.Handle(rt.Method+" "+rt.Pattern, h)
+		pattern := rt.Method + " " + rt.Pattern
+		if rt.Method == adaptertest.AnyMethod {
+			pattern = rt.Pattern
+		}
+		mux.Handle(pattern, h)
 	}
+	var h http.Handler = mux
 	if app.Use != nil {
-		return httplimit.Middleware(app.Use.Limiter, app.Use.Options...)(mux)
+		h = httplimit.Middleware(app.Use.Limiter, app.Use.Options...)(mux)
 	}
-	return mux
+	return adaptertest.Outer(app, h)
 }
 
 var muxDriver = adaptertest.Driver{

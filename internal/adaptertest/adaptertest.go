@@ -45,17 +45,28 @@ type Limit struct {
 }
 
 // Route is a route of the app, its pattern in chi syntax ("/items/{id}"; see
-// [ColonPattern]), behind its own middleware when Limit is set.
+// [ColonPattern]), behind its own middleware when Limit is set. Method
+// [AnyMethod] registers the route for every method with the framework's
+// own API for it: a ServeMux pattern without a method, chi's Handle, gin's
+// and echo's Any, fiber's All.
 type Route struct {
 	Method, Pattern string
 	Limit           *Limit
 }
 
+// AnyMethod is the [Route] Method of a route registered for every method.
+const AnyMethod = "*"
+
 // App describes the app a driver builds: middleware on every route (Use,
 // r.Use in the framework) and routes, each served by [App.Handle].
+//
+// When CORSOrigin is set, a CORS middleware runs outside everything else,
+// as docs/http.md says to put it: drivers of net/http routers wrap their
+// handler with [Outer], the others do what [App.CORS] says first.
 type App struct {
-	Use    *Limit
-	Routes []Route
+	Use        *Limit
+	Routes     []Route
+	CORSOrigin string
 
 	calls  atomic.Int64
 	ctxs   sync.Map // ID -> context.Context
@@ -91,6 +102,45 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain")
 	w.WriteHeader(status)
 	w.Write(out)
+}
+
+// CORSExposed is the Access-Control-Expose-Headers value the app's CORS
+// middleware sets for its own header.
+const CORSExposed = "X-Request-Id"
+
+// CORS is what the app's CORS middleware does with a request of this
+// method and these Origin and Access-Control-Request-Method values, as a
+// CORS middleware does before it calls on: the response headers to set
+// (none unless the origin is [App.CORSOrigin]), and whether the request is
+// a preflight it answers itself with 204, calling nothing behind it.
+func (a *App) CORS(method, origin, requestMethod string) (headers [][2]string, preflight bool) {
+	if a.CORSOrigin == "" || origin != a.CORSOrigin {
+		return nil, false
+	}
+	headers = [][2]string{{"Access-Control-Allow-Origin", origin}, {"Vary", "Origin"}}
+	if method == http.MethodOptions && requestMethod != "" {
+		return append(headers, [2]string{"Access-Control-Allow-Methods", "GET, POST"}), true
+	}
+	return append(headers, [2]string{"Access-Control-Expose-Headers", CORSExposed}), false
+}
+
+// Outer returns h behind the app's CORS middleware ([App.CORS]) when
+// CORSOrigin is set, else h, for the drivers of net/http routers.
+func Outer(app *App, h http.Handler) http.Handler {
+	if app.CORSOrigin == "" {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		headers, preflight := app.CORS(r.Method, r.Header.Get("Origin"), r.Header.Get("Access-Control-Request-Method"))
+		for _, kv := range headers {
+			w.Header().Set(kv[0], kv[1])
+		}
+		if preflight {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // Context returns the context registered under the ContextHeader id, or nil.
