@@ -98,3 +98,30 @@ func TestSlots(t *testing.T) {
 		t.Error("nil Slots has a buffer")
 	}
 }
+
+// The route of a ServeMux pattern is the same for every method it serves:
+// its method, and the one a request sends, are never part of it.
+func TestRouteSameForEveryMethod(t *testing.T) {
+	mux := http.NewServeMux()
+	var got []string
+	record := http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		got = append(got, httpview.NewFunc(r, nil).Route())
+	})
+	mux.Handle("GET /items/{id}", record)
+	mux.Handle("/any/{id}", record)
+	mux.Handle("GET example.com/host", record)
+	for _, tc := range []struct{ method, target, want string }{
+		{"GET", "/items/1", "/items/{id}"},
+		{"HEAD", "/items/2", "/items/{id}"},
+		{"GET", "/any/1", "/any/{id}"},
+		{"DELETE", "/any/1", "/any/{id}"},
+		{"BREW", "/any/1", "/any/{id}"},
+		{"HEAD", "http://example.com/host", "example.com/host"},
+	} {
+		got = got[:0]
+		mux.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(tc.method, tc.target, nil))
+		if len(got) != 1 || got[0] != tc.want {
+			t.Errorf("%s %s: routes %q, want [%q]", tc.method, tc.target, got, tc.want)
+		}
+	}
+}
