@@ -66,7 +66,7 @@ import (
 // [WithMethods] names it: it is what [WithMethodFunc], [WithCost],
 // [WithSkip], the hooks and key functions' route see. No service can be
 // registered under it. [WithMethods] may give it a limiter of its own.
-const UnknownMethod = rpclimit.UnknownMethod
+const UnknownMethod = "/*/*"
 
 // UnaryServerInterceptor returns an interceptor that limits unary calls
 // with l, configured by opts. An allowed call gets the rate header metadata
