@@ -37,9 +37,11 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/mod/modfile"
+	"golang.org/x/mod/module"
 	"golang.org/x/mod/semver"
 
 	"github.com/ratekit/ratekit/tools/internal/repo"
@@ -62,6 +64,12 @@ type Options struct {
 	// its requirements name; the checks go on after a layout that breaks
 	// the rules, to show what a user would get from it.
 	Version string
+	// ModCache is the module cache of the go commands that see the tree as
+	// a user would; empty means ratekit-install-check/modcache in the
+	// user's cache directory. Its copies of this repository's modules are
+	// removed first, since a version of them stands for another tree at
+	// every commit; the other modules stay, at paths the build cache knows.
+	ModCache string
 	// Log gets the progress; nil means os.Stderr.
 	Log io.Writer
 }
@@ -89,6 +97,11 @@ func Run(o Options) (err error) {
 	if o.Work == "" {
 		defer os.RemoveAll(c.Work)
 	}
+	unlock, err := c.takeModCache()
+	if err != nil {
+		return fmt.Errorf("installcheck: %w", err)
+	}
+	defer unlock()
 	steps := []struct {
 		name string
 		run  func() error
@@ -143,10 +156,67 @@ func newChecker(o Options) (*checker, error) {
 			return nil, fmt.Errorf("installcheck: %w", err)
 		}
 	}
-	c.modcache = filepath.Join(c.Work, "modcache")
+	c.modcache = o.ModCache
+	if c.modcache == "" {
+		dir, err := os.UserCacheDir()
+		if err != nil {
+			return nil, fmt.Errorf("installcheck: %w", err)
+		}
+		c.modcache = filepath.Join(dir, "ratekit-install-check", "modcache")
+	}
 	c.proxy = filepath.Join(c.Work, "proxy")
 	c.bin = filepath.Join(c.Work, "bin")
 	return c, nil
+}
+
+// takeModCache locks the check's module cache against another check and
+// removes this repository's modules from it. It returns the unlock.
+func (c *checker) takeModCache() (func(), error) {
+	if err := os.MkdirAll(c.modcache, 0o755); err != nil {
+		return nil, err
+	}
+	lock, err := os.OpenFile(c.modcache+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	unlock := func() { lock.Close() } // closing the file releases the lock
+	escaped, err := module.EscapePath(repo.RootPath)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	for _, dir := range []string{
+		filepath.Join(c.modcache, filepath.FromSlash(path.Dir(escaped)), path.Base(escaped)+"@*"),
+		filepath.Join(c.modcache, filepath.FromSlash(escaped)),
+		filepath.Join(c.modcache, "cache", "download", filepath.FromSlash(path.Dir(escaped))),
+	} {
+		matches, err := filepath.Glob(dir)
+		if err == nil {
+			for _, m := range matches {
+				err = errors.Join(err, removeAll(m))
+			}
+		}
+		if err != nil {
+			unlock()
+			return nil, err
+		}
+	}
+	return unlock, nil
+}
+
+// removeAll removes dir, whose files the go command may have made read-only.
+func removeAll(dir string) error {
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			os.Chmod(p, 0o755)
+		}
+		return nil
+	})
+	return os.RemoveAll(dir)
 }
 
 func indent(s string) string {

@@ -99,7 +99,7 @@ func TestCompat(t *testing.T) {
 
 	check := func() error {
 		t.Helper()
-		c, err := newChecker(Options{Root: dir, Rev: "HEAD", Work: t.TempDir(), Log: io.Discard})
+		c, err := newChecker(Options{Root: dir, Rev: "HEAD", Work: t.TempDir(), ModCache: t.TempDir(), Log: io.Discard})
 		if err != nil {
 			t.Fatal(err)
 		}
