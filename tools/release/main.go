@@ -158,7 +158,7 @@ func release(root, v, date string, tag bool) error {
 		for _, t := range names {
 			fmt.Printf("  git tag -a %s -m %q\n", t, "ratekit "+t)
 		}
-		fmt.Printf("  git push origin %s\n", strings.Join(names, " "))
+		fmt.Printf("  git push origin HEAD %s\n", strings.Join(names, " "))
 		return nil
 	}
 	if _, err := git(root, append([]string{"commit", "-q", "-m", commitMsg, "--"}, files...)...); err != nil {
