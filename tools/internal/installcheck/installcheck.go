@@ -160,7 +160,7 @@ func newChecker(o Options) (*checker, error) {
 	if c.modcache == "" {
 		dir, err := os.UserCacheDir()
 		if err != nil {
-			return nil, fmt.Errorf("installcheck: %w", err)
+			dir = c.Work // no cache directory: a fresh module cache, slower
 		}
 		c.modcache = filepath.Join(dir, "ratekit-install-check", "modcache")
 	}
