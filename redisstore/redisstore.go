@@ -30,8 +30,9 @@ const DefaultExpiryMargin = time.Second
 // requests from any number of servers are counted exactly. The decisions and
 // refunds are those of [core.Memory] for the same clock, field for field.
 // State per key: one Redis string, whose size is fixed for the buckets and
-// windows and, for the sliding log, 16 bytes per distinct request time in
-// the last window.
+// windows and, for the sliding log, 48 bytes and 16 per distinct request
+// time in the last window (up to twice that while records that left wait
+// to be cut off).
 //
 // A Limiter is safe for concurrent use. The zero value is not usable; create
 // one with [New].
@@ -40,8 +41,9 @@ type Limiter struct {
 	// with Limit 1 get exactly one allowed. State per key in detail: the token
 	// and leaky buckets keep the theoretical arrival time, the fixed and
 	// sliding windows the window index and counters, the sliding log packed
-	// records of (time, cumulative units): a decision reads O(log k) of its k
-	// records by binary search and appends one (slidinglog.lua).
+	// records of (time, a Fenwick tree node over the units): a decision,
+	// allowed, denied or given back, reads O(log k) 8-byte fields of its k
+	// records, never the whole log, and appends one (slidinglog.lua).
 
 	client  redis.UniversalClient
 	policy  core.Policy

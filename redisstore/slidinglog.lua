@@ -1,203 +1,451 @@
 -- Sliding log: one string key, a header and one 16-byte record per
--- distinct time a request was allowed, in time order:
+-- distinct time a request was allowed, in time order; core's slidingLog.
 --
---   base cut | at_1 cum_1 | at_2 cum_2 | ... | at_k cum_k
+--   base hd kd zeros zd dead total last | record base+1 | ... | record k
 --
--- all big-endian signed 64-bit integers: at_j is when record j was allowed
--- (µs), cum_j the units allowed up to and including it, base the units
--- allowed before the first record, and cut the time up to which records
--- count as removed. Record j thus holds cum_j - cum_(j-1) units (cum_0 =
--- base), and the units of any run of records are one subtraction. at is
--- strictly increasing, so the first live record is found by binary search.
--- A decision reads O(log k) records and writes one: an allowed request
--- appends a record (or adds to the last) and moves cut to now - W, as
--- core's log removes what has left the window; the bytes of removed records
--- are cut off by a rewrite only when they are at least half of the log, or
--- the log is short, so copying is paid at most once per record. cut keeps a
--- removed record removed when the clock later goes back, as in core's
--- slidingLog, decide and refund, which this mirrors.
+-- Records are numbered from the log's start: the string holds records
+-- base+1 to k = base+kd, and those before h = base+hd have left the window
+-- (h is core's head). Record j is (at_j, node_j): when it was allowed (µs),
+-- and a node of a Fenwick tree over the records' units, the units of
+-- records max(j - low(j), base)+1 to j, low(j) being the largest power of
+-- two dividing j. So U(j), the units of records base+1 to j, is a sum of
+-- about log2(j) nodes; one record's units change by changing as many; and
+-- the first record where U reaches a value is found by reading as many
+-- (search). The header holds dead = U(h-1), total = U(k), last = at_k, and
+-- zeros, the records emptied by refunds since the last rebuild, the first
+-- of them at base+zd (zd 0: none). hd, kd, zeros and zd are 32-bit, the
+-- rest 64-bit, all big-endian and signed.
 --
--- cum grows by at most L per window while the key lives; a log whose cum
--- would pass 2^50 is rewritten from base 0, so every value stays an exact
--- integer (under 2^53). A denied request and a Peek write nothing.
+-- A decision reads O(log k) fields of 8 bytes, one GETRANGE each, and never
+-- the whole log: the first live record (galloping from h: one or two reads
+-- as a rule), U before it, and for a denied request the record whose
+-- leaving makes room. An allowed request appends a record (one SETRANGE;
+-- its node sums about one other) or adds to the last (one BITFIELD). A
+-- refund takes its units from the records at since or later, oldest first,
+-- changing O(log k) nodes (one BITFIELD) per record it takes from, at most
+-- its cost n of them. A record it empties stays, with no units, unless it
+-- is the last: the log then ends at its last record with units (k moves
+-- back; the bytes past k are written over by the next append).
 --
--- Constants: L, W.
-local pack, unpack, sub = struct.pack, struct.unpack, string.sub -- Redis's struct library
-local rebaseAt, short = 2 ^ 50, 32
+-- Amortized upkeep, each O(k) at most and paid for by as many decisions:
+-- the records before h are cut off when they are at least as many as those
+-- from h on (or the total passes 2^50, or the bytes past k are as many):
+-- the rest is copied as it is (GETRANGE, SET), and the O(log k) nodes whose
+-- span reached back past the new base are shortened; so a copy costs at
+-- most one record's bytes per record that left. And when the emptied
+-- records are at least half of those from the first of them on, those are
+-- rebuilt without the empty ones (decoded and written again, O(1) Lua work
+-- per record, once per as many refunds). Values stay exact integers: U
+-- counts from base, and the total is cut back to the window's units (at
+-- most L) before it passes 2^50.
+--
+-- A denied request and a Peek write nothing. Constants: L, W.
+local pack, sunpack = struct.pack, struct.unpack -- Redis's struct library
+local key = KEYS[1]
+local H, hfmt = 48, '>i8i4i4i4i4i8i8i8'
+local rebaseAt = 2 ^ 50
 
-local s = redis.call('GET', KEYS[1])
-if not s then
+local hdr = redis.call('GETRANGE', key, 0, H - 1)
+if #hdr < H then
 	-- No log: nothing to refund; a request is allowed (n <= L) and, if
 	-- counted, the log's first record, the common case, written at once.
 	if elapsed then
 		return 0
 	end
 	if commit then
-		redis.call('SET', KEYS[1], pack('>i8i8i8i8', 0, now - W, now, n), 'PX', ceil(W / 1000) + margin)
+		redis.call('SET', key, pack(hfmt, 0, 1, 1, 0, 0, 0, n, now) .. pack('>i8i8', now, n), 'PX', ceil(W / 1000) + margin)
 	end
 	return {1, L - n, 0, W, 0}
 end
-local k, cut = 0, nil
-if #s >= 32 then
-	k = (#s - 16) / 16
-	cut = unpack('>i8', s, 9)
+local base, hd, kd, zeros, zd, dead, total, last = sunpack(hfmt, hdr)
+local h, k, zfrom = base + hd, base + kd, nil
+if zd > 0 then
+	zfrom = base + zd
 end
--- Record j's time and cum, and cum(0), the base.
+
+-- low(j) for j >= 1, starting from p, a power of two dividing j: along a
+-- walk up or down the tree low only grows, so a walk is O(log k) in all.
+local function low(j, p)
+	while j % (p + p) == 0 do
+		p = p + p
+	end
+	return p
+end
+-- The byte offset of record j.
+local function off(j)
+	return H + 16 * (j - base - 1)
+end
+local function field(o)
+	return (sunpack('>i8', redis.call('GETRANGE', key, o, o + 7)))
+end
 local function at(j)
-	return (unpack('>i8', s, 16 * j + 1))
-end
-local function cum(j)
-	if k == 0 then
-		return 0
-	elseif j == 0 then
-		return (unpack('>i8', s, 1))
+	if j == k then
+		return last
 	end
-	return (unpack('>i8', s, 16 * j + 9))
+	return field(off(j))
 end
-
--- A request allowed at t counts while now - W < t and t > cut; f is the
--- first record that counts (k + 1 when none does).
-local cutoff = now - W
-local from = cutoff
-if cut and cut > from then
-	from = cut
+local function node(j)
+	return field(off(j) + 8)
 end
-local lo, hi = 1, k + 1
-while lo < hi do
-	local mid = floor((lo + hi) / 2)
-	if at(mid) > from then
-		hi = mid
-	else
-		lo = mid + 1
+-- U(j) for base <= j <= k: the nodes j, j - low(j), ... above base.
+local function U(j)
+	local s, p = 0, 1
+	while j > base do
+		p = low(j, p)
+		s = s + node(j)
+		j = j - p
 	end
+	return s
 end
-local f = lo
--- Every write removes what has left the window at now.
-local newCut = cutoff
-if cut and cut > newCut then
-	newCut = cut
-end
-
--- rewrite stores the header and records f..last, then the record extra
--- when given, from base 0 when the log's cum has passed 2^50 (n is at most
--- L, at most 1e9 < 2^30, so cum stays below 2^53), with px ms to live (or
--- the key's own expiry when px is nil).
-local function rewrite(last, extra, px)
-	local base, shift = cum(f - 1), 0
-	if cum(k) > rebaseAt then
-		base, shift = 0, cum(f - 1)
+-- U of each node of x's chain (x, x - low(x), ...) above base, by node:
+-- what a cut at x or a rebuild from x+1 needs of the records up to x.
+local function chainU(x)
+	local chain, p = {}, 1
+	while x > base do
+		p = low(x, p)
+		chain[#chain + 1] = x
+		x = x - p
 	end
-	local parts = {pack('>i8i8', base, newCut)}
-	if shift == 0 then
-		parts[2] = sub(s, 16 * f + 1, 16 * last + 16)
-	else
-		for j = f, last do
-			parts[#parts + 1] = pack('>i8i8', at(j), cum(j) - shift)
+	local u, s = {}, 0
+	for i = #chain, 1, -1 do
+		s = s + node(chain[i])
+		u[chain[i]] = s
+	end
+	return u
+end
+-- The first record j with U(j) >= x, for 0 < x <= total: a walk down the
+-- tree from the largest power of two, x keeping what is still to be found.
+-- A node at or below base holds nothing: it is passed without a read.
+local function search(x)
+	local step, pos = 1, 0
+	while step + step <= k do
+		step = step + step
+	end
+	while step >= 1 do
+		local q = pos + step
+		if q <= k then
+			if q <= base then
+				pos = q
+			else
+				local v = node(q)
+				if v < x then
+					pos, x = q, x - v
+				end
+			end
 		end
+		step = step / 2
 	end
-	if extra then
-		parts[#parts + 1] = pack('>i8i8', extra[1], extra[2] - shift)
+	return pos + 1
+end
+-- The first record from lo on whose time is after x (k + 1 when none),
+-- galloping forward from lo: O(log d) reads for an answer d records on.
+local function after(lo, x)
+	if lo > k or at(lo) > x then
+		return lo
 	end
-	if px then
-		redis.call('SET', KEYS[1], table.concat(parts), 'PX', px)
-	else
-		local ttl = redis.call('PTTL', KEYS[1])
-		if ttl > 0 then
-			redis.call('SET', KEYS[1], table.concat(parts), 'PX', ttl)
+	local good, step, hi = lo, 1, k + 1
+	while good + step <= k do
+		if at(good + step) > x then
+			hi = good + step
+			break
+		end
+		good, step = good + step, step + step
+	end
+	local a = good + 1
+	while a < hi do
+		local mid = floor((a + hi) / 2)
+		if at(mid) > x then
+			hi = mid
 		else
-			redis.call('SET', KEYS[1], table.concat(parts))
+			a = mid + 1
 		end
 	end
+	return a
+end
+-- The same answer among records lo..k, galloping back from k: a refund's
+-- records are usually the last few.
+local function afterFromEnd(lo, x)
+	if last <= x then
+		return k + 1
+	end
+	local good, step, a = k, 1, lo -- at(good) > x; the answer is in a..good
+	while good - step >= lo do
+		if at(good - step) <= x then
+			a = good - step + 1
+			break
+		end
+		good, step = good - step, step + step
+	end
+	while a < good do
+		local mid = floor((a + good) / 2)
+		if at(mid) > x then
+			good = mid
+		else
+			a = mid + 1
+		end
+	end
+	return a
+end
+-- Adds d to record j's units: to the nodes j, j + low(j), ... up to k, in
+-- one BITFIELD.
+local function add(j, d)
+	local args, p = {}, 1
+	while j <= k do
+		p = low(j, p)
+		args[#args + 1] = 'INCRBY'
+		args[#args + 1] = 'i64'
+		args[#args + 1] = (off(j) + 8) * 8
+		args[#args + 1] = d
+		j = j + p
+	end
+	redis.call('BITFIELD', key, unpack(args))
+end
+-- Appends record k+1, at t with units: its node sums the nodes from k down
+-- to k+1 - low(k+1) (or base), one on average.
+local function append(t, units)
+	local m = k + 1
+	local stop = m - low(m, 1)
+	if stop < base then
+		stop = base
+	end
+	local v, j, p = units, k, 1
+	while j > stop do
+		p = low(j, p)
+		v = v + node(j)
+		j = j - p
+	end
+	k = m
+	redis.call('SETRANGE', key, off(m), pack('>i8i8', t, v))
+end
+-- SET of the whole string: with px ms to live, or keeping the key's TTL.
+local function setAll(s, px)
+	if not px then
+		px = redis.call('PTTL', key)
+	end
+	if px > 0 then
+		redis.call('SET', key, s, 'PX', px)
+	else
+		redis.call('SET', key, s)
+	end
+end
+-- Rebuilds records a..k (a > base) without the empty ones, numbering them
+-- on from a: a record keeps its U, so a node's new value is the difference
+-- of two, from the records rebuilt or from a-1's chain. The bytes past the
+-- new k stay.
+local function rebuildFrom(a)
+	local u = chainU(a - 1)
+	local s = redis.call('GETRANGE', key, off(a), off(k) + 15)
+	local prev = u[a - 1] or 0
+	local old, ats, us = {}, {}, {} -- U of records a.. by j-a+1; the records kept
+	local n = 0
+	for i = 1, k - a + 1 do
+		local j = a + i - 1
+		local t, v = sunpack('>i8i8', s, 16 * i - 15)
+		local c = j - low(j, 1)
+		local uj
+		if c >= a then
+			uj = v + old[c - a + 1]
+		else
+			uj = v + (u[c] or 0)
+		end
+		old[i] = uj
+		if uj > prev then
+			n = n + 1
+			ats[n], us[n] = t, uj
+		end
+		prev = uj
+	end
+	local parts = {}
+	for i = 1, n do
+		local c = a + i - 1 - low(a + i - 1, 1)
+		local uc
+		if c >= a then
+			uc = us[c - a + 1]
+		else
+			uc = u[c] or 0
+		end
+		parts[i] = pack('>i8i8', ats[i], us[i] - uc)
+	end
+	redis.call('SETRANGE', key, off(a), table.concat(parts))
+	k = a + n - 1
+end
+-- Cuts the log off at record nb (base <= nb < h): copies records nb+1..k
+-- and shortens the nodes above nb whose span reached back to nb or before
+-- (nb + low(nb), and so on up to k) to the units after nb; with px ms to
+-- live, or keeping the key's TTL.
+local function cutAt(nb, px)
+	local u = chainU(nb)
+	local unb = u[nb] or 0
+	local upd = {}
+	if nb > base then
+		local p = low(nb, 1)
+		local j = nb + p
+		while j <= k do
+			p = low(j, p)
+			upd[#upd + 1] = j
+			upd[#upd + 1] = node(j) + (u[j - p] or 0) - unb
+			j = j + p
+		end
+	end
+	local s = redis.call('GETRANGE', key, off(nb + 1), off(k) + 15)
+	total, dead, base = total - unb, dead - unb, nb
+	if zfrom and zfrom <= base then
+		zfrom = h
+	end
+	local zrel = 0
+	if zfrom then
+		zrel = zfrom - base
+	end
+	setAll(pack(hfmt, base, h - base, k - base, zeros, zrel, dead, total, last) .. s, px)
+	if #upd > 0 then
+		local args = {}
+		for i = 1, #upd, 2 do
+			args[#args + 1] = 'SET'
+			args[#args + 1] = 'i64'
+			args[#args + 1] = (off(upd[i]) + 8) * 8
+			args[#args + 1] = upd[i + 1]
+		end
+		redis.call('BITFIELD', key, unpack(args))
+	end
+end
+-- Writes what changed in the header, after the upkeep it calls for; then,
+-- with px, the key's expiry. shrunk: k may have moved back, leaving bytes
+-- past it.
+local function store(px, shrunk)
+	if zfrom and zfrom < h then
+		zfrom = h -- the empty records before h are cut off with the rest
+	end
+	if zfrom and zfrom > k then
+		zeros, zfrom = 0, nil -- every empty record was past the end
+	end
+	if zfrom and zeros + zeros >= k - zfrom + 1 then
+		rebuildFrom(zfrom)
+		zeros, zfrom, shrunk = 0, nil, true
+	end
+	local count = k - h + 1
+	local cut = h - 1 - base >= count or total > rebaseAt
+	if not cut and shrunk then
+		cut = (redis.call('STRLEN', key) - H) / 16 - (k - base) >= count
+	end
+	if cut then
+		cutAt(h - 1, px)
+		return
+	end
+	local zrel = 0
+	if zfrom then
+		zrel = zfrom - base
+	end
+	redis.call('SETRANGE', key, 0, pack(hfmt, base, h - base, k - base, zeros, zrel, dead, total, last))
+	if px then
+		redis.call('PEXPIRE', key, px)
+	end
+end
+
+-- A request allowed at t counts while now - W < t, and the records before
+-- h no longer count (as core's head keeps them out when the clock goes
+-- back); f is the first record that counts, uf the units before it.
+local f = after(h, now - W)
+local uf = dead
+if f > h then
+	uf = U(f - 1)
 end
 
 if elapsed then
-	-- A refund: the request's record is at t = now - elapsed or later. If t
-	-- is still in the window, up to n units are taken from the records at
-	-- t or later, oldest first, emptying some and reducing the last one
-	-- touched when it holds more than needed. If t has left the window,
-	-- the units may have left too, and the live records are other
-	-- requests': nothing is given back. The log is rebuilt (O(k), as
-	-- refunds are rare) and keeps its expiry; a log left empty is deleted:
-	-- an empty log decides as no log.
-	if elapsed >= W or k == 0 then
+	-- A refund: the request's record is at since = now - elapsed or later.
+	-- If since is still in the window, up to n units are taken from the
+	-- records at since or later, oldest first. If since has left the
+	-- window, the units may have left too, and the live records are other
+	-- requests': nothing is given back. A log left with no units is
+	-- deleted: an empty log decides as no log. The key keeps its expiry.
+	if elapsed >= W then
 		return 0
 	end
-	local since = now - elapsed
-	local left = n
-	local records, total = {}, 0
-	for j = f, k do
-		local t, units = at(j), cum(j) - cum(j - 1)
-		if t >= since and left > 0 then
-			local take = units
-			if take > left then
-				take = left
+	if f > k then
+		-- Nothing is left in the window: core empties the log.
+		redis.call('DEL', key)
+		return 0
+	end
+	-- What has left the window is removed, as core's refund removes it,
+	-- also when nothing is given back.
+	local moved = f > h
+	h, dead = f, uf
+	local i = afterFromEnd(f, now - elapsed - 1)
+	if i > k then
+		if moved then
+			store(nil, false)
+		end
+		return 0
+	end
+	local before = uf
+	if i > f then
+		before = U(i - 1)
+	end
+	if n >= total - before then
+		-- Everything from i on is taken: the log ends at its last record
+		-- with units before i, if one is left in the window.
+		if before <= uf then
+			redis.call('DEL', key)
+			return 0
+		end
+		local j = search(before)
+		last, total = at(j), before
+		k = j
+		store(nil, true)
+		return 0
+	end
+	-- Record i first, the request's own as a rule; then each next record
+	-- with units, found by search (an emptied one holds none). The last
+	-- record keeps units.
+	local left, m, um = n, i, U(i)
+	while left > 0 do
+		if um <= before then
+			m = search(before + 1)
+			um = U(m)
+		end
+		local take = um - before
+		if take > left then
+			take = left
+		else
+			zeros = zeros + 1
+			if not zfrom or m < zfrom then
+				zfrom = m
 			end
-			units = units - take
-			left = left - take
 		end
-		if units > 0 then
-			total = total + units
-			records[#records + 1] = pack('>i8i8', t, total)
-		end
+		add(m, -take)
+		total, left, um = total - take, left - take, before
 	end
-	if #records == 0 then
-		redis.call('DEL', KEYS[1])
-		return 0
-	end
-	s = pack('>i8i8', 0, newCut) .. table.concat(records)
-	k, f = #records, 1
-	rewrite(k, nil, nil)
+	store(nil, false)
 	return 0
 end
 
-local sum = 0
-if f <= k then
-	sum = cum(k) - cum(f - 1)
-end
-
+local sum = total - uf
 if sum + n > L then
 	-- Records leave oldest first: the one whose leaving makes room is the
-	-- first j with cum_j - cum_(f-1) >= sum + n - L.
-	local need = cum(f - 1) + sum + n - L
-	lo, hi = f, k
-	while lo < hi do
-		local mid = floor((lo + hi) / 2)
-		if cum(mid) >= need then
-			hi = mid
-		else
-			lo = mid + 1
-		end
-	end
-	return {0, L - sum, at(lo) + W - now, at(k) + W - now, 0}
+	-- first j with U(j) - uf >= sum + n - L.
+	return {0, L - sum, at(search(uf + sum + n - L)) + W - now, last + W - now, 0}
 end
 
 -- A clock that went backwards records at the latest time seen, so the log
 -- stays in order and nothing leaves early.
 local t = now
-if f <= k and at(k) > t then
-	t = at(k)
+if last > t then
+	t = last
 end
 local reset = t + W - now
 if commit then
 	local px = ceil(reset / 1000) + margin
-	local merge = f <= k and at(k) == t
-	local last = k
-	if merge then
-		last = k - 1
-	end
-	if k - f < short or 2 * (f - 1) >= k or cum(k) > rebaseAt then
-		-- A short log, or one at least half removed: rewritten.
-		rewrite(last, {t, cum(k) + n}, px)
+	if f > k then
+		-- Everything has left: a new log.
+		redis.call('SET', key, pack(hfmt, 0, 1, 1, 0, 0, 0, n, t) .. pack('>i8i8', t, n), 'PX', px)
 	else
-		if newCut ~= cut then
-			redis.call('SETRANGE', KEYS[1], 8, pack('>i8', newCut))
-		end
-		if merge then
-			redis.call('SETRANGE', KEYS[1], 16 * k + 8, pack('>i8', cum(k) + n))
+		h, dead = f, uf
+		if last == t then
+			add(k, n)
 		else
-			redis.call('APPEND', KEYS[1], pack('>i8i8', t, cum(k) + n))
+			append(t, n)
 		end
-		redis.call('PEXPIRE', KEYS[1], px)
+		total, last = total + n, t
+		store(px, false)
 	end
 end
 return {1, L - sum - n, 0, reset, 0}
