@@ -1,9 +1,11 @@
 package redisstore
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -256,21 +258,19 @@ func TestBatchingNoScript(t *testing.T) {
 		}}
 		client.AddHook(hook)
 		l := mustNew(t, client, p, WithPrefix(uniquePrefix(t.Name())), WithBatching(0))
-		// Hold the first request in flight so that the others queue.
-		done := blockServer(t, addr, 150*time.Millisecond)
+		// Hold the first request in flight so that the others queue: they
+		// start once it has been sent, with half a second to queue.
+		done := blockServer(t, addr, 500*time.Millisecond)
 		const requests = 20
 		var wg sync.WaitGroup
 		for i := range requests {
 			wg.Go(func() {
-				if i > 0 {
-					time.Sleep(10 * time.Millisecond)
-				}
 				if d, err := l.Allow(ctx, "k"); err != nil || !d.Allowed {
 					t.Errorf("request %d: %+v, %v", i, d, err)
 				}
 			})
-			if i == 0 {
-				time.Sleep(5 * time.Millisecond)
+			for i == 0 && hook.scripts.Load() == 0 {
+				time.Sleep(time.Millisecond)
 			}
 		}
 		wg.Wait()
@@ -296,18 +296,41 @@ func TestBatchingNoScript(t *testing.T) {
 // at most one request.
 func TestBatchingTimeoutCountsAtMostOnce(t *testing.T) {
 	addr := singleNode(t)
-	client := newClient(t, addr)
+	// A client that counts the EVALSHAs it has written to the server.
+	var written atomic.Int64
+	client := redis.NewClient(&redis.Options{
+		Addr:                  addr,
+		MaxRetries:            -1,
+		ContextTimeoutEnabled: true,
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			return &writeCounter{Conn: c, evalsha: &written}, err
+		},
+	})
+	t.Cleanup(func() { client.Close() })
 	hook := &pipeHook{}
 	client.AddHook(hook)
 	l := mustNew(t, client, core.Policy{Limit: 10, Window: time.Hour}, WithPrefix(uniquePrefix("btimeout")), WithBatching(0))
-	if _, err := l.Allow(ctx, "warm"); err != nil {
-		t.Fatal(err)
+	// Two connections ready: a new one could not say hello to a busy server.
+	for range 100 {
+		if client.PoolStats().IdleConns >= 2 {
+			break
+		}
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() { client.Ping(ctx) })
+		}
+		wg.Wait()
 	}
-	done := blockServer(t, addr, 500*time.Millisecond)
-	// first is sent at once and times out at 100 ms; queued, whose
-	// contexts end at 60 ms, are dropped from the queue; batched, queued
-	// until first fails, are then sent as one batch that times out at
-	// 300 ms, before Redis is free.
+	if n := client.PoolStats().IdleConns; n < 2 {
+		t.Fatalf("%d idle connections, want 2", n)
+	}
+	done := blockServer(t, addr, 2*time.Second)
+	// first and second are sent at once (two round trips in flight) and
+	// time out at 1 s; queued, whose contexts end at 100 ms, are dropped
+	// from the queue; batched, queued until first fails, are then sent as
+	// one batch that times out at 1.4 s, before Redis is free at 2 s. Each
+	// step has more than half a second's room for a loaded machine.
 	type result struct {
 		key  string
 		err  error
@@ -322,11 +345,14 @@ func TestBatchingTimeoutCountsAtMostOnce(t *testing.T) {
 		results <- result{key, err, time.Since(began)}
 	}
 	var wg sync.WaitGroup
-	wg.Go(func() { decide("first", 100*time.Millisecond) })
-	time.Sleep(10 * time.Millisecond)
+	wg.Go(func() { decide("first", time.Second) })
+	wg.Go(func() { decide("second", time.Second) })
+	for written.Load() < 2 {
+		time.Sleep(time.Millisecond)
+	}
 	for i := range 10 {
-		wg.Go(func() { decide(fmt.Sprint("queued", i), 50*time.Millisecond) })
-		wg.Go(func() { decide(fmt.Sprint("batched", i), 290*time.Millisecond) })
+		wg.Go(func() { decide(fmt.Sprint("queued", i), 100*time.Millisecond) })
+		wg.Go(func() { decide(fmt.Sprint("batched", i), 1400*time.Millisecond) })
 	}
 	wg.Wait()
 	close(results)
@@ -335,8 +361,8 @@ func TestBatchingTimeoutCountsAtMostOnce(t *testing.T) {
 		if r.err == nil {
 			t.Errorf("%s: no error while Redis was busy", r.key)
 		}
-		if r.key[0] == 'q' && r.took > 150*time.Millisecond {
-			t.Errorf("%s: returned after %v, its context ended at 50ms", r.key, r.took)
+		if r.key[0] == 'q' && r.took > 700*time.Millisecond {
+			t.Errorf("%s: returned after %v, its context ended at 100ms (first's at 1s)", r.key, r.took)
 		}
 		keys = append(keys, r.key)
 	}
@@ -363,5 +389,20 @@ func TestBatchingTimeoutCountsAtMostOnce(t *testing.T) {
 	if counted['q'] != 0 {
 		t.Errorf("%d decisions dropped from the queue were run", counted['q'])
 	}
-	t.Logf("run once after timing out: first %d/1, batched %d/10", counted['f'], counted['b'])
+	t.Logf("run once after timing out: first and second %d/2, batched %d/10", counted['f']+counted['s'], counted['b'])
+}
+
+// writeCounter is a connection that counts the EVALSHA commands written
+// on it.
+type writeCounter struct {
+	net.Conn
+	evalsha *atomic.Int64
+}
+
+func (c *writeCounter) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	if err == nil {
+		c.evalsha.Add(int64(bytes.Count(b, []byte("$7\r\nevalsha\r\n"))))
+	}
+	return n, err
 }
