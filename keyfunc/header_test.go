@@ -62,7 +62,7 @@ func TestHeaderSecretCopied(t *testing.T) {
 // One Basic credential has 512 spellings that net/http's Request.BasicAuth
 // reads alike (the scheme's case, the unused bits of the base64 padding):
 // Header("Authorization") gives all of them one key.
-func TestAuthorizationbasicSpellings(t *testing.T) {
+func TestAuthorizationBasicSpellings(t *testing.T) {
 	spellings := basicSpellings("Aladdin", "open sesame")
 	if len(spellings) != 512 {
 		t.Fatalf("%d spellings, want 512", len(spellings))
