@@ -56,7 +56,9 @@ import (
 //     policy: the key function failed ([WithKey]), or the cost function
 //     failed or gave a cost below 1 ([WithCost]).
 //   - [connect.CodeUnavailable]: the limiter failed and the error policy
-//     fails closed ([WithErrorPolicy]), with a RetryInfo of 1 second.
+//     fails closed ([WithErrorPolicy], a [core.UnavailableError]), with a
+//     RetryInfo of its RetryAfter (1 second unless a core.Failover's
+//     breaker is open).
 //   - [connect.CodeCanceled] or [connect.CodeDeadlineExceeded]: the call
 //     ended while it waited for a leaky bucket's Delay.
 //

@@ -95,9 +95,11 @@ func WithSkip(f func(ctx context.Context, procedure string) bool) Option {
 
 // WithErrorPolicy sets what a call gets when the limiter fails (a store is
 // down or times out): [core.FailOpen], [core.FailClosed] or
-// [core.Fallback], as [core.ErrorPolicy] describes. Failing closed answers
-// [connect.CodeUnavailable] with a RetryInfo of 1 second and Retry-After:
-// 1. Every such error also reaches the [WithErrorHook] hook. It never
+// [core.Fallback], as [core.ErrorPolicy] describes. Failing closed, or a
+// fallback failing too, answers [connect.CodeUnavailable] with a RetryInfo
+// and a Retry-After of the [core.UnavailableError]'s RetryAfter (1 second
+// unless a core.Failover's breaker is open). Every such error also reaches
+// the [WithErrorHook] hook. It never
 // applies to the caller's own faults (a bad key or cost): those are
 // refused. core.Fallback(nil) makes [NewInterceptor] panic.
 //

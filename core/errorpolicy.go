@@ -6,23 +6,22 @@ import (
 )
 
 // An ErrorPolicy says what a request gets when its limiter fails: the store
-// is down, times out or sits behind an open circuit breaker. It is one
-// vocabulary for [NewFailover] ([WithErrorPolicy]) and for the HTTP
-// middleware (httplimit.WithErrorPolicy). It never applies to the caller's
-// own errors ([ErrEmptyKey], [ErrInvalidCost], [ErrCostTooHigh], a context
-// the caller ended): those are returned or refused as they are.
+// is down, times out or sits behind an open circuit breaker. A [Failover]
+// applies it ([WithErrorPolicy]), and so does the HTTP middleware
+// (httplimit.WithErrorPolicy), which builds on a Failover: one decision,
+// made in one place. It never applies to the caller's own errors
+// ([CallerError]): those are returned as they are.
 //
-//   - [FailOpen] (the zero value, and the default): the request is allowed.
-//     A Failover answers an allowing Decision; the middleware serves the
-//     request without rate headers.
-//   - [FailClosed]: the request is refused. A Failover answers a denying
-//     Decision whose RetryAfter is the time until the store is tried again
-//     (HTTP middleware over it answers 429); the middleware, when the
-//     limiter itself fails, answers 503 with Retry-After: 1.
-//   - [Fallback]: a local limiter decides instead. If it fails too, a
-//     Failover returns its error and the middleware answers 503.
-//     [FallbackShare] is Fallback to a memory limiter of the limiter's own
-//     policy divided among the servers, built by the constructor.
+//   - [FailOpen] (the zero value, and the default): the request is allowed,
+//     as a new key would be.
+//   - [FailClosed]: the request is refused with an [UnavailableError],
+//     never a denial (the caller exceeded nothing). The HTTP middleware
+//     answers it with 503 and Retry-After, the RPC interceptors with
+//     Unavailable and a RetryInfo.
+//   - [Fallback]: a local limiter decides instead. If it fails too, the
+//     request is refused as under FailClosed. [FallbackShare] is Fallback
+//     to a memory limiter of the limiter's own policy divided among the
+//     servers, built by the constructor.
 type ErrorPolicy struct {
 	closed   bool
 	fallback bool // Fallback or FallbackShare was called, possibly with nil
@@ -38,7 +37,7 @@ type ErrorPolicy struct {
 func FailOpen() ErrorPolicy { return ErrorPolicy{} }
 
 // FailClosed refuses every request the limiter cannot decide: protection
-// first. See [ErrorPolicy] for what the refusal looks like.
+// first. The refusal is an [UnavailableError], not a denial.
 func FailClosed() ErrorPolicy { return ErrorPolicy{closed: true} }
 
 // Fallback has local decide every request the limiter cannot, typically a
@@ -54,20 +53,19 @@ func Fallback(local Limiter) ErrorPolicy { return ErrorPolicy{fallback: true, lo
 // servers together admit about the policy's limit and never more (unless
 // instances exceeds the Limit: each server then admits 1 per window). The
 // constructor taking the error policy builds the memory limiter from the
-// limiter's Policy method ([ErrorPolicy.Resolve]): [NewFailover] from the
-// remote limiter's, reading its clock; the HTTP middleware from its
-// limiter's. instances must be at least 1.
+// limiter's Policy method: [NewFailover] from the remote limiter's, on its
+// clock ([WithClock]); the HTTP middleware from its limiter's, on its own
+// clock. instances must be at least 1.
 func FallbackShare(instances int) ErrorPolicy {
 	return ErrorPolicy{fallback: true, shared: true, share: instances}
 }
 
-// Resolve returns p ready for l, reading clock (nil: the [SystemClock]):
+// resolve returns p ready for l, reading clock (nil: the [SystemClock]):
 // a [FallbackShare] becomes [Fallback] to a new [Memory] limiter of l's
 // policy shared as it says; any other policy is returned as it is. It fails
 // for a FallbackShare when instances is below 1 or l has no valid Policy
-// method. The constructors taking an ErrorPolicy call it once; a limiter or
-// middleware of your own can too.
-func (p ErrorPolicy) Resolve(l Limiter, clock Clock) (ErrorPolicy, error) {
+// method.
+func (p ErrorPolicy) resolve(l Limiter, clock Clock) (ErrorPolicy, error) {
 	if !p.shared {
 		return p, nil
 	}
@@ -91,13 +89,3 @@ func (p ErrorPolicy) Resolve(l Limiter, clock Clock) (ErrorPolicy, error) {
 	}
 	return Fallback(local), nil
 }
-
-// Closed reports whether p is [FailClosed].
-func (p ErrorPolicy) Closed() bool { return p.closed }
-
-// Local returns the limiter of a [Fallback] policy and true, or nil and
-// false for [FailOpen] and [FailClosed]. It lets a limiter or middleware of
-// your own honour the policy as ratekit's do. A [FallbackShare] has its
-// limiter once resolved ([ErrorPolicy.Resolve]); before, Local returns nil
-// and true.
-func (p ErrorPolicy) Local() (Limiter, bool) { return p.local, p.fallback }

@@ -7,6 +7,8 @@ import (
 	"math"
 	"sync/atomic"
 	"time"
+
+	"github.com/ratekit/ratekit/internal/failover"
 )
 
 // Failover is a [Limiter] that decides by a remote limiter (such as the
@@ -19,7 +21,11 @@ import (
 // ([ErrEmptyKey], [ErrInvalidCost], [ErrCostTooHigh], [ErrInvalidElapsed],
 // [ErrNoRefund], or a context the caller ended), which are returned as they
 // are. Each outage error goes to the [WithStoreErrorHook] hook, and the
-// request is decided by the error policy with a nil error.
+// request is decided by the error policy: failing open, an allowing
+// Decision and a nil error; failing closed, or when the fallback limiter
+// fails too, an [UnavailableError] saying when to retry (docs/failure.md).
+// The HTTP middleware and the RPC interceptors build on a Failover, so a
+// request gets the same answer under any of them.
 //
 // A Failover is a [LayeredLimiter] ([Failover.AllowLayers]), so it does not
 // hide the layers of a layered limiter it wraps. It is safe for concurrent
@@ -27,9 +33,9 @@ import (
 type Failover struct {
 	// Decisions in an outage. Failing open, the Decision is that of a new key
 	// (Remaining is the policy's capacity less n, ResetAfter 0); failing closed,
-	// Remaining is 0 and RetryAfter the time until the breaker next lets a
-	// request through to the store (the cool-down when the breaker is closed).
-	// The Decision's Limit and Policy are the remote limiter's, when it has a
+	// the error is an UnavailableError whose RetryAfter is the time until the
+	// breaker next lets a request through to the store (one second when the
+	// breaker is closed). The Decision's Limit and Policy are the remote limiter's, when it has a
 	// Policy method (both stores do) that returns a valid Policy. A wrapper whose
 	// Policy method returns the zero Policy, as hotkey.DenialCache, hotkey.Leased and observe.Limiter
 	// do when theirs is unknown, has no policy here either: FailOpen and
@@ -80,7 +86,8 @@ var (
 )
 
 // ErrBreakerOpen is returned by [Failover.Reset] when the circuit breaker is
-// open and the remote store was therefore not called.
+// open and the remote store was therefore not called, and wrapped by the
+// [UnavailableError] of a request refused then.
 var ErrBreakerOpen = errors.New("circuit breaker open: the store was not called")
 
 // FailoverOption configures a [Failover]: [WithErrorPolicy], [WithBreaker],
@@ -140,14 +147,14 @@ func NewFailover(remote Limiter, opts ...FailoverOption) (*Failover, error) {
 		}
 		opt.applyFailover(f)
 	}
-	onError, err := f.onError.Resolve(remote, f.clock)
+	onError, err := f.onError.resolve(remote, f.clock)
 	if err != nil {
 		return nil, fmt.Errorf("core: NewFailover: %w", err)
 	}
 	f.onError = onError
-	f.local, _ = f.onError.Local()
+	f.local = f.onError.local
 	switch {
-	case f.fallback() && f.local == nil:
+	case f.onError.fallback && f.local == nil:
 		return nil, errors.New("core: NewFailover: Fallback(nil): a local limiter is required")
 	case f.failures < 1:
 		return nil, fmt.Errorf("core: NewFailover: WithBreaker(%d, ...): at least 1 failure", f.failures)
@@ -176,17 +183,20 @@ func (f *Failover) Allow(ctx context.Context, key string) (Decision, error) {
 }
 
 // AllowN asks the remote limiter and, when it fails or the breaker is open,
-// decides by the error policy. See [Failover] for what the Decision means
-// then.
+// decides by the error policy: allowed as a new key would be under
+// [FailOpen], by the local limiter under [Fallback], and refused with an
+// [UnavailableError] under FailClosed or when the local limiter fails too.
 func (f *Failover) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
-	return f.decide(ctx, key, n, Limiter.AllowN)
+	ld, _, _, err := f.check(ctx, key, n, Limiter.AllowN, nil, false)
+	return ld.Decision, err
 }
 
 // Peek asks the remote limiter what AllowN would decide and, when it fails
 // or the breaker is open, answers by the error policy. It counts nothing,
 // locally either.
 func (f *Failover) Peek(ctx context.Context, key string, n int64) (Decision, error) {
-	return f.decide(ctx, key, n, Limiter.Peek)
+	ld, _, _, err := f.check(ctx, key, n, Limiter.Peek, nil, false)
+	return ld.Decision, err
 }
 
 // AllowLayers is AllowN that also returns every layer's Decision: the
@@ -195,13 +205,15 @@ func (f *Failover) Peek(ctx context.Context, key string, n int64) (Decision, err
 // one layer, [MostRestrictive] of that one Decision, which HTTP middleware
 // writes exactly as the Decision alone. See [LayeredLimiter].
 func (f *Failover) AllowLayers(ctx context.Context, key string, n int64) (LayeredDecision, error) {
-	return f.decideLayers(ctx, key, n, Limiter.AllowN, LayeredLimiter.AllowLayers)
+	ld, _, _, err := f.check(ctx, key, n, Limiter.AllowN, LayeredLimiter.AllowLayers, true)
+	return ld, err
 }
 
 // PeekLayers reports what AllowLayers would decide now, counting nothing,
 // locally either.
 func (f *Failover) PeekLayers(ctx context.Context, key string, n int64) (LayeredDecision, error) {
-	return f.decideLayers(ctx, key, n, Limiter.Peek, LayeredLimiter.PeekLayers)
+	ld, _, _, err := f.check(ctx, key, n, Limiter.Peek, LayeredLimiter.PeekLayers, true)
+	return ld, err
 }
 
 // Reset forgets key in the local fallback limiter, if any, and in the
@@ -262,16 +274,10 @@ func (f *Failover) Refund(ctx context.Context, key string, n int64, elapsed time
 	} else {
 		err = fmt.Errorf("core: failover: %w", ErrBreakerOpen)
 	}
-	if f.fallback() && f.localRef != nil {
+	if f.local != nil && f.localRef != nil {
 		return f.localRef.Refund(ctx, key, n, elapsed)
 	}
 	return err
-}
-
-// fallback reports whether the error policy is Fallback.
-func (f *Failover) fallback() bool {
-	_, ok := f.onError.Local()
-	return ok
 }
 
 // Unwrap returns the remote limiter, the one Failover passes requests to
@@ -282,50 +288,92 @@ func (f *Failover) Unwrap() Limiter { return f.remote }
 // [Fallback] error policy, or nil under another policy.
 func (f *Failover) Fallback() Limiter { return f.local }
 
-type decideFunc func(l Limiter, ctx context.Context, key string, n int64) (Decision, error)
+type (
+	decideFunc func(l Limiter, ctx context.Context, key string, n int64) (Decision, error)
+	layersFunc func(l LayeredLimiter, ctx context.Context, key string, n int64) (LayeredDecision, error)
+)
 
-func (f *Failover) decide(ctx context.Context, key string, n int64, op decideFunc) (Decision, error) {
+// check decides a request: by the remote limiter while it works, else by
+// the error policy. It asks a limiter by lop when lop is set and the
+// limiter is layered, else by op; with wrap, a Decision asked by op counts
+// as one layer ([oneLayer]), without, it comes alone (no Layers). It
+// returns the limiter that decided (f itself when the remote one did, the
+// local fallback, or nil for the error policy's own Decision), and outage, the store error
+// the request was decided despite, when err does not already carry it.
+func (f *Failover) check(ctx context.Context, key string, n int64, op decideFunc, lop layersFunc, wrap bool) (ld LayeredDecision, by Limiter, outage, err error) {
 	call, probe := f.admit()
-	if !call {
-		return f.degrade(ctx, key, n, op)
-	}
-	rctx, cancel := f.remoteContext(ctx)
-	d, err := op(f.remote, rctx, key, n)
-	cancel()
-	if !f.record(ctx, err, probe) {
-		return d, err
-	}
-	return f.degrade(ctx, key, n, op)
-}
-
-type layersFunc func(l LayeredLimiter, ctx context.Context, key string, n int64) (LayeredDecision, error)
-
-// decideLayers is decide reporting every layer's Decision.
-func (f *Failover) decideLayers(ctx context.Context, key string, n int64, op decideFunc, lop layersFunc) (LayeredDecision, error) {
-	if call, probe := f.admit(); call {
+	var cause error
+	if call {
 		rctx, cancel := f.remoteContext(ctx)
-		ld, err := layersOf(rctx, f.remote, f.remoteLay, key, n, op, lop)
+		ld, err = ask(rctx, f.remote, f.remoteLay, key, n, op, lop, wrap)
 		cancel()
 		if !f.record(ctx, err, probe) {
-			return ld, err
+			return ld, f, nil, err
+		}
+		cause = err
+	}
+	if f.local != nil {
+		ld, err = ask(ctx, f.local, f.localLay, key, n, op, lop, wrap)
+		if err != nil && !CallerError(ctx, err) && !unavailable(err) {
+			err = &UnavailableError{RetryAfter: f.retryAfter(), Err: err}
+		}
+		return ld, f.local, cause, err
+	}
+	d := Decision{Limit: f.policy.Limit, Policy: f.policy}
+	switch err = checkRequest(key, n, f.cost); {
+	case err != nil:
+	case f.onError.closed:
+		if cause == nil {
+			cause = errBreakerOpen
+		}
+		err, cause = &UnavailableError{RetryAfter: f.retryAfter(), Err: cause}, nil
+	default:
+		d.Allowed = true
+		if f.hasPol {
+			d.Remaining = f.cost - n
 		}
 	}
-	if f.fallback() {
-		return layersOf(ctx, f.local, f.localLay, key, n, op, lop)
+	if wrap {
+		return oneLayer(d, err), nil, cause, err
 	}
-	d, err := f.degrade(ctx, key, n, op)
-	return oneLayer(d, err), err
+	return LayeredDecision{Decision: d}, nil, cause, err
 }
 
-// layersOf asks l for every layer's Decision: by lop when l is layered
-// (lay, not nil, is then l), else by op, as one layer.
-func layersOf(ctx context.Context, l Limiter, lay LayeredLimiter, key string, n int64, op decideFunc, lop layersFunc) (LayeredDecision, error) {
-	if lay != nil {
+func init() {
+	failover.Check = func(f *Failover, ctx context.Context, key string, n int64) (LayeredDecision, Limiter, error, error) {
+		return f.check(ctx, key, n, Limiter.AllowN, LayeredLimiter.AllowLayers, false)
+	}
+}
+
+// errBreakerOpen is the cause of a refusal while the breaker is open.
+var errBreakerOpen = fmt.Errorf("core: failover: %w", ErrBreakerOpen)
+
+// ask asks l, by lop when it is set and lay (then l) is not nil, else by
+// op, as one layer with wrap.
+func ask(ctx context.Context, l Limiter, lay LayeredLimiter, key string, n int64, op decideFunc, lop layersFunc, wrap bool) (LayeredDecision, error) {
+	if lop != nil && lay != nil {
 		return lop(lay, ctx, key, n)
 	}
 	d, err := op(l, ctx, key, n)
-	return oneLayer(d, err), err
+	if wrap {
+		return oneLayer(d, err), err
+	}
+	return LayeredDecision{Decision: d}, err
 }
+
+// retryAfter is the RetryAfter of an [UnavailableError]: the time until
+// the breaker lets a request through to the store when it is open, else
+// [failClosedRetry].
+func (f *Failover) retryAfter() time.Duration {
+	if until := f.openUntil.Load(); until != 0 {
+		return max(time.Duration(until-f.clock.Now().UnixNano()), time.Microsecond)
+	}
+	return failClosedRetry
+}
+
+// failClosedRetry is an [UnavailableError]'s RetryAfter while the breaker
+// is closed: the store is asked again by the next request.
+const failClosedRetry = time.Second
 
 // oneLayer returns the [LayeredDecision] of a limiter of one layer that
 // returned d and err: [MostRestrictive] of d alone or, with an error, d
@@ -356,8 +404,8 @@ func (f *Failover) record(ctx context.Context, err error, probe bool) (outage bo
 	if probe {
 		defer f.probing.Store(false)
 	}
-	if err != nil && callerError(ctx, err) {
-		return false // says nothing about the store
+	if err != nil && (CallerError(ctx, err) || unavailable(err)) {
+		return false // says nothing about the store, or was decided inside
 	}
 	if err == nil {
 		if f.fails.Load() != 0 {
@@ -390,13 +438,6 @@ func (f *Failover) setOpenUntil(until int64) {
 // being called, except by one probe after each cool-down.
 func (f *Failover) BreakerOpen() bool { return f.openUntil.Load() != 0 }
 
-// callerError reports whether err is the caller's doing rather than the
-// store's: bad input, or the caller's own context ending.
-func callerError(ctx context.Context, err error) bool {
-	return errors.Is(err, ErrEmptyKey) || errors.Is(err, ErrInvalidCost) || errors.Is(err, ErrCostTooHigh) ||
-		errors.Is(err, ErrInvalidElapsed) || errors.Is(err, ErrNoRefund) || ctx.Err() != nil
-}
-
 func (f *Failover) remoteContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	if f.timeout > 0 {
 		return context.WithTimeout(ctx, f.timeout)
@@ -404,25 +445,33 @@ func (f *Failover) remoteContext(ctx context.Context) (context.Context, context.
 	return ctx, func() {}
 }
 
-// degrade decides a request by the error policy.
-func (f *Failover) degrade(ctx context.Context, key string, n int64, op decideFunc) (Decision, error) {
-	if f.fallback() {
-		return op(f.local, ctx, key, n)
-	}
-	d := Decision{Limit: f.policy.Limit, Policy: f.policy}
-	if key == "" || n <= 0 || n > f.cost {
-		return d, checkRequest(key, n, f.cost)
-	}
-	if !f.onError.Closed() {
-		d.Allowed = true
-		if f.hasPol {
-			d.Remaining = f.cost - n
-		}
-		return d, nil
-	}
-	d.RetryAfter = f.coolDown
-	if until := f.openUntil.Load(); until != 0 {
-		d.RetryAfter = max(time.Duration(until-f.clock.Now().UnixNano()), time.Microsecond)
-	}
-	return d, nil
+// UnavailableError is the error of a request the error policy refuses: a
+// [Failover] failing closed ([FailClosed]), or whose [Fallback] limiter
+// failed too. The request was not decided, which is why it is an error
+// rather than a denying [Decision]: the caller exceeded nothing. The HTTP
+// middleware answers it with 503 Service Unavailable and the RPC
+// interceptors with Unavailable, both saying to retry after RetryAfter.
+type UnavailableError struct {
+	// RetryAfter is when to try again: while the circuit breaker is open,
+	// the time until it lets a request through to the store; else one
+	// second, since the next request asks the store again.
+	RetryAfter time.Duration
+	// Err is why: the store's error, the fallback limiter's, or
+	// [ErrBreakerOpen] (wrapped) when the store was not called.
+	Err error
+}
+
+// Error returns "core: limiter unavailable: " and Err's text.
+func (e *UnavailableError) Error() string {
+	return "core: limiter unavailable: " + e.Err.Error()
+}
+
+// Unwrap returns Err.
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// unavailable reports whether err is, or wraps, an [UnavailableError]: a
+// request refused by a Failover's error policy.
+func unavailable(err error) bool {
+	var u *UnavailableError
+	return errors.As(err, &u)
 }

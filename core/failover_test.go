@@ -42,27 +42,30 @@ func TestFailoverModes(t *testing.T) {
 	clock := core.NewManualClock(limitertest.StartTime())
 	local, _ := core.New(core.Policy{Limit: 2, Window: time.Minute}, core.WithClock(clock))
 	tests := []struct {
-		name string
-		opt  core.FailoverOption
-		want []core.Decision // for three requests of 3 units while down
+		name  string
+		opt   core.FailoverOption
+		want  []core.Decision // for three requests of 3 units while down
+		retry []time.Duration // failing closed: each UnavailableError's RetryAfter
 	}{
 		{"open", core.WithErrorPolicy(core.FailOpen()), []core.Decision{
 			{Allowed: true, Limit: 10, Remaining: 7, Policy: p},
 			{Allowed: true, Limit: 10, Remaining: 7, Policy: p},
 			{Allowed: true, Limit: 10, Remaining: 7, Policy: p},
-		}},
-		// Closed: RetryAfter is the cool-down until the breaker opens (at
-		// the second failure), then what is left of it.
+		}, nil},
+		// Closed: an UnavailableError, never a denial. Its RetryAfter is
+		// one second while the breaker is closed (the next request asks
+		// the store), then what is left of the cool-down once the second
+		// failure opened it.
 		{"closed", core.WithErrorPolicy(core.FailClosed()), []core.Decision{
-			{Limit: 10, RetryAfter: 5 * time.Second, Policy: p},
-			{Limit: 10, RetryAfter: 5 * time.Second, Policy: p},
-			{Limit: 10, RetryAfter: 4 * time.Second, Policy: p},
-		}},
+			{Limit: 10, Policy: p},
+			{Limit: 10, Policy: p},
+			{Limit: 10, Policy: p},
+		}, []time.Duration{time.Second, 5 * time.Second, 4 * time.Second}},
 		{"fallback", core.WithErrorPolicy(core.Fallback(local)), []core.Decision{
 			{Allowed: true, Limit: 2, Remaining: 1, ResetAfter: 30 * time.Second, Policy: local.Policy()},
 			{Allowed: true, Limit: 2, Remaining: 0, ResetAfter: 59 * time.Second, Policy: local.Policy()},
 			{Limit: 2, Remaining: 0, RetryAfter: 28 * time.Second, ResetAfter: 58 * time.Second, Policy: local.Policy()},
-		}},
+		}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -78,8 +81,16 @@ func TestFailoverModes(t *testing.T) {
 					n = 1
 				}
 				d, err := f.AllowN(ctx, "k", n)
-				if err != nil {
+				var u *core.UnavailableError
+				switch {
+				case tt.retry == nil && err != nil:
 					t.Fatalf("request %d: err %v, want a decision", i, err)
+				case tt.retry != nil && (!errors.As(err, &u) || u.RetryAfter != tt.retry[i]):
+					t.Errorf("request %d: err %v, want an UnavailableError with RetryAfter %v", i, err, tt.retry[i])
+				case tt.retry != nil && i == 2 && !errors.Is(err, core.ErrBreakerOpen):
+					t.Errorf("request %d, breaker open: err %v, want it to wrap ErrBreakerOpen", i, err)
+				case tt.retry != nil && i < 2 && !errors.Is(err, errDown):
+					t.Errorf("request %d: err %v, want it to wrap the store's error", i, err)
 				}
 				if d != want {
 					t.Errorf("request %d:\n got %+v\nwant %+v", i, d, want)
@@ -202,8 +213,8 @@ func TestFailoverOneProbe(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if d, err := f.Allow(ctx, "k"); err != nil || d.Allowed {
-				t.Errorf("during the probe: %+v, %v; want denied (fail closed)", d, err)
+			if d, err := f.Allow(ctx, "k"); !errors.Is(err, core.ErrBreakerOpen) || d.Allowed {
+				t.Errorf("during the probe: %+v, %v; want refused, the breaker open (fail closed)", d, err)
 			}
 		}()
 	}
@@ -433,8 +444,11 @@ func TestFailoverOneLayerHeaders(t *testing.T) {
 				codes[got[0].Code]++
 				clock.Advance(7 * time.Second)
 			}
-			if want := tc.name != "down, open"; (codes[http.StatusTooManyRequests] > 0) != want {
+			if want := tc.name != "down, open" && tc.name != "down, closed"; (codes[http.StatusTooManyRequests] > 0) != want {
 				t.Errorf("statuses %v: want a 429 among them: %v", codes, want)
+			}
+			if want := tc.name == "down, closed"; (codes[http.StatusServiceUnavailable] == 5) != want {
+				t.Errorf("statuses %v: want only 503s: %v", codes, want)
 			}
 		})
 	}
@@ -461,8 +475,14 @@ func TestFailoverLayersErrors(t *testing.T) {
 	}
 	remote.Down.Store(true)
 	ld, err = f.AllowLayers(ctx, "k", 1)
-	if err != nil || ld.Allowed || ld.Layer != 0 || len(ld.Layers) != 1 || ld.Layers[0] != ld.Decision {
-		t.Errorf("AllowLayers, failing closed: %+v, %v; want one denied layer", ld, err)
+	var u *core.UnavailableError
+	if !errors.As(err, &u) || u.RetryAfter != time.Second || ld.Allowed || len(ld.Layers) != 0 {
+		t.Errorf("AllowLayers, failing closed: %+v, %v; want an UnavailableError of 1s, no layers", ld, err)
+	}
+	f = mustFailover(t, remote, core.WithErrorPolicy(core.FailOpen()), core.WithClock(clock))
+	ld, err = f.AllowLayers(ctx, "k", 1)
+	if err != nil || !ld.Allowed || ld.Layer != 0 || len(ld.Layers) != 1 || ld.Layers[0] != ld.Decision {
+		t.Errorf("AllowLayers, failing open: %+v, %v; want one allowed layer", ld, err)
 	}
 }
 
@@ -499,8 +519,10 @@ func TestFailoverUnknownPolicy(t *testing.T) {
 			f := mustFailover(t, w.l, mode.opt, core.WithClock(clock))
 			for _, n := range []int64{1, 3} {
 				d, err := f.AllowN(ctx, "k", n)
-				if err != nil || d.Allowed != mode.allowed || d.Limit != 0 || d.Policy != (core.Policy{}) {
-					t.Errorf("%s, failing %s, cost %d: %+v, %v; want allowed=%v, no policy, no error",
+				var u *core.UnavailableError
+				if (err == nil) != mode.allowed || (err != nil && !errors.As(err, &u)) ||
+					d.Allowed != mode.allowed || d.Limit != 0 || d.Policy != (core.Policy{}) {
+					t.Errorf("%s, failing %s, cost %d: %+v, %v; want allowed=%v, no policy, an UnavailableError when refused",
 						w.name, mode.name, n, d, err, mode.allowed)
 				}
 			}

@@ -129,14 +129,24 @@ func checkRequest(key string, n, maxCost int64) error {
 	return nil
 }
 
-// CallerError reports whether err is the caller's doing rather than a
-// store's: an empty key, a cost that is not positive or can never fit
-// ([ErrEmptyKey], [ErrInvalidCost], [ErrCostTooHigh]), a negative elapsed
-// time or a limiter that cannot refund ([ErrInvalidElapsed],
-// [ErrNoRefund]), or a context that was cancelled or ran out. Observers log
-// store errors louder than these.
-func CallerError(err error) bool {
+// CallerError reports whether err, returned by a limiter asked with ctx,
+// is the caller's doing rather than a store's: an empty key, a cost that
+// is not positive or can never fit ([ErrEmptyKey], [ErrInvalidCost],
+// [ErrCostTooHigh]), a negative elapsed time or a limiter that cannot
+// refund ([ErrInvalidElapsed], [ErrNoRefund]), or ctx itself cancelled or
+// past its deadline. A deadline of the store's own, such as a
+// [WithRemoteTimeout] running out while ctx goes on, is the store's. ctx may
+// be nil when there is none: then only the errors named count.
+//
+// It is the one definition every ratekit package uses: caller errors never
+// reach an [ErrorPolicy] nor trip a circuit breaker, the HTTP middleware
+// refuses them (400, or 429 for a cost too high), and observers log them
+// quieter than store errors.
+func CallerError(ctx context.Context, err error) bool {
+	if err == nil {
+		return false
+	}
 	return errors.Is(err, ErrEmptyKey) || errors.Is(err, ErrInvalidCost) || errors.Is(err, ErrCostTooHigh) ||
 		errors.Is(err, ErrInvalidElapsed) || errors.Is(err, ErrNoRefund) ||
-		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+		(ctx != nil && ctx.Err() != nil)
 }

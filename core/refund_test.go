@@ -277,7 +277,7 @@ func TestNoRefund(t *testing.T) {
 				t.Errorf("%s around %T: AsRefunder says it can refund", name, inner)
 			}
 			err := l.(core.Refunder).Refund(ctx, "k", 1, 0)
-			if !errors.Is(err, core.ErrNoRefund) || !core.CallerError(err) {
+			if !errors.Is(err, core.ErrNoRefund) || !core.CallerError(ctx, err) {
 				t.Errorf("%s around %T: Refund: %v, want ErrNoRefund", name, inner, err)
 			}
 		}

@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -99,7 +100,8 @@ type Report struct {
 	// DuringFault is the share of the decisions started while the fault
 	// lasted that the failure mode made.
 	DuringFault float64
-	// Errors is the number of errors returned to the caller.
+	// Errors is the number of errors returned to the caller, but the
+	// refusals of FailClosed (core.UnavailableError).
 	Errors int
 	// Slowest is the longest decision.
 	Slowest time.Duration
@@ -424,17 +426,21 @@ func (m *modeRun) work(ctx context.Context, g *gate, i, j int, phase *atomic.Int
 		m.mu.Lock()
 		m.rep.Decisions++
 		m.rep.Slowest = max(m.rep.Slowest, took)
+		// A refusal of FailClosed is an UnavailableError: the failure
+		// mode's decision, not an error of the harness.
+		var refused *core.UnavailableError
+		byMode := errors.As(err, &refused) || err == nil && !rec.ok
 		switch {
+		case byMode:
+			m.rep.ByFailureMode++
 		case err != nil:
 			m.rep.Errors++
-		case rec.ok:
-			m.rep.ByRedis++
 		default:
-			m.rep.ByFailureMode++
+			m.rep.ByRedis++
 		}
 		if ph == 1 {
 			m.faultTotal++
-			if err == nil && !rec.ok {
+			if byMode {
 				m.faultByMode++
 			}
 		}

@@ -21,8 +21,9 @@
 //     QuotaFailure and no RetryInfo, since retrying cannot help;
 //   - the call's own faults (an invalid key, a cost that is not positive):
 //     InvalidArgument, whatever the error policy;
-//   - the limiter failing under [core.FailClosed]: Unavailable with a
-//     RetryInfo of 1 second;
+//   - the limiter failing under [core.FailClosed] (a
+//     [core.UnavailableError]): Unavailable with a RetryInfo of its
+//     RetryAfter in seconds (1 unless a core.Failover's breaker is open);
 //   - a call whose context ends while it waits for its leaky-bucket slot:
 //     Canceled or DeadlineExceeded.
 //

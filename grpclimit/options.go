@@ -102,9 +102,11 @@ func WithSkip(f func(ctx context.Context, fullMethod string) bool) Option {
 // WithErrorPolicy sets what a call gets when the limiter fails (a store is
 // down or times out): [core.FailOpen], [core.FailClosed] or
 // [core.Fallback], as [core.ErrorPolicy] describes. Failing closed, or a
-// fallback failing too, is Unavailable with a RetryInfo of 1 second. Every
-// such error also reaches the [WithErrorHook] hook. It never applies to the
-// call's own faults (an invalid key, a bad cost): those are refused.
+// fallback failing too, is Unavailable with a RetryInfo of the
+// [core.UnavailableError]'s RetryAfter (1 second unless a core.Failover's
+// breaker is open). Every such error also reaches the [WithErrorHook]
+// hook. It never applies to the call's own faults (an invalid key, a bad
+// cost): those are refused.
 //
 // Default: [core.FailOpen]: the call is served, without rate metadata.
 func WithErrorPolicy(p core.ErrorPolicy) Option {

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/failover"
 	"github.com/ratekit/ratekit/internal/httpview"
 	"github.com/ratekit/ratekit/keyfunc"
 )
@@ -64,10 +66,12 @@ type Engine struct {
 	// A leaky bucket's wait cut short by the request's context does not give back
 	// the slot it held.
 
-	l     core.Limiter
-	lay   core.LayeredLimiter // l, when it is layered
-	fb    core.Limiter        // the error policy's fallback limiter, if any
-	fbLay core.LayeredLimiter // fb, when it is layered
+	// Store failure: every request is decided by a core.Failover over the
+	// limiter, with the error policy of WithErrorPolicy and no circuit
+	// breaker of its own (a Failover given as the limiter brings one); see
+	// docs/failure.md.
+
+	f     *core.Failover // over the limiter: decides every request
 	cfg   config
 	last  atomic.Pointer[policyHeaders]
 	lastL atomic.Pointer[layerHeaders]
@@ -84,7 +88,7 @@ func New(l core.Limiter, opts ...Option) (*Engine, error) {
 	if l == nil {
 		return nil, errors.New("httplimit: nil limiter")
 	}
-	e := &Engine{l: l, cfg: config{headers: IETFHeaders}}
+	e := &Engine{cfg: config{headers: IETFHeaders}}
 	c := &e.cfg
 	for _, o := range opts {
 		if o == nil {
@@ -101,15 +105,13 @@ func New(l core.Limiter, opts ...Option) (*Engine, error) {
 	if c.clock == nil {
 		c.clock = core.SystemClock{}
 	}
-	onError, err := c.onError.Resolve(l, c.clock)
+	// The failover composition decides a store failure, once for every
+	// adapter; the middleware's has no breaker (MaxInt failures).
+	f, err := core.NewFailover(l, core.WithErrorPolicy(c.onError), core.WithClock(c.clock), core.WithBreaker(math.MaxInt, time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("httplimit: WithErrorPolicy: %w", err)
 	}
-	c.onError = onError
-	fallback, isFallback := c.onError.Local()
-	if isFallback && fallback == nil {
-		return nil, errors.New("httplimit: WithErrorPolicy: Fallback(nil): a fallback limiter is required")
-	}
+	e.f = f
 	if c.noKey.kind == keyDefault {
 		c.noKey = RefuseKey()
 	}
@@ -128,7 +130,7 @@ func New(l core.Limiter, opts ...Option) (*Engine, error) {
 		// Counting after the handler cannot hold under parallel requests:
 		// the request is counted first and given back, which needs a
 		// limiter that can give back.
-		for _, lim := range []core.Limiter{l, fallback} {
+		for _, lim := range []core.Limiter{l, f.Fallback()} {
 			if _, ok := core.AsRefunder(lim); lim != nil && !ok {
 				return nil, fmt.Errorf("httplimit: WithCountIf: %T cannot give units back (core.Refunder)", lim)
 			}
@@ -136,9 +138,6 @@ func New(l core.Limiter, opts ...Option) (*Engine, error) {
 	}
 	e.exposedNames = exposedNames(c.headers)
 	e.exposed = []string{strings.Join(e.exposedNames, ", ")}
-	e.lay, _ = core.AsLayered(l)
-	e.fb = fallback
-	e.fbLay, _ = core.AsLayered(fallback)
 	return e, nil
 }
 
@@ -175,9 +174,10 @@ type Result struct {
 	rate   bool            // write the rate headers of d
 	denied bool            // d is a denial: r=0, t=Retry-After
 	serve  bool
-	charge bool      // Done decides whether the request stays counted
-	start  time.Time // the engine's clock before the limiter counted it
-	resp   *Response // when refusing
+	charge bool          // Done decides whether the request stays counted
+	start  time.Time     // the engine's clock before the limiter counted it
+	resp   *Response     // when refusing
+	retry  time.Duration // the Retry-After of a ProblemUnavailable refusal
 }
 
 // Serve reports whether the handler should be called.
@@ -217,7 +217,7 @@ func (r *Result) RetryAfter() int64 {
 	case r.denied:
 		return RetryAfterSeconds(r.d.RetryAfter)
 	case r.resp.problem.Type == ProblemUnavailable:
-		return RetryAfterSeconds(failClosedRetry)
+		return RetryAfterSeconds(r.retry)
 	}
 	return 0
 }
@@ -306,125 +306,197 @@ func (r *Result) Done(status int) {
 // asks the limiter, waits a leaky bucket's Delay, and reports errors and
 // dry-run denials to their hooks.
 //
-// Caller errors are refused, never served: a key function's error or empty
-// key as [WithNoKey] and [WithInvalidKey] say, a cost function's error or a
-// cost below 1 with a 400 [ProblemInvalidCost], a cost above what the policy
-// can ever allow with a 429 [ProblemCostTooHigh]. The error policy
-// ([WithErrorPolicy]) applies to a failing limiter only.
+// Caller errors ([core.CallerError]) are refused, never served: a key
+// function's error or empty key as [WithNoKey] and [WithInvalidKey] say, a
+// cost function's error or a cost below 1 with a 400 [ProblemInvalidCost],
+// a cost above what the policy can ever allow with a 429
+// [ProblemCostTooHigh]. The error policy ([WithErrorPolicy]) applies to a
+// failing limiter only.
 func (e *Engine) Check(req keyfunc.Request) Result {
 	res := Result{e: e, req: req}
-	c := &e.cfg
 	// The view of the net/http adapters keeps the body bound and the
 	// header slots; any other view brings its own bound.
 	if hr, ok := req.(*httpview.Request); ok {
-		hr.MaxBody = c.maxBody
+		hr.MaxBody = e.cfg.maxBody
 	}
-	if c.skip != nil && c.skip(req) {
+	if e.cfg.skip != nil && e.cfg.skip(req) {
 		res.serve = true
 		return res
 	}
-	key, err := c.key(req)
+	var ok bool
+	if res.key, ok = e.key(&res); !ok {
+		return res
+	}
+	if res.cost, ok = e.cost(&res); !ok {
+		return res
+	}
+	if !e.decide(&res) {
+		return res
+	}
+	e.outcome(&res)
+	return res
+}
+
+// key runs the key function and returns the request's key, or false when
+// it has none: res is then decided, served unlimited or refused, as
+// [WithNoKey] and [WithInvalidKey] say. Every key error is reported, once:
+// a request keyed by something else than its key function asked for, or
+// not at all, is never silent.
+func (e *Engine) key(res *Result) (string, bool) {
+	req := res.req
+	key, err := e.cfg.key(req)
 	if err == nil && key == "" {
 		err = fmt.Errorf("key function returned an empty key: %w", core.ErrEmptyKey)
 	}
-	if err != nil {
-		// Every key error is reported, once: a request keyed by something
-		// else than its key function asked for, or not at all, is never
-		// silent.
-		p := c.badKey
-		if errors.Is(err, keyfunc.ErrNoKey) {
-			p = c.noKey
+	if err == nil {
+		return key, true
+	}
+	p := e.cfg.badKey
+	if errors.Is(err, keyfunc.ErrNoKey) {
+		p = e.cfg.noKey
+	}
+	switch p.kind {
+	case keySkip:
+		e.report(req, fmt.Errorf("%w: served unlimited (SkipKey): %w", ErrKeyFallback, err))
+		res.serve = true
+		return "", false
+	case keyFallback:
+		fkey, ferr := p.fallback(req)
+		if ferr == nil && fkey == "" {
+			ferr = core.ErrEmptyKey
 		}
-		switch p.kind {
-		case keySkip:
-			e.report(req, fmt.Errorf("%w: served unlimited (SkipKey): %w", ErrKeyFallback, err))
-			res.serve = true
-			return res
-		case keyFallback:
-			fkey, ferr := p.fallback(req)
-			if ferr == nil && fkey == "" {
-				ferr = core.ErrEmptyKey
-			}
-			if ferr != nil {
-				e.report(req, fmt.Errorf("httplimit: key: %w; fallback key: %w", err, ferr))
-				return res.refuse(invalidKeyResponse())
-			}
+		if ferr == nil {
 			e.report(req, fmt.Errorf("%w: keyed by the FallbackKey function: %w", ErrKeyFallback, err))
-			key = fkey
-		default:
-			e.report(req, fmt.Errorf("httplimit: key: %w", err))
-			return res.refuse(invalidKeyResponse())
+			return fkey, true
 		}
+		e.report(req, fmt.Errorf("httplimit: key: %w; fallback key: %w", err, ferr))
+	default:
+		e.report(req, fmt.Errorf("httplimit: key: %w", err))
 	}
-	n := int64(1)
-	if c.cost != nil {
-		if n, err = c.cost(req); err == nil && n <= 0 {
-			err = fmt.Errorf("cost %d: %w", n, core.ErrInvalidCost)
-		}
-		if err != nil {
-			e.report(req, fmt.Errorf("httplimit: cost: %w", err))
-			return res.refuse(invalidCostResponse())
-		}
+	res.refuse(invalidKeyResponse())
+	return "", false
+}
+
+// cost runs the cost function (1 without one) and returns the request's
+// cost, or false when it fails or is below 1: res is then refused.
+func (e *Engine) cost(res *Result) (int64, bool) {
+	if e.cfg.cost == nil {
+		return 1, true
 	}
-	res.key, res.cost = key, n
-	ctx := req.Context()
-	if c.countIf != nil {
-		res.start = c.clock.Now()
-	}
-	err = e.decide(ctx, &res, e.l, e.lay, key, n)
-	res.lim = e.l
-	if err != nil && !callerError(ctx, err) && e.fb != nil {
-		e.report(req, err)
-		res.lim = e.fb
-		err = e.decide(ctx, &res, res.lim, e.fbLay, key, n)
+	n, err := e.cfg.cost(res.req)
+	if err == nil && n <= 0 {
+		err = fmt.Errorf("cost %d: %w", n, core.ErrInvalidCost)
 	}
 	if err != nil {
-		e.report(req, err)
-		switch {
-		case errors.Is(err, core.ErrCostTooHigh):
-			return res.refuse(costTooHighResponse(n, res.d))
-		case errors.Is(err, core.ErrEmptyKey):
-			return res.refuse(invalidKeyResponse())
-		case errors.Is(err, core.ErrInvalidCost):
-			return res.refuse(invalidCostResponse())
-		case ctx.Err() != nil:
-			// The client went away (or its deadline passed) while the
-			// limiter was asked: nothing to serve it.
-			return res.refuse(canceledResponse(res.d))
-		}
-		return e.failed(res)
+		e.report(res.req, fmt.Errorf("httplimit: cost: %w", err))
+		res.refuse(invalidCostResponse())
+		return 0, false
 	}
-	// A Decision without a policy, such as a Failover's in an outage over
-	// a limiter whose policy it cannot know, has no limit to describe:
-	// no rate headers then, as when the limiter fails.
+	return n, true
+}
+
+// checkFailover decides a request by a core.Failover, telling which limiter
+// decided and the store error it was decided despite (internal/failover).
+var checkFailover = failover.Check.(func(*core.Failover, context.Context, string, int64) (core.LayeredDecision, core.Limiter, error, error))
+
+// decide asks the failover composition over the limiter for res.key and
+// res.cost, and records the Decision in res.d, every layer's in
+// res.layers, and the limiter that decided in res.lim (nil when the error
+// policy decided alone). It reports the errors met, and returns false when
+// the request was not decided: res is then refused.
+func (e *Engine) decide(res *Result) bool {
+	ctx := res.req.Context()
+	if e.cfg.countIf != nil {
+		res.start = e.cfg.clock.Now()
+	}
+	ld, by, outage, err := checkFailover(e.f, ctx, res.key, res.cost)
+	if outage != nil {
+		e.report(res.req, outage)
+	}
+	res.d, res.lim = ld.Decision, by
+	if err == nil && ld.Layer >= 0 && ld.Layer < len(ld.Layers) {
+		res.layers, res.layer = ld.Layers, ld.Layer
+	}
+	if err == nil {
+		return true
+	}
+	e.report(res.req, err)
+	var u *core.UnavailableError
+	switch {
+	case errors.Is(err, core.ErrCostTooHigh):
+		res.refuse(costTooHighResponse(res.cost, res.d))
+	case errors.Is(err, core.ErrEmptyKey):
+		res.refuse(invalidKeyResponse())
+	case errors.Is(err, core.ErrInvalidCost):
+		res.refuse(invalidCostResponse())
+	case ctx.Err() != nil:
+		// The client went away (or its deadline passed) while the
+		// limiter was asked: nothing to serve it.
+		res.refuse(canceledResponse(res.d))
+	case errors.As(err, &u):
+		res.retry = u.RetryAfter
+		res.refuse(unavailableResponse(res.retry))
+	default:
+		// Not a store failure the composition decided: no answer is
+		// known to be right, and none is served unchecked.
+		res.retry = failClosedRetry
+		res.refuse(unavailableResponse(res.retry))
+	}
+	return false
+}
+
+// outcome settles a decided request: served (after a leaky bucket's
+// Delay), or denied with 429 or the [WithDenied] response, or served all
+// the same in a dry run.
+func (e *Engine) outcome(res *Result) {
+	// A Decision of the error policy, or without a policy (a Failover's
+	// over a limiter whose policy it cannot know) has no limit to
+	// describe: no rate headers then.
 	d := &res.d
-	res.rate = d.Limit > 0
+	res.rate = res.lim != nil && d.Limit > 0
 	for _, l := range res.layers {
 		res.rate = res.rate && l.Limit > 0
 	}
 	if d.Allowed {
-		res.charge = c.countIf != nil
-		if d.Delay > 0 && c.dryRun == nil && !wait(ctx, d.Delay) {
-			res.Done(0) // not served: give its units back if it was to be judged
-			return res.refuse(canceledResponse(*d))
-		}
-		res.serve = true
-		return res
+		e.allowed(res)
+		return
 	}
 	res.denied = true
-	if c.dryRun != nil {
-		c.dryRun(req, *d)
+	if e.cfg.dryRun != nil {
+		e.cfg.dryRun(res.req, *d)
 		res.serve = true
-		return res
+		return
 	}
-	if c.denied == nil {
-		named := *d // the problem names the layer as its RateLimit member does
-		named.Policy.Name = e.deniedName(&res)
+	res.refuse(e.deniedResponse(res))
+}
+
+// allowed serves an allowed request, once a leaky bucket's Delay has
+// passed; a request whose context ends first is refused.
+func (e *Engine) allowed(res *Result) {
+	// Only what a limiter counted is given back, never the error policy's
+	// Decision.
+	res.charge = e.cfg.countIf != nil && res.lim != nil
+	if d := res.d.Delay; d > 0 && e.cfg.dryRun == nil && !wait(res.req.Context(), d) {
+		res.Done(0) // not served: give its units back if it was to be judged
+		res.refuse(canceledResponse(res.d))
+		return
+	}
+	res.serve = true
+}
+
+// deniedResponse returns the response to a denied request: [DeniedResponse]
+// naming the layer that denied, or the [WithDenied] function's, with
+// Retry-After and Cache-Control: no-store.
+func (e *Engine) deniedResponse(res *Result) Response {
+	d := res.d
+	if e.cfg.denied == nil {
+		named := d // the problem names the layer as its RateLimit member does
+		named.Policy.Name = e.deniedName(res)
 		resp := DeniedResponse(named)
 		resp.Header[hRetryAfter] = retryAfterValue(d.RetryAfter)
-		return res.refuse(resp)
+		return resp
 	}
-	resp := c.denied(req, *d)
+	resp := e.cfg.denied(res.req, d)
 	if resp.Status == 0 {
 		resp.Status = http.StatusTooManyRequests
 	}
@@ -433,34 +505,7 @@ func (e *Engine) Check(req keyfunc.Request) Result {
 		h[http.CanonicalHeaderKey(k)] = v
 	}
 	resp.Header = h
-	return res.refuse(resp)
-}
-
-// callerError reports whether err, from asking the limiter, is the
-// request's doing rather than the store's: a bad key or cost, or the
-// request's own context ending. Those never go to the fallback limiter or
-// the error policy.
-func callerError(ctx context.Context, err error) bool {
-	return errors.Is(err, core.ErrCostTooHigh) || errors.Is(err, core.ErrEmptyKey) ||
-		errors.Is(err, core.ErrInvalidCost) || ctx.Err() != nil
-}
-
-// decide asks l, or lay when l is layered (lay is then l), and records
-// the Decision in res.d, and every layer's in res.layers. It writes into
-// res rather than returning the Decision, which saves copying it on every
-// request.
-func (e *Engine) decide(ctx context.Context, res *Result, l core.Limiter, lay core.LayeredLimiter, key string, n int64) (err error) {
-	res.layers, res.layer = nil, 0
-	if lay == nil {
-		res.d, err = l.AllowN(ctx, key, n)
-		return err
-	}
-	ld, err := lay.AllowLayers(ctx, key, n)
-	if err == nil && ld.Layer >= 0 && ld.Layer < len(ld.Layers) {
-		res.layers, res.layer = ld.Layers, ld.Layer
-	}
-	res.d = ld.Decision
-	return err
+	return resp
 }
 
 // deniedName returns the name of the policy that denied res, as its
@@ -472,19 +517,9 @@ func (e *Engine) deniedName(res *Result) string {
 	return e.layerHeadersFor(res.layers).names[res.layer]
 }
 
-// failed applies the error policy to a request whose limit could not be
-// checked because the limiter failed; the error has been reported.
-func (e *Engine) failed(res Result) Result {
-	if e.cfg.onError.Closed() || e.fb != nil {
-		return res.refuse(unavailableResponse())
-	}
-	res.serve = true
-	return res
-}
-
-func (r Result) refuse(resp Response) Result {
+// refuse makes r a refusal with resp.
+func (r *Result) refuse(resp Response) {
 	r.serve, r.charge, r.resp = false, false, &resp
-	return r
 }
 
 func (e *Engine) report(req keyfunc.Request, err error) {

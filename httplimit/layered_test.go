@@ -119,7 +119,7 @@ func (downLayers) PeekLayers(context.Context, string, int64) (core.LayeredDecisi
 
 // In an outage, a Failover over a limiter of unknown policy decides alone:
 // no RateLimit fields then (a limit of 0 would be a lie), and a fail-closed
-// 429 still says when to retry.
+// 503 says when to retry.
 func TestOutageWithoutPolicyWritesNoRateHeaders(t *testing.T) {
 	for _, remote := range []core.Limiter{down{}, downLayers{}} {
 		for name, mode := range map[string]core.FailoverOption{"open": core.WithErrorPolicy(core.FailOpen()), "closed": core.WithErrorPolicy(core.FailClosed())} {
@@ -133,8 +133,8 @@ func TestOutageWithoutPolicyWritesNoRateHeaders(t *testing.T) {
 			if got := w.Header().Values("RateLimit"); len(got) != 0 || len(w.Header().Values("RateLimit-Policy")) != 0 {
 				t.Errorf("%T, fail %s: RateLimit %q, RateLimit-Policy %q, want none", remote, name, got, w.Header().Values("RateLimit-Policy"))
 			}
-			if name == "closed" && (w.Code != 429 || w.Header().Get("Retry-After") == "") {
-				t.Errorf("%T, fail closed: status %d, Retry-After %q, want 429 with Retry-After", remote, w.Code, w.Header().Get("Retry-After"))
+			if name == "closed" && (w.Code != 503 || w.Header().Get("Retry-After") != "1" || res.Problem().Type != httplimit.ProblemUnavailable) {
+				t.Errorf("%T, fail closed: status %d, Retry-After %q, want 503 with Retry-After: 1", remote, w.Code, w.Header().Get("Retry-After"))
 			}
 			if name == "open" && !res.Serve() {
 				t.Errorf("%T, fail open: not served", remote)

@@ -75,10 +75,15 @@ func WithDenied(f func(r keyfunc.Request, d core.Decision) Response) Option {
 
 // WithErrorPolicy sets what a request gets when the limiter fails (a store
 // is down or times out): [core.FailOpen], [core.FailClosed] or
-// [core.Fallback], as [core.ErrorPolicy] describes; failing closed is a 503
-// [ProblemUnavailable] with Retry-After: 1. Every such error also reaches
-// the [WithErrorHook] hook. It never applies to the request's own faults
-// (no key, a bad cost): those are refused.
+// [core.Fallback], as [core.ErrorPolicy] describes. The middleware decides
+// it by a [core.Failover] over the limiter, without a circuit breaker
+// (give it a Failover of your own for one): a [core.UnavailableError],
+// from failing closed or a fallback failing too, here or in a Failover
+// given as the limiter, is a 503 [ProblemUnavailable] with the error's
+// RetryAfter as Retry-After (1 s unless a breaker is open). Every such
+// error also reaches the [WithErrorHook] hook with the request. It never
+// applies to the request's own faults ([core.CallerError]: no key, a bad
+// cost): those are refused.
 //
 // Default: [core.FailOpen]: the request is served, without rate headers.
 func WithErrorPolicy(p core.ErrorPolicy) Option { return func(c *config) { c.onError = p } }

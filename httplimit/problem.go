@@ -99,14 +99,17 @@ func costTooHighResponse(n int64, d core.Decision) Response {
 	})
 }
 
-func unavailableResponse() Response {
+// unavailableResponse returns the refusal of a request the limiter could
+// not decide ([core.UnavailableError]), to retry after retry.
+func unavailableResponse(retry time.Duration) Response {
+	secs := RetryAfterSeconds(retry)
 	r := problemResponse(Problem{
 		Type:   ProblemUnavailable,
 		Title:  "Rate limiter unavailable",
 		Status: http.StatusServiceUnavailable,
-		Detail: "The request could not be checked against its rate limit. Try again in " + plural(RetryAfterSeconds(failClosedRetry), "second") + ".",
+		Detail: "The request could not be checked against its rate limit. Try again in " + plural(secs, "second") + ".",
 	})
-	r.Header.Set("Retry-After", strconv.FormatInt(RetryAfterSeconds(failClosedRetry), 10))
+	r.Header.Set("Retry-After", strconv.FormatInt(secs, 10))
 	return r
 }
 

@@ -288,22 +288,29 @@ func TestOutcomeAndOpNames(t *testing.T) {
 }
 
 func TestCallerError(t *testing.T) {
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
 	for _, tt := range []struct {
+		ctx  context.Context
 		err  error
 		want bool
 	}{
-		{fmt.Errorf("x: %w", core.ErrCostTooHigh), true},
-		{core.ErrEmptyKey, true},
-		{core.ErrInvalidCost, true},
-		{fmt.Errorf("core: %w", core.ErrInvalidElapsed), true},
-		{fmt.Errorf("core: %w", core.ErrNoRefund), true},
-		{fmt.Errorf("redisstore: %w", context.DeadlineExceeded), true},
-		{context.Canceled, true},
-		{errDown, false},
-		{errors.New("x"), false},
+		{ctx, fmt.Errorf("x: %w", core.ErrCostTooHigh), true},
+		{ctx, core.ErrEmptyKey, true},
+		{ctx, core.ErrInvalidCost, true},
+		{ctx, fmt.Errorf("core: %w", core.ErrInvalidElapsed), true},
+		{ctx, fmt.Errorf("core: %w", core.ErrNoRefund), true},
+		{done, fmt.Errorf("redisstore: %w", context.Canceled), true},
+		{nil, core.ErrEmptyKey, true},
+		// A store's own deadline, the caller's context going on: the store's.
+		{ctx, fmt.Errorf("redisstore: %w", context.DeadlineExceeded), false},
+		{nil, context.Canceled, false},
+		{ctx, errDown, false},
+		{done, nil, false},
+		{ctx, errors.New("x"), false},
 	} {
-		if got := core.CallerError(tt.err); got != tt.want {
-			t.Errorf("CallerError(%v) = %v, want %v", tt.err, got, tt.want)
+		if got := core.CallerError(tt.ctx, tt.err); got != tt.want {
+			t.Errorf("CallerError(%v, %v) = %v, want %v", tt.ctx, tt.err, got, tt.want)
 		}
 	}
 }

@@ -85,7 +85,7 @@ func (s *Slog) Observe(ctx context.Context, e Event) {
 		level, msg = slog.LevelWarn, "ratekit: circuit breaker open"
 	case e.Op == OpBreakerClose:
 		level, msg = slog.LevelWarn, "ratekit: circuit breaker closed"
-	case e.Err != nil && !core.CallerError(e.Err):
+	case e.Err != nil && !core.CallerError(ctx, e.Err):
 		level, msg = slog.LevelWarn, "ratekit: store error"
 	case e.Err != nil:
 		msg = "ratekit: request error"

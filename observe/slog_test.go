@@ -54,7 +54,7 @@ func TestSlogObserver(t *testing.T) {
 	shadow.AllowN(ctx, "203.0.113.7", 2) // a cost too high: a caller error, at debug
 	store.Down.Store(true)
 	clock.Advance(time.Minute)
-	shadow.Allow(ctx, "203.0.113.7") // store error, breaker opens, denied closed
+	shadow.Allow(ctx, "203.0.113.7") // store error, breaker opens, refused closed
 	store.Down.Store(false)
 	clock.Advance(time.Second)
 	shadow.Allow(ctx, "203.0.113.7") // the probe closes the breaker
@@ -67,7 +67,7 @@ func TestSlogObserver(t *testing.T) {
 		`level=DEBUG msg="ratekit: request error" policy=api-v2 op=allow ` + h + ` shadow=true err="core: cost 2, at most 1: cost exceeds what the policy can ever allow"`,
 		`level=WARN msg="ratekit: store error" policy=api op=store-error err="flaky: store: connection refused"`,
 		`level=WARN msg="ratekit: circuit breaker open" policy=api op=breaker-open`,
-		`level=DEBUG msg="ratekit: denied" policy=api op=allow key_class=ip ` + h + ` cost=1 retry_after=1s`,
+		`level=WARN msg="ratekit: store error" policy=api op=allow key_class=ip ` + h + ` err="core: limiter unavailable: flaky: store: connection refused"`,
 		`level=DEBUG msg="ratekit: denied" policy=api-v2 op=allow ` + h + ` shadow=true cost=1 retry_after=59m0s`,
 		`level=WARN msg="ratekit: circuit breaker closed" policy=api op=breaker-close`,
 		`level=DEBUG msg="ratekit: denied" policy=api-v2 op=allow ` + h + ` shadow=true cost=1 retry_after=58m59s`,

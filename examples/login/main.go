@@ -153,7 +153,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, logw io
 
 // redisLimiters builds the Guard's limiters on Redis, shared by every
 // server. A login fails closed: while Redis is unreachable, attempts are
-// refused (429) rather than let through uncounted.
+// refused (503) rather than let through uncounted.
 func redisLimiters(client redis.UniversalClient, logf func(format string, args ...any)) func(core.Policy) (core.Limiter, error) {
 	return func(p core.Policy) (core.Limiter, error) {
 		l, err := redisstore.New(client, p, redisstore.WithPrefix("login-example"), redisstore.WithTimeout(100*time.Millisecond))
