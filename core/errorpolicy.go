@@ -26,7 +26,7 @@ type ErrorPolicy struct {
 	closed   bool
 	fallback bool // Fallback or FallbackShare was called, possibly with nil
 	local    Limiter
-	shared   bool // FallbackShare, until Resolve builds local
+	shared   bool // FallbackShare, until resolve builds local
 	share    int  // its instances
 }
 

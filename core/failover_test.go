@@ -191,6 +191,61 @@ func TestFailoverCallerErrors(t *testing.T) {
 	}
 }
 
+// timedOut is a store whose every call runs out of its own deadline.
+type timedOut struct{ core.Limiter }
+
+func (timedOut) AllowN(context.Context, string, int64) (core.Decision, error) {
+	return core.Decision{}, fmt.Errorf("store: %w", context.DeadlineExceeded)
+}
+
+// A request the error policy refuses gets an UnavailableError whatever
+// refused it: failing closed, a fallback failing too, or a Failover inside,
+// whose refusal passes through as it is. A store's own deadline, the
+// caller's context going on, is an outage like any other.
+func TestFailoverUnavailable(t *testing.T) {
+	clock := core.NewManualClock(limitertest.StartTime())
+	p := core.Policy{Limit: 10, Window: time.Minute}
+	unavailable := func(name string, err error, retry time.Duration, cause error) {
+		t.Helper()
+		var u *core.UnavailableError
+		if !errors.As(err, &u) || u.RetryAfter != retry || !errors.Is(err, cause) {
+			t.Errorf("%s: err %v, want an UnavailableError of %v wrapping %v", name, err, retry, cause)
+		}
+	}
+
+	down := newFlaky(t, p, clock)
+	down.Down.Store(true)
+	localDown := newFlaky(t, p, clock)
+	localDown.Down.Store(true)
+	var hooked []error
+	f := mustFailover(t, down, core.WithErrorPolicy(core.Fallback(localDown)), core.WithClock(clock),
+		core.WithStoreErrorHook(func(err error) { hooked = append(hooked, err) }))
+	_, err := f.Allow(ctx, "k")
+	unavailable("the fallback failing too", err, time.Second, errDown)
+	if len(hooked) != 1 {
+		t.Errorf("hook called %d times, want once, with the remote's error", len(hooked))
+	}
+
+	inner := mustFailover(t, down, core.WithErrorPolicy(core.FailClosed()), core.WithBreaker(1, 30*time.Second), core.WithClock(clock))
+	hooked = nil
+	outer := mustFailover(t, inner, core.WithErrorPolicy(core.FailOpen()), core.WithBreaker(1, time.Second), core.WithClock(clock),
+		core.WithStoreErrorHook(func(err error) { hooked = append(hooked, err) }))
+	_, err = outer.Allow(ctx, "k")
+	unavailable("a Failover inside failing closed", err, 30*time.Second, errDown)
+	clock.Advance(10 * time.Second)
+	_, err = outer.Allow(ctx, "k")
+	unavailable("a Failover inside, its breaker open", err, 20*time.Second, core.ErrBreakerOpen)
+	if len(hooked) != 0 || outer.BreakerOpen() {
+		t.Errorf("outer Failover: hook called %d times, breaker open %v; want neither: the inner one decided", len(hooked), outer.BreakerOpen())
+	}
+
+	hooked = nil
+	f = mustFailover(t, timedOut{down}, core.WithClock(clock), core.WithStoreErrorHook(func(err error) { hooked = append(hooked, err) }))
+	if d, err := f.Allow(ctx, "k"); err != nil || !d.Allowed || len(hooked) != 1 || !errors.Is(hooked[0], context.DeadlineExceeded) {
+		t.Errorf("a store's own deadline: %+v, %v, hooked %v; want an outage, failed open", d, err, hooked)
+	}
+}
+
 // Once the cool-down is over, concurrent requests send exactly one probe;
 // the others are decided by the failure mode without waiting for it.
 func TestFailoverOneProbe(t *testing.T) {

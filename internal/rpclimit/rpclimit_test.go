@@ -170,6 +170,16 @@ func TestMethods(t *testing.T) {
 	}
 }
 
+// mustFailover returns core.NewFailover(remote, opts...).
+func mustFailover(t *testing.T, remote core.Limiter, opts ...core.FailoverOption) *core.Failover {
+	t.Helper()
+	f, err := core.NewFailover(remote, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 // Every kind of refusal has its code; caller errors are refused, never
 // served, whatever the error policy.
 func TestRefusalCodes(t *testing.T) {
@@ -187,6 +197,10 @@ func TestRefusalCodes(t *testing.T) {
 		{"bad cost", memory(t, p, clock), rpclimit.Config{Cost: func(context.Context, string) (int64, error) { return 0, nil }}, rpclimit.CodeInvalidArgument, 0},
 		{"no peer", memory(t, p, clock), rpclimit.Config{}, rpclimit.CodeInvalidArgument, 0},
 		{"store down, fail closed", down{}, rpclimit.Config{ErrorPolicy: &closed}, rpclimit.CodeUnavailable, 1},
+		// A Failover of the user's failing closed: the same refusal, retried
+		// when its open breaker lets a call through.
+		{"store down, a Failover failing closed", mustFailover(t, down{}, core.WithErrorPolicy(closed), core.WithBreaker(1, 30*time.Second), core.WithClock(clock)),
+			rpclimit.Config{}, rpclimit.CodeUnavailable, 30},
 		{"unusable method limiter", memory(t, p, clock), rpclimit.Config{
 			CountIf:    func(uint32) bool { return true },
 			MethodFunc: func(string) core.Limiter { return down{} },
