@@ -261,5 +261,7 @@ func FallbackKey(f keyfunc.Func) KeyPolicy { return KeyPolicy{kind: keyFallback,
 // key like any other.
 var ErrKeyFallback = errors.New("httplimit: request served without its own key")
 
-// failClosedRetry is the Retry-After of a 503 when the limiter fails.
+// failClosedRetry is the Retry-After of a 503 for a limiter error that is
+// neither the caller's nor a core.UnavailableError (which brings its own):
+// the failover composition leaves none, but the answer is defined.
 const failClosedRetry = time.Second
