@@ -78,35 +78,7 @@ func (x u128) add(y u128) u128 {
 	return u128{hi, lo}
 }
 
-// sub returns x-y for x >= y.
-func (x u128) sub(y u128) u128 {
-	lo, borrow := bits.Sub64(x.lo, y.lo, 0)
-	hi, _ := bits.Sub64(x.hi, y.hi, borrow)
-	return u128{hi, lo}
-}
-
 func (x u128) less(y u128) bool { return x.hi < y.hi || x.hi == y.hi && x.lo < y.lo }
-
-// divFloor returns floor(x/d), saturating at the largest uint64.
-func (x u128) divFloor(d uint64) uint64 {
-	if x.hi >= d {
-		return ^uint64(0)
-	}
-	q, _ := bits.Div64(x.hi, x.lo, d)
-	return q
-}
-
-// divCeil returns ceil(x/d), saturating at the largest uint64.
-func (x u128) divCeil(d uint64) uint64 {
-	if x.hi >= d {
-		return ^uint64(0)
-	}
-	q, r := bits.Div64(x.hi, x.lo, d)
-	if r != 0 {
-		q++
-	}
-	return q
-}
 
 // divisor divides by a fixed d with a multiplication and a shift instead of a
 // hardware division (Granlund and Montgomery, "Division by invariant
