@@ -144,15 +144,19 @@ func (t *Tiered) Refund(ctx context.Context, key string, n int64, elapsed time.D
 }
 
 // Reset forgets key in every plan, without asking for its plan. It fails
-// only for an empty key.
+// for an empty key; a plan's limiter that fails is reported, joined with the
+// others' errors, after every plan has been reset.
 func (t *Tiered) Reset(ctx context.Context, key string) error {
 	if key == "" {
 		return fmt.Errorf("core: %w", ErrEmptyKey)
 	}
-	for _, m := range t.plans {
-		m.Reset(ctx, key)
+	var errs []error
+	for name, m := range t.plans {
+		if err := m.Reset(ctx, key); err != nil {
+			errs = append(errs, fmt.Errorf("core: tiered: reset plan %q: %w", name, err))
+		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // limiter returns the limiter of key's plan, checking the request first so

@@ -104,6 +104,41 @@ func TestTieredSwitch(t *testing.T) {
 	}
 }
 
+// Reset forgets the key in every plan, the one it is on and the ones it
+// was on, and no other key.
+func TestTieredReset(t *testing.T) {
+	tl, pl, _ := newTiered(t)
+	for _, k := range []string{"k", "other"} {
+		for _, plan := range []string{"free", "pro"} {
+			pl.set(k, plan)
+			if d, err := tl.AllowN(ctx, k, 3); err != nil || !d.Allowed {
+				t.Fatalf("%s on %s: %+v, %v", k, plan, d, err)
+			}
+		}
+	}
+	if err := tl.Reset(ctx, "k"); err != nil {
+		t.Fatalf("Reset: %v", err)
+	}
+	for _, st := range []struct {
+		key, plan string
+		allowed   bool
+		remaining int64 // after one more unit
+	}{{"k", "free", true, 2}, {"k", "pro", true, 9}, {"other", "free", false, 0}, {"other", "pro", true, 6}} {
+		pl.set(st.key, st.plan)
+		d, err := tl.Allow(ctx, st.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed != st.allowed || d.Remaining != st.remaining {
+			t.Errorf("%s on %s after Reset(k): allowed=%v remaining=%d, want %v, %d",
+				st.key, st.plan, d.Allowed, d.Remaining, st.allowed, st.remaining)
+		}
+	}
+	if err := tl.Reset(ctx, ""); !errors.Is(err, core.ErrEmptyKey) {
+		t.Errorf("Reset(\"\"): %v, want ErrEmptyKey", err)
+	}
+}
+
 // A key whose plan flips on every request gets at most the sum of the
 // plans' limits in a window.
 func TestTieredFlipping(t *testing.T) {
