@@ -9,15 +9,6 @@ import (
 
 var ctx = context.Background()
 
-func mustNew(t testing.TB, p core.Policy, clock core.Clock) *core.Memory {
-	t.Helper()
-	m, err := core.New(p, core.WithClock(clock))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
 // policyless hides its limiter's Policy method.
 type policyless struct{ core.Limiter }
 

@@ -14,7 +14,6 @@ import (
 type (
 	recorder     = observetest.Recorder
 	eventSummary = observetest.EventSummary
-	flakyStore   = flakystore.Store
 )
 
 var (
