@@ -63,7 +63,7 @@ func TestLimit(t *testing.T) {
 	})
 	exampletest.ExpectProblem(t, body, "api", "Try again in 1 second.")
 
-	res, body = send(t, "GET", url+"/healthz", "")
+	res, _ = send(t, "GET", url+"/healthz", "")
 	if res.StatusCode != http.StatusOK || res.Header.Get("RateLimit") != "" {
 		t.Errorf("/healthz: status %d, RateLimit %q: want 200 and no limit", res.StatusCode, res.Header.Get("RateLimit"))
 	}
