@@ -109,14 +109,21 @@ func TestCluster(t *testing.T) {
 	}
 }
 
+// slotOwner returns the ID of the master that serves slot.
 func slotOwner(t *testing.T, c *redis.ClusterClient, slot int64) string {
-	slots, err := c.ClusterSlots(ctx).Result()
+	shards, err := c.ClusterShards(ctx).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range slots {
-		if int64(s.Start) <= slot && slot <= int64(s.End) {
-			return s.Nodes[0].Addr
+	for _, sh := range shards {
+		for _, r := range sh.Slots {
+			if r.Start <= slot && slot <= r.End {
+				for _, n := range sh.Nodes {
+					if n.Role == "master" {
+						return n.ID
+					}
+				}
+			}
 		}
 	}
 	return ""
