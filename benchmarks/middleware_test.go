@@ -1,6 +1,7 @@
 package benchmarks
 
 import (
+	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -73,6 +74,16 @@ func BenchmarkMiddlewareGin(b *testing.B) {
 	}
 }
 
+// remoteIP keys httprate by the connection's address, as its deprecated
+// LimitByIP did: the same key, spelled out.
+func remoteIP(r *http.Request) (string, error) {
+	ip, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		ip = r.RemoteAddr
+	}
+	return httprate.CanonicalizeIP(ip), nil
+}
+
 // BenchmarkMiddlewareChi is chi bare, with chilimit and with
 // go-chi/httprate keyed by IP.
 func BenchmarkMiddlewareChi(b *testing.B) {
@@ -80,7 +91,7 @@ func BenchmarkMiddlewareChi(b *testing.B) {
 	cases := map[string]func() func(http.Handler) http.Handler{
 		"bare":     nil,
 		"ratekit":  func() func(http.Handler) http.Handler { return chilimit.New(openLimiter(b)) },
-		"httprate": func() func(http.Handler) http.Handler { return httprate.LimitByIP(openPerMinute, time.Minute) },
+		"httprate": func() func(http.Handler) http.Handler { return httprate.LimitBy(openPerMinute, time.Minute, remoteIP) },
 	}
 	for _, name := range []string{"bare", "ratekit", "httprate"} {
 		b.Run(name, func(b *testing.B) {
