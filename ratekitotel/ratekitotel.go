@@ -107,12 +107,6 @@ const UnnamedPolicy = "default"
 // [WithMaxPolicies] first: "_other".
 const OtherPolicy = "_other"
 
-// DefaultLatencyBuckets returns the default upper bounds of the
-// ratekit.store.latency buckets, in seconds: from 1µs (a memory store
-// decides in well under that) to 1 s (a store that slow is down). It
-// returns a new slice on every call, which the caller may change.
-func DefaultLatencyBuckets() []float64 { return metricsview.DefaultLatencyBuckets() }
-
 // Metrics is an [observe.Observer] that counts events in OpenTelemetry
 // instruments, and reports the watched limiters' stats at each collection.
 // See the package documentation for the instruments.
@@ -144,7 +138,10 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 
 // WithLatencyBuckets sets the upper bounds, in seconds, of the
 // ratekit.store.latency buckets (finite, increasing, at least one), given
-// to the histogram as advice. Default: [DefaultLatencyBuckets].
+// to the histogram as advice. Default: 1µs, 2.5µs, 5µs, 10µs, 25µs,
+// 50µs, 100µs, 250µs, 500µs, 1ms, 2.5ms, 5ms, 10ms, 25ms, 50ms, 100ms,
+// 250ms and 1s: from under what a memory store takes to decide to what
+// says a store is down.
 func WithLatencyBuckets(b []float64) Option {
 	return func(c *config) { c.view.LatencyBuckets = append([]float64(nil), b...) }
 }

@@ -11,27 +11,12 @@ import (
 	"github.com/ratekit/ratekit/internal/metricsview"
 )
 
-// MemoryStats is what [Metrics.WatchMemory] reads: a [core.Memory].
-type MemoryStats interface {
-	Stats() core.Stats
-}
-
-// LeaseStats is what [Metrics.WatchLeased] reads: a [hotkey.Leased].
-type LeaseStats interface {
-	Stats() hotkey.LeaseStats
-}
-
-// BreakerState is what [Metrics.WatchFailover] reads: a [core.Failover].
-type BreakerState interface {
-	BreakerOpen() bool
-}
-
 // WatchMemory has every collection report mem's Stats as
 // ratekit.memory.keys, ratekit.memory.fresh_drops and
 // ratekit.memory.lossy_evictions with the attribute policy. Stats locks
 // each shard in turn: cheap at collection intervals. It fails if mem is
 // nil or another Memory is watched under the same policy name.
-func (m *Metrics) WatchMemory(policy string, mem MemoryStats) error {
+func (m *Metrics) WatchMemory(policy string, mem *core.Memory) error {
 	return wrap(m.watches.Memory(policy, mem))
 }
 
@@ -40,7 +25,7 @@ func (m *Metrics) WatchMemory(policy string, mem MemoryStats) error {
 // topped up a lease) and ratekit.lease.dropped_units with the attribute
 // policy. It fails if l is nil or another Leased is watched under the same
 // policy name.
-func (m *Metrics) WatchLeased(policy string, l LeaseStats) error {
+func (m *Metrics) WatchLeased(policy string, l *hotkey.Leased) error {
 	return wrap(m.watches.Leased(policy, l))
 }
 
@@ -49,7 +34,7 @@ func (m *Metrics) WatchLeased(policy string, l LeaseStats) error {
 // store errors and breaker openings are counted as events: give the
 // Failover the options observe.FailoverHooks(m, policy). It fails if f is
 // nil or another Failover is watched under the same policy name.
-func (m *Metrics) WatchFailover(policy string, f BreakerState) error {
+func (m *Metrics) WatchFailover(policy string, f *core.Failover) error {
 	return wrap(m.watches.Failover(policy, f))
 }
 

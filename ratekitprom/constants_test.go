@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/ratekit/ratekit/internal/metricsview"
+	"github.com/ratekit/ratekit/internal/metricsview/metricstest"
 )
 
 // TestConstants checks the exported defaults and label values, written as
@@ -23,3 +24,7 @@ func TestConstants(t *testing.T) {
 		t.Errorf("OtherPolicy = %q, metricsview's %q", OtherPolicy, metricsview.OtherPolicy)
 	}
 }
+
+// TestBucketsDoc checks that WithLatencyBuckets's doc lists the default
+// bounds.
+func TestBucketsDoc(t *testing.T) { metricstest.CheckBucketsDoc(t, "ratekitprom.go") }

@@ -96,12 +96,6 @@ const UnnamedPolicy = "default"
 // [WithMaxPolicies] first: "_other".
 const OtherPolicy = "_other"
 
-// DefaultLatencyBuckets returns the default upper bounds of the
-// ratekit_store_latency_seconds buckets, in seconds: from 1µs (a memory
-// store decides in well under that) to 1 s (a store that slow is down). It
-// returns a new slice on every call, which the caller may change.
-func DefaultLatencyBuckets() []float64 { return metricsview.DefaultLatencyBuckets() }
-
 // Metrics is an [observe.Observer] that counts events as Prometheus metrics, and
 // a prometheus.Collector of them and of the watched limiters' stats. See the
 // package documentation for the metrics.
@@ -127,7 +121,9 @@ type config = metricsview.Config
 
 // WithLatencyBuckets sets the upper bounds, in seconds, of the
 // ratekit_store_latency_seconds buckets (finite, increasing, at least
-// one). Default: [DefaultLatencyBuckets].
+// one). Default: 1µs, 2.5µs, 5µs, 10µs, 25µs, 50µs, 100µs, 250µs, 500µs,
+// 1ms, 2.5ms, 5ms, 10ms, 25ms, 50ms, 100ms, 250ms and 1s: from under what
+// a memory store takes to decide to what says a store is down.
 func WithLatencyBuckets(b []float64) Option {
 	return func(c *config) { c.LatencyBuckets = append([]float64(nil), b...) }
 }

@@ -7,27 +7,12 @@ import (
 	"github.com/ratekit/ratekit/hotkey"
 )
 
-// MemoryStats is what [Metrics.WatchMemory] reads: a [core.Memory].
-type MemoryStats interface {
-	Stats() core.Stats
-}
-
-// LeaseStats is what [Metrics.WatchLeased] reads: a [hotkey.Leased].
-type LeaseStats interface {
-	Stats() hotkey.LeaseStats
-}
-
-// BreakerState is what [Metrics.WatchFailover] reads: a [core.Failover].
-type BreakerState interface {
-	BreakerOpen() bool
-}
-
 // WatchMemory has every scrape report mem's Stats as
 // ratekit_memory_keys, ratekit_memory_fresh_drops_total and
 // ratekit_memory_lossy_evictions_total with the label policy. Stats locks
 // each shard in turn: cheap at scrape intervals. It fails if mem is nil or
 // another Memory is watched under the same policy name.
-func (m *Metrics) WatchMemory(policy string, mem MemoryStats) error {
+func (m *Metrics) WatchMemory(policy string, mem *core.Memory) error {
 	return wrap(m.watches.Memory(policy, mem))
 }
 
@@ -35,7 +20,7 @@ func (m *Metrics) WatchMemory(policy string, mem MemoryStats) error {
 // ratekit_lease_refills_total (its Takes: remote calls that topped up a
 // lease) and ratekit_lease_dropped_units_total with the label policy. It
 // fails if l is nil or another Leased is watched under the same policy name.
-func (m *Metrics) WatchLeased(policy string, l LeaseStats) error {
+func (m *Metrics) WatchLeased(policy string, l *hotkey.Leased) error {
 	return wrap(m.watches.Leased(policy, l))
 }
 
@@ -44,7 +29,7 @@ func (m *Metrics) WatchLeased(policy string, l LeaseStats) error {
 // and breaker openings are counted as events: give the Failover the options
 // observe.FailoverHooks(m, policy). It fails if f is nil or another Failover
 // is watched under the same policy name.
-func (m *Metrics) WatchFailover(policy string, f BreakerState) error {
+func (m *Metrics) WatchFailover(policy string, f *core.Failover) error {
 	return wrap(m.watches.Failover(policy, f))
 }
 

@@ -373,6 +373,9 @@ func TestWatches(t *testing.T) {
 		{w.Memory("x", nil), "WatchMemory: nil limiter"},
 		{w.Leased("x", nil), "WatchLeased: nil limiter"},
 		{w.Failover("x", nil), "WatchFailover: nil limiter"},
+		{w.Memory("x", (*core.Memory)(nil)), "WatchMemory: nil limiter"},
+		{w.Leased("x", (*hotkey.Leased)(nil)), "WatchLeased: nil limiter"},
+		{w.Failover("x", (*core.Failover)(nil)), "WatchFailover: nil limiter"},
 	} {
 		got := ""
 		if tt.err != nil {

@@ -24,10 +24,11 @@ type watch struct {
 
 // Memory watches mem, a [core.Memory], as [MemoryKeys],
 // [MemoryFreshDrops] and [MemoryLossyEvictions] of policy. It fails, with
-// an error to wrap with the exporter's package name, if mem is nil or
-// another Memory is watched under the same policy label.
+// an error to wrap with the exporter's package name, if mem is nil (a nil
+// interface or a nil *core.Memory, as the exporters pass it) or another
+// Memory is watched under the same policy label.
 func (w *Watches) Memory(policy string, mem interface{ Stats() core.Stats }) error {
-	if mem == nil {
+	if mem == nil || mem == (*core.Memory)(nil) {
 		return errors.New("WatchMemory: nil limiter")
 	}
 	return w.add("WatchMemory", policy, func(emit func(Metric, int64)) {
@@ -42,7 +43,7 @@ func (w *Watches) Memory(policy string, mem interface{ Stats() core.Stats }) err
 // (its Takes: remote calls that topped up a lease) and [LeaseDroppedUnits]
 // of policy. It fails like [Watches.Memory].
 func (w *Watches) Leased(policy string, l interface{ Stats() hotkey.LeaseStats }) error {
-	if l == nil {
+	if l == nil || l == (*hotkey.Leased)(nil) {
 		return errors.New("WatchLeased: nil limiter")
 	}
 	return w.add("WatchLeased", policy, func(emit func(Metric, int64)) {
@@ -57,7 +58,7 @@ func (w *Watches) Leased(policy string, l interface{ Stats() hotkey.LeaseStats }
 // while its circuit breaker is open, else 0. It fails like
 // [Watches.Memory].
 func (w *Watches) Failover(policy string, f interface{ BreakerOpen() bool }) error {
-	if f == nil {
+	if f == nil || f == (*core.Failover)(nil) {
 		return errors.New("WatchFailover: nil limiter")
 	}
 	return w.add("WatchFailover", policy, func(emit func(Metric, int64)) {
