@@ -143,25 +143,27 @@ func moduleCounts(dir string) ([]count, error) {
 // packageCount counts the package in dir, reporting false if the directory
 // holds no Go package outside its tests or holds a command.
 func packageCount(dir, importPath string) (count, bool, error) {
-	fset := token.NewFileSet()
-	notTest := func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }
-	pkgs, err := parser.ParseDir(fset, dir, notTest, parser.SkipObjectResolution)
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return count{}, false, err
 	}
+	fset := token.NewFileSet()
 	c := count{path: importPath}
 	found := false
-	for name, pkg := range pkgs {
-		if name == "main" || name == "documentation" {
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.ParseComments|parser.SkipObjectResolution)
+		if err != nil {
+			return count{}, false, err
+		}
+		if pkg := f.Name.Name; pkg == "main" || pkg == "documentation" || ignored(f) {
 			continue
 		}
 		found = true
-		for _, f := range pkg.Files {
-			if ignored(f) {
-				continue
-			}
-			countFile(f, &c)
-		}
+		countFile(f, &c)
 	}
 	return c, found, nil
 }
