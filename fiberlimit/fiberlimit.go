@@ -114,16 +114,13 @@ func (r boundedRequest) Field(name string) (string, error) { return r.field(name
 func (r request) field(name string, maxBody int64) (string, error) {
 	req := r.c.Request()
 	ct := string(req.Header.ContentType())
-	var body []byte
-	if keyfunc.HasBodyFields(ct) {
-		raw, err := r.rawBody(maxBody)
-		if err != nil {
-			return "", err
-		}
-		body, err = keyfunc.DecodeBody(r.Header("Content-Encoding"), raw, maxBody)
-		if err != nil {
-			return "", err
-		}
+	raw, err := r.rawBody(maxBody)
+	if err != nil {
+		return "", err
+	}
+	body, err := keyfunc.DecodeBody(r.Header("Content-Encoding"), raw, maxBody)
+	if err != nil {
+		return "", err
 	}
 	return keyfunc.RequestField(ct, body, string(req.URI().QueryString()), name)
 }

@@ -14,39 +14,12 @@ import (
 	"strings"
 )
 
-// maxFieldBytes bounds one multipart field value read by [BodyField].
+// maxFieldBytes bounds one multipart field value read by bodyField.
 const maxFieldBytes = 64 << 10
 
-// BodyField returns the named field of a request body that has already been
-// read, for adapters whose framework keeps the body in memory (fasthttp) and
-// for [FromHTTP]. contentType is the request's Content-Type header. The
-// body is read as every common handler might read it, and they must agree:
-//
-//   - as a URL-encoded form (the field's value, matched exactly) when the
-//     media type is application/x-www-form-urlencoded, even with malformed
-//     parameters, as net/http's ParseForm reads it, or merely starts so, as
-//     fasthttp reads it;
-//   - as a multipart form (the non-file part with that form name) when the
-//     media type is multipart/form-data;
-//   - as a JSON object (a top-level string member, its name matched
-//     case-insensitively as encoding/json matches struct fields) when the
-//     media type is application/json or a "+json" type, and also, whatever
-//     the type says or when there is none, when the body starts with "{"
-//     after JSON white space: handlers that decode JSON without looking at
-//     the type (json.NewDecoder, gin's ShouldBindJSON) read it, so a client
-//     cannot hide its identity from the limiter by calling its JSON
-//     text/plain.
-//
-// It returns "" when the body has no such field. A field given more than once
-// with different values, within one reading or between two (a form field
-// and a JSON member), or a JSON member that is not a string, is an error
-// wrapping [ErrInvalidKey]: the handler and the limiter could otherwise read
-// different values, and a client could pick the one the limiter sees. A
-// malformed multipart or JSON body of its declared type is an error
-// wrapping [ErrInvalidKey] too (a form keeps its well-formed pairs, as
-// net/http's ParseForm does); a body that only looks like JSON and is not
-// is read by its declared type alone, as a decoding handler fails on it.
-func BodyField(contentType string, body []byte, name string) (string, error) {
+// bodyField returns the named field of a request body already read and
+// decoded, read as [RequestField] documents.
+func bodyField(contentType string, body []byte, name string) (string, error) {
 	if len(body) == 0 {
 		return "", nil
 	}
@@ -95,14 +68,6 @@ func looksJSONObject(body []byte) bool {
 	}
 	return false
 }
-
-// HasBodyFields reports whether [BodyField] may find fields in a body of
-// type contentType, the request's Content-Type header. Every type may: a
-// body that starts as a JSON object is read whatever its declared type, so
-// it reports true for every contentType, and a view that reads the body
-// only when it reports true, as views written for earlier versions do,
-// reads every body.
-func HasBodyFields(contentType string) bool { return true }
 
 // A fieldsKind is the kind of body a Content-Type declares.
 type fieldsKind uint8
@@ -159,7 +124,7 @@ func (c coding) String() string {
 }
 
 // DecodeBody returns body, a request body as sent, decoded as its
-// Content-Encoding header says, for [BodyField]. encoding holds the
+// Content-Encoding header says, for [RequestField]. encoding holds the
 // header's lines as [Request.Header] returns them; each is a
 // comma-separated list of codings, in the order they were applied.
 // Decoding undoes them in reverse, each through a reader that stops as
@@ -291,23 +256,39 @@ func (b *boundedReader) Read(p []byte) (int, error) {
 }
 
 // RequestField returns a request's field name as every [Request] view
-// reads it: from the body (see [BodyField]) and from the URL query string
-// rawQuery (its value, given once or always the same). A field given in
-// both with different values is an error wrapping [ErrInvalidKey], as one
-// given twice in either is: handlers read one or the other (net/http's
-// FormValue the body first, fasthttp's the query first, a JSON decoder
-// the body alone), so the limiter keys only what they all read alike.
-// body is the body decoded ([DecodeBody]); an empty body has no fields,
-// whatever its content type.
+// reads it, from body (the body decoded by [DecodeBody]; an empty body has
+// no fields) and from the URL query string rawQuery. contentType is the
+// Content-Type header. The body is read as every common handler might read
+// it, and they must agree:
 //
-// It is public for adapters of frameworks not built on net/http (fiberlimit
-// and a user's own), which implement [Request.Field] with it so that a
-// field reads the same in every framework.
+//   - as a URL-encoded form (the field's value, matched exactly) when the
+//     media type is application/x-www-form-urlencoded, even with malformed
+//     parameters, as net/http's ParseForm reads it, or merely starts so, as
+//     fasthttp reads it;
+//   - as a multipart form (the non-file part with that form name) when the
+//     media type is multipart/form-data;
+//   - as a JSON object (a top-level string member, its name matched
+//     case-insensitively as encoding/json does) when the media type is
+//     application/json or "+json", and, whatever the type, when the body
+//     starts with "{": handlers that decode JSON without looking at the
+//     type read it, so a client cannot hide behind text/plain.
+//
+// It returns "" when neither has the field. A field given twice with
+// different values (in one reading, between a form and JSON, or between
+// the body and the query), a JSON member that is not a string, and a
+// malformed multipart or JSON body of its declared type are errors
+// wrapping [ErrInvalidKey]: handlers read one or the other, so the limiter
+// keys only what they all read alike. A body that only looks like JSON is
+// read by its declared type alone.
+//
+// It is public, with [DecodeBody], for adapters of frameworks not built on
+// net/http (fiberlimit and a user's own), which implement [Request.Field]
+// with it so that a field reads the same in every framework.
 func RequestField(contentType string, body []byte, rawQuery, name string) (string, error) {
 	var v string
 	if len(body) > 0 {
 		var err error
-		if v, err = BodyField(contentType, body, name); err != nil {
+		if v, err = bodyField(contentType, body, name); err != nil {
 			return "", err
 		}
 	}

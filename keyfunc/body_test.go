@@ -107,21 +107,7 @@ func allocated(f func()) uint64 {
 	return after.TotalAlloc - before.TotalAlloc
 }
 
-// Every body may hold fields: one that starts as a JSON object is read
-// whatever its declared type.
-func TestHasBodyFields(t *testing.T) {
-	for _, ct := range []string{
-		"application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/json; charset=utf-8",
-		"application/problem+json", "APPLICATION/JSON", "text/plain", "application/octet-stream", "",
-		"application/json; charset=\"unterminated",
-	} {
-		if !HasBodyFields(ct) {
-			t.Errorf("HasBodyFields(%q) = false; want true", ct)
-		}
-	}
-}
-
-// BodyField reads a body as each common handler might: as the form its
+// bodyField reads a body as each common handler might: as the form its
 // type declares, and as JSON when it starts as an object, whatever its
 // type; two readings that disagree are refused.
 func TestBodyFieldReadings(t *testing.T) {
@@ -163,9 +149,9 @@ func TestBodyFieldReadings(t *testing.T) {
 		{"multipart/form-data", "--b\r\n", "", true},
 		{`multipart/form-data; boundary="b`, "--b\r\n", "", true},
 	} {
-		got, err := BodyField(tc.ct, []byte(tc.body), "email")
+		got, err := bodyField(tc.ct, []byte(tc.body), "email")
 		if tc.wantErr != (err != nil) || err != nil && !errors.Is(err, ErrInvalidKey) || got != tc.want {
-			t.Errorf("BodyField(%q, %q) = %q, %v; want %q (error %v)", tc.ct, tc.body, got, err, tc.want, tc.wantErr)
+			t.Errorf("bodyField(%q, %q) = %q, %v; want %q (error %v)", tc.ct, tc.body, got, err, tc.want, tc.wantErr)
 		}
 	}
 }
@@ -234,17 +220,17 @@ func FuzzDecodeBody(f *testing.F) {
 // all: what it claims never changes the key.
 func FuzzBodyField(f *testing.F) {
 	f.Fuzz(func(t *testing.T, contentType string, body []byte) {
-		got, err := BodyField(contentType, body, "email")
+		got, err := bodyField(contentType, body, "email")
 		if err != nil && !errors.Is(err, ErrInvalidKey) {
-			t.Fatalf("BodyField(%q, %q) error %v does not wrap ErrInvalidKey", contentType, body, err)
+			t.Fatalf("bodyField(%q, %q) error %v does not wrap ErrInvalidKey", contentType, body, err)
 		}
 		if err != nil && got != "" {
-			t.Fatalf("BodyField(%q, %q) = %q with error %v", contentType, body, got, err)
+			t.Fatalf("bodyField(%q, %q) = %q with error %v", contentType, body, got, err)
 		}
 		if kind, _ := bodyKind(contentType); kind == noFields {
-			plain, perr := BodyField("", body, "email")
+			plain, perr := bodyField("", body, "email")
 			if plain != got || (perr == nil) != (err == nil) {
-				t.Fatalf("BodyField(%q, %q) = %q, %v; without a type %q, %v", contentType, body, got, err, plain, perr)
+				t.Fatalf("bodyField(%q, %q) = %q, %v; without a type %q, %v", contentType, body, got, err, plain, perr)
 			}
 		}
 	})

@@ -14,7 +14,7 @@
 // or JSON body field read without consuming the body. [FromHTTP] implements
 // it for net/http and the routers built on it; each framework adapter
 // implements it for its own request type, reading a field with
-// [HasBodyFields], [DecodeBody] and [RequestField] as every view does.
+// [DecodeBody] and [RequestField] as every view does.
 //
 // # Key functions
 //

@@ -89,12 +89,9 @@ func (h *httpRequest) Route() string {
 
 func (h *httpRequest) Field(name string) (string, error) {
 	ct := h.r.Header.Get("Content-Type")
-	var body []byte
-	if HasBodyFields(ct) {
-		var err error
-		if body, err = h.body(); err != nil {
-			return "", err
-		}
+	body, err := h.body()
+	if err != nil {
+		return "", err
 	}
 	var query string
 	if h.r.URL != nil {

@@ -37,7 +37,7 @@ type Request interface {
 	Context() context.Context
 
 	// Field returns the value of the named field of the body or the URL
-	// query, or "" if neither has it. The body is read as [BodyField]
+	// query, or "" if neither has it. The body is read as [RequestField]
 	// reads it: as the URL-encoded or multipart form its Content-Type
 	// declares, and as a JSON object (a top-level string member) when
 	// it declares JSON or starts as an object whatever it declares, so
@@ -51,8 +51,7 @@ type Request interface {
 	// refuses, is malformed for the type it declares, or gives the field
 	// more than once with different values (in one reading, between a
 	// form and JSON, or between the body and the query).
-	// [HasBodyFields], [DecodeBody] and [RequestField] implement it for
-	// adapters.
+	// [DecodeBody] and [RequestField] implement it for adapters.
 	Field(name string) (string, error)
 }
 
