@@ -14,6 +14,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/ctxsleep"
 )
 
 // ErrWaitTooLong is wrapped by the error of a request that was not sent
@@ -367,18 +368,10 @@ func (t *Transport) sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 	start := time.Now()
-	timer := time.NewTimer(d)
-	defer func() {
-		timer.Stop()
-		t.waits.Add(1)
-		t.waited.Add(int64(time.Since(start)))
-	}()
-	select {
-	case <-timer.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	err := ctxsleep.Sleep(ctx, d)
+	t.waits.Add(1)
+	t.waited.Add(int64(time.Since(start)))
+	return err
 }
 
 func (t *Transport) report(e Event) {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/ratekit/ratekit/internal/ctxsleep"
 )
 
 // Wait blocks until n units of key have been taken from l, and returns the
@@ -50,25 +52,6 @@ func Wait(ctx context.Context, l Limiter, key string, n int64) (Decision, error)
 	if p, ok := policyOf(l); ok && n > p.Capacity() {
 		return Decision{Limit: p.Limit, Policy: p}, fmt.Errorf("core: wait: cost %d, at most %d: %w", n, p.Capacity(), ErrCostTooHigh)
 	}
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	sleep := func(d time.Duration) error {
-		if timer == nil {
-			timer = time.NewTimer(d)
-		} else {
-			timer.Reset(d)
-		}
-		select {
-		case <-timer.C:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
 	for denials := int64(1); ; denials = min(denials+1, 8) {
 		if err := ctx.Err(); err != nil {
 			return Decision{}, fmt.Errorf("core: wait: %w", err)
@@ -91,7 +74,7 @@ func Wait(ctx context.Context, l Limiter, key string, n int64) (Decision, error)
 				return d, fmt.Errorf("core: wait(n=%d): served in %v, after the context's deadline in %v: %w",
 					n, d.Delay, deadline.Sub(now), context.DeadlineExceeded)
 			}
-			if err := sleep(d.Delay); err != nil {
+			if err := ctxsleep.Sleep(ctx, d.Delay); err != nil {
 				giveBack(ctx, l, key, n, start)
 				return d, fmt.Errorf("core: wait: %w", err)
 			}
@@ -117,7 +100,7 @@ func Wait(ctx context.Context, l Limiter, key string, n int64) (Decision, error)
 		if spread > 0 {
 			wait += time.Duration(waitJitter(int64(spread)))
 		}
-		if err := sleep(wait); err != nil {
+		if err := ctxsleep.Sleep(ctx, wait); err != nil {
 			return d, fmt.Errorf("core: wait: %w", err)
 		}
 	}
