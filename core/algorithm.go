@@ -13,7 +13,10 @@ type algorithm[S any] interface {
 	empty(now int64) S
 	// decide returns what a request for n units decides at now against s
 	// and, when it is allowed and commit is set, the state after counting
-	// it. With commit unset the returned state is s, unchanged.
+	// it, which the verdict then describes. Otherwise (denied, or commit
+	// unset: a Peek) the verdict describes s as it is at now, with nothing
+	// counted, and the returned state is s, unchanged; a Peek's verdict
+	// still allows exactly when the request would be allowed.
 	decide(s S, now, n int64, commit bool) (verdict, S)
 	// fresh reports whether s carries no information at now: a key in that
 	// state decides exactly as a new one, so dropping it changes nothing.

@@ -110,15 +110,22 @@ func ExampleLeakyBucket() {
 	// false 0s
 }
 
-// Peek answers "would it pass?" without counting anything.
+// Peek answers "would it pass?" and reports the key as it is, counting
+// nothing.
 func ExampleMemory_Peek() {
-	limiter, _ := core.New(core.Policy{Limit: 2, Window: time.Hour})
-	for range 3 {
+	clock := core.NewManualClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	limiter, _ := core.New(core.Policy{Limit: 2, Window: time.Hour}, core.WithClock(clock))
+	for range 2 {
 		d, _ := limiter.Peek(ctx, "k", 1)
-		fmt.Print(d.Allowed, " ", d.Remaining, "; ")
+		fmt.Println(d.Allowed, d.Remaining, d.ResetAfter)
 	}
-	fmt.Println()
-	// Output: true 1; true 1; true 1;
+	limiter.Allow(ctx, "k")
+	d, _ := limiter.Peek(ctx, "k", 1)
+	fmt.Println(d.Allowed, d.Remaining, d.ResetAfter)
+	// Output:
+	// true 2 0s
+	// true 2 0s
+	// true 1 30m0s
 }
 
 // Stats shows how many keys are held and whether any usage was forgotten.

@@ -192,11 +192,11 @@ func (f *Failover) AllowN(ctx context.Context, key string, n int64) (Decision, e
 }
 
 // Peek asks the remote limiter what AllowN would decide and, when it fails
-// or the breaker is open, answers by the error policy. It counts nothing,
-// locally either.
+// or the breaker is open, answers by the error policy (under [FailOpen],
+// a new key's state: every unit left). It counts nothing, locally either.
 func (f *Failover) Peek(ctx context.Context, key string, n int64) (Decision, error) {
-	ld, _, _, err := f.check(ctx, key, n, Limiter.Peek, nil, false)
-	return ld.Decision, err
+	ld, by, _, err := f.check(ctx, key, n, Limiter.Peek, nil, false)
+	return f.peekOpen(ld, by, err).Decision, err
 }
 
 // AllowLayers is AllowN that also returns every layer's Decision: the
@@ -212,8 +212,22 @@ func (f *Failover) AllowLayers(ctx context.Context, key string, n int64) (Layere
 // PeekLayers reports what AllowLayers would decide now, counting nothing,
 // locally either.
 func (f *Failover) PeekLayers(ctx context.Context, key string, n int64) (LayeredDecision, error) {
-	ld, _, _, err := f.check(ctx, key, n, Limiter.Peek, LayeredLimiter.PeekLayers, true)
-	return ld, err
+	ld, by, _, err := f.check(ctx, key, n, Limiter.Peek, LayeredLimiter.PeekLayers, true)
+	return f.peekOpen(ld, by, err), err
+}
+
+// peekOpen returns ld, which check decided, as a Peek reports it: the
+// Decision of [FailOpen] (by nil, allowed), made for AllowN with n units
+// counted, becomes a new key's state, with nothing counted.
+func (f *Failover) peekOpen(ld LayeredDecision, by Limiter, err error) LayeredDecision {
+	if by != nil || err != nil || !ld.Allowed || !f.hasPol {
+		return ld
+	}
+	ld.Remaining = f.cost
+	for i := range ld.Layers {
+		ld.Layers[i].Remaining = f.cost
+	}
+	return ld
 }
 
 // Reset forgets key in the local fallback limiter, if any, and in the

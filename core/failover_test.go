@@ -525,8 +525,8 @@ func TestFailoverLayersErrors(t *testing.T) {
 	if err != nil || !ld.Allowed || len(ld.Layers) != 1 || ld.Layers[0].Policy.Name != "a" {
 		t.Errorf("PeekLayers: %+v, %v; want allowed, layer a", ld, err)
 	}
-	if d, _ := f.Peek(ctx, "k", 1); d.Remaining != 1 {
-		t.Errorf("PeekLayers counted: Remaining %d after it, want 1", d.Remaining)
+	if d, _ := f.Peek(ctx, "k", 1); d.Remaining != 2 {
+		t.Errorf("PeekLayers counted: Remaining %d after it, want 2", d.Remaining)
 	}
 	remote.Down.Store(true)
 	ld, err = f.AllowLayers(ctx, "k", 1)

@@ -43,17 +43,17 @@ func (f *fixedWindow) holds(s fwState, now int64) (units, until int64) {
 func (f *fixedWindow) decide(s fwState, now, n int64, commit bool) (verdict, fwState) {
 	cur := f.current(s, now)
 	untilEnd := (cur.idx+1)*f.window - now
+	if commit && cur.count+n <= f.limit {
+		cur.count += n
+		return verdict{remaining: f.limit - cur.count, resetAfter: untilEnd}, cur
+	}
+	// Denied, or a Peek: the window as it is.
+	var reset int64
+	if cur.count > 0 {
+		reset = untilEnd
+	}
 	if cur.count+n > f.limit {
-		var reset int64
-		if cur.count > 0 {
-			reset = untilEnd
-		}
 		return deny(f.limit-cur.count, untilEnd, reset), s
 	}
-	cur.count += n
-	v := verdict{remaining: f.limit - cur.count, resetAfter: untilEnd}
-	if commit {
-		return v, cur
-	}
-	return v, s
+	return verdict{remaining: f.limit - cur.count, resetAfter: reset}, s
 }

@@ -125,11 +125,11 @@ type LayeredDecision struct {
 	Decision
 	// Layer is the index of that layer in [NewLayered]'s arguments.
 	Layer int
-	// Layers holds every layer's Decision, in layer order. When the
-	// request is allowed, each describes that layer after counting it.
-	// When it is denied, nothing was counted anywhere and each is what
-	// [Memory.Peek] reports for that layer, Allowed for the layers that
-	// would have let it through.
+	// Layers holds every layer's Decision, in layer order. When AllowN
+	// allowed the request, each describes that layer after counting it.
+	// When it was denied, or for a Peek, nothing was counted anywhere and
+	// each is what [Memory.Peek] reports for that layer: its state as it
+	// is, Allowed for the layers that would have let it through.
 	Layers []Decision
 }
 
@@ -206,7 +206,9 @@ func (l *Layered) AllowN(_ context.Context, key string, n int64) (Decision, erro
 	return d.Decision, err
 }
 
-// Peek reports what AllowN would decide now, counting nothing.
+// Peek reports what AllowN would decide now, counting nothing: the most
+// restrictive layer's state as it is (see [Limiter]), chosen as AllowN
+// chooses.
 func (l *Layered) Peek(_ context.Context, key string, n int64) (Decision, error) {
 	var buf [4]Decision
 	d, err := l.decide([]string{key}, n, false, buf[:0])

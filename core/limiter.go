@@ -20,8 +20,14 @@ type Limiter interface {
 	// a client that keeps retrying is let in exactly when room frees up.
 	AllowN(ctx context.Context, key string, n int64) (Decision, error)
 
-	// Peek reports what AllowN(ctx, key, n) would decide now, counting
-	// nothing and leaving the key's state as it is.
+	// Peek reports the key's state as it is, counting nothing and leaving
+	// it as it is. Allowed says whether AllowN(ctx, key, n) would allow n
+	// units now; Remaining and ResetAfter are the key's before anything is
+	// counted (when AllowN would allow, it would leave n units fewer). When
+	// n would be denied, the Decision is the one AllowN would return, with
+	// the exact RetryAfter. A leaky bucket's Delay is the one n units would
+	// get. A key that holds nothing reports every unit left and a zero
+	// ResetAfter.
 	Peek(ctx context.Context, key string, n int64) (Decision, error)
 
 	// Reset forgets key: its next request is treated as its first.
@@ -63,9 +69,9 @@ type Refunder interface {
 
 // Decision is the outcome of one request against one [Policy].
 //
-// When Allowed, the fields describe the state after the request was counted;
-// when denied (or peeked), they describe the state as it is, with nothing
-// counted.
+// When AllowN allowed the request, the fields describe the state after it
+// was counted; when it was denied, and for every Decision of Peek, they
+// describe the state as it is, with nothing counted.
 type Decision struct {
 	// Allowed reports whether the request may proceed.
 	Allowed bool
@@ -73,9 +79,10 @@ type Decision struct {
 	// Limit is the policy's Limit: the units allowed per Window.
 	Limit int64
 
-	// Remaining is how many more units the key could spend right now, after
-	// this request if it was allowed. It is never negative. For the token and
-	// leaky buckets it can exceed Limit when Burst does.
+	// Remaining is how many more units the key could spend right now: after
+	// this request if AllowN allowed it, else (denied, or a Peek) with
+	// nothing counted. It is never negative. For the token and leaky buckets
+	// it can exceed Limit when Burst does.
 	Remaining int64
 
 	// RetryAfter is zero when allowed. When denied, it is the exact earliest
@@ -88,7 +95,8 @@ type Decision struct {
 	ResetAfter time.Duration
 
 	// Delay is set by the leaky bucket only: how long the caller must wait
-	// before serving an allowed request (its place in the queue).
+	// before serving an allowed request (its place in the queue). For a
+	// Peek that would be allowed, it is the Delay those units would get.
 	Delay time.Duration
 
 	// Policy is the policy that decided.

@@ -181,7 +181,8 @@ func (m *Memory) AllowN(_ context.Context, key string, n int64) (d Decision, err
 	return d, err
 }
 
-// Peek reports what AllowN would decide now without counting anything.
+// Peek reports key's state as it is, and whether AllowN would allow n units
+// now, counting nothing; see [Limiter].
 func (m *Memory) Peek(_ context.Context, key string, n int64) (d Decision, err error) {
 	err = m.decideInto(&d, key, n, false, m.now())
 	return d, err

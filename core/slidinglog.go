@@ -140,6 +140,15 @@ func (l *slidingLog) decide(r logRef, now, n int64, commit bool) (verdict, logRe
 		i := s.reach(gone + sum + n - l.limit)
 		return deny(l.limit-sum, s.time(i)+l.window-now, s.last()+l.window-now), r
 	}
+	if !commit {
+		// A Peek: the log as it is. Its last entry holds units, so it is
+		// in the window exactly when the window holds any.
+		v := verdict{remaining: l.limit - sum}
+		if sum > 0 {
+			v.resetAfter = s.last() + l.window - now
+		}
+		return v, r
+	}
 	at := now
 	if s != nil && s.n() > 0 {
 		// A clock that went backwards records at the latest time seen, so
@@ -147,9 +156,6 @@ func (l *slidingLog) decide(r logRef, now, n int64, commit bool) (verdict, logRe
 		at = max(at, s.last())
 	}
 	v := verdict{remaining: l.limit - sum - n, resetAfter: at + l.window - now}
-	if !commit {
-		return v, r
-	}
 	if s == nil {
 		r = l.logs.alloc()
 		s = l.logs.at(r)

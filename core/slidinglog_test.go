@@ -233,17 +233,20 @@ func (g *naiveLog) decide(now, n int64, commit bool) verdict {
 		}
 		panic("no entry makes room")
 	}
+	if !commit {
+		// A Peek: the log as it is.
+		_, until := g.holds(now)
+		return verdict{remaining: g.limit - units, resetAfter: until}
+	}
 	at := now
 	if len(g.e) > 0 {
 		at = max(at, g.e[len(g.e)-1].at)
 	}
-	if commit {
-		g.e = g.e[first:]
-		if k := len(g.e); k > 0 && g.e[k-1].at == at {
-			g.e[k-1].n += n
-		} else {
-			g.e = append(g.e, event{at, n})
-		}
+	g.e = g.e[first:]
+	if k := len(g.e); k > 0 && g.e[k-1].at == at {
+		g.e[k-1].n += n
+	} else {
+		g.e = append(g.e, event{at, n})
 	}
 	return verdict{remaining: g.limit - units - n, resetAfter: at + g.window - now}
 }

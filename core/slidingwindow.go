@@ -70,13 +70,13 @@ func (w *slidingWindow) decide(s swState, now, n int64, commit bool) (verdict, s
 	if !w.fits(prev, cur, n, e) {
 		return deny(w.remaining(prev, cur, e), lag+w.retryAfter(prev, cur, n, e), w.resetAfter(prev, cur, e, lag)), s
 	}
-	cur += n
-	v := verdict{remaining: w.remaining(prev, cur, e), resetAfter: w.resetAfter(prev, cur, e, lag)}
-	if commit {
-		c.cur = uint32(cur)
-		return v, c
+	if !commit {
+		// A Peek: the counters as they are.
+		return verdict{remaining: w.remaining(prev, cur, e), resetAfter: w.resetAfter(prev, cur, e, lag)}, s
 	}
-	return v, s
+	cur += n
+	c.cur = uint32(cur)
+	return verdict{remaining: w.remaining(prev, cur, e), resetAfter: w.resetAfter(prev, cur, e, lag)}, c
 }
 
 // remaining returns L - cur - ceil(prev·(W-e)/W), at least 0: the largest n

@@ -117,7 +117,8 @@ func (t *Tiered) AllowN(ctx context.Context, key string, n int64) (Decision, err
 	return m.AllowN(ctx, key, n)
 }
 
-// Peek reports what AllowN would decide now, counting nothing.
+// Peek reports key's state under its plan's limiter as it is, and whether
+// AllowN would allow n units now, counting nothing; see [Limiter].
 func (t *Tiered) Peek(ctx context.Context, key string, n int64) (Decision, error) {
 	m, err := t.limiter(ctx, key, n)
 	if err != nil {

@@ -269,6 +269,6 @@ func ExampleNewTiered() {
 	fmt.Printf("key-ana on %s: allowed=%v, %d left\n", d.Policy.Name, d.Allowed, d.Remaining)
 	// Output:
 	// key-ana on free: 60 of 100 allowed, 0 left
-	// key-bob on pro: 100 of 100 allowed, 899 left
+	// key-bob on pro: 100 of 100 allowed, 900 left
 	// key-ana on pro: allowed=true, 999 left
 }

@@ -155,6 +155,14 @@ func (g *gcra) decide(tat uint64, now, n int64, commit bool) (verdict, uint64) {
 	if need > g.cap {
 		return deny(int64(g.perUnit.div(uint64(max(g.cap-d, 0)))), g.toMicros(need-g.cap), g.toMicros(d)), tat
 	}
+	if !commit {
+		// A Peek: the bucket as it is, and the Delay n would get.
+		v := verdict{remaining: int64(g.perUnit.div(uint64(g.cap - d))), resetAfter: g.toMicros(d)}
+		if g.leaky {
+			v.delay = g.toMicros(d + (n-1)*g.unit)
+		}
+		return v, tat
+	}
 	v := verdict{
 		remaining:  int64(g.perUnit.div(uint64(g.cap - need))),
 		resetAfter: g.toMicros(need),
@@ -162,8 +170,5 @@ func (g *gcra) decide(tat uint64, now, n int64, commit bool) (verdict, uint64) {
 	if g.leaky {
 		v.delay = g.toMicros(d + (n-1)*g.unit)
 	}
-	if commit {
-		tat = g.scaled(now) + uint64(need)
-	}
-	return v, tat
+	return v, g.scaled(now) + uint64(need)
 }

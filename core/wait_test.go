@@ -283,7 +283,7 @@ func TestWaitCanceled(t *testing.T) {
 	if _, err := Wait(ctx, l, "k", 1); !errors.Is(err, context.Canceled) {
 		t.Errorf("ended ctx: %v", err)
 	}
-	if d, _ := l.Peek(context.Background(), "k", 1); !d.Allowed || d.Remaining != 0 {
+	if d, _ := l.Peek(context.Background(), "k", 1); !d.Allowed || d.Remaining != 1 {
 		t.Errorf("ended ctx counted: %+v", d)
 	}
 }

@@ -230,8 +230,8 @@ func TestDoneChargesOnce(t *testing.T) {
 	res.Done(500)
 	res.Done(500)
 	d, _ := l.Peek(context.Background(), "192.0.2.1", 1)
-	if d.Remaining != 0 {
-		t.Errorf("after Done twice, remaining %d, want 0 (one charge)", d.Remaining)
+	if d.Remaining != 1 {
+		t.Errorf("after Done twice, remaining %d, want 1 (one charge)", d.Remaining)
 	}
 	res = e.Check(httpview.New(req, ""))
 	res.Done(200) // not a failure: not charged

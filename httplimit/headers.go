@@ -214,7 +214,7 @@ func (e *Engine) writeRateHeaders(h headerSink, res *Result, slots *httpview.Slo
 		ph = lh.single[res.layer]
 		if style&IETFHeaders != 0 {
 			h.add(hRateLimitPolicy, lh.ietf)
-			h.add(hRateLimit, slots.Slice(lh.rateLimitValue(res.layers, denied, res.cost)))
+			h.add(hRateLimit, slots.Slice(lh.rateLimitValue(res.layers, denied)))
 			style &^= IETFHeaders
 		}
 	} else {
@@ -345,10 +345,10 @@ func layerNames(ps []core.Policy) []string {
 // member per layer of ds: `"name";r=<r>;t=<t>, ...`. r is the units left,
 // clamped to [0, q]; t the seconds until the layer resets. On a denial
 // (denied set), a layer that denied has r=0 and t its Retry-After; one
-// that would have allowed has its units left before the request, which
-// was not counted (its Decision says what would be left after, cost
-// units fewer), and its reset as if it had been counted.
-func (lh *layerHeaders) rateLimitValue(ds []core.Decision, denied bool, cost int64) string {
+// that would have allowed has its units left and its reset as they are,
+// since the request was counted nowhere (its Decision describes the layer
+// as a Peek does).
+func (lh *layerHeaders) rateLimitValue(ds []core.Decision, denied bool) string {
 	var buf [160]byte
 	b := buf[:0]
 	for i, d := range ds {
@@ -356,11 +356,8 @@ func (lh *layerHeaders) rateLimitValue(ds []core.Decision, denied bool, cost int
 			b = append(b, ", "...)
 		}
 		r, t := d.Remaining, ceilSeconds(d.ResetAfter)
-		switch {
-		case denied && !d.Allowed:
+		if denied && !d.Allowed {
 			r, t = 0, RetryAfterSeconds(d.RetryAfter)
-		case denied:
-			r += cost
 		}
 		r = max(min(r, d.Limit), 0)
 		b = appendRateLimit(b, lh.prefixes[i], r, t)

@@ -84,7 +84,7 @@ func layeredSteps(t *testing.T, newLayered NewLayeredFunc) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !SameLayered(pd, d) {
+		if !peekPredictsLayered(pd, d, st.n) {
 			t.Fatalf("step %d: PeekKeys %+v, AllowKeys %+v", i, pd, d)
 		}
 		if d.Allowed != st.allowed || d.Layer != st.layer || d.Remaining != st.remaining || d.RetryAfter != st.retryAfter {

@@ -45,6 +45,8 @@ func Run(t *testing.T, newLimiter NewLimiter) {
 	t.Run("RetryAfterExact", s.testRetryAfterExact)
 	t.Run("RetryingClient", s.testRetryingClient)
 	t.Run("PeekCountsNothing", s.testPeekCountsNothing)
+	t.Run("PeekState", s.testPeekState)
+	t.Run("PeekPeers", s.testPeekPeers)
 	t.Run("Reset", s.testReset)
 	t.Run("Cost", s.testCost)
 	t.Run("BadInput", s.testBadInput)
@@ -350,7 +352,7 @@ var randomPolicies = []core.Policy{
 // When a request is denied with RetryAfter r, the same request is allowed at
 // now+r and still denied at now+r-1µs, also after the clock went back (one
 // step in 25 goes back up to two windows). Before every AllowN, Peek
-// predicts it.
+// predicts it, and after it reports the state AllowN left.
 func (s suite) testRetryAfterExact(t *testing.T) {
 	for _, base := range randomPolicies {
 		ForEachAlgorithm(t, base, func(t *testing.T, p core.Policy) {
@@ -366,10 +368,14 @@ func (s suite) testRetryAfterExact(t *testing.T) {
 				n := 1 + rng.Int64N(min(p.Capacity(), 4))
 				pd := peek(t, lim, "r", n)
 				d := allow(t, lim, "r", n)
-				if pd != d {
+				if !peekPredicts(pd, d, n) {
 					t.Fatalf("request %d: Peek said %+v, AllowN decided %+v", i, pd, d)
 				}
+				checkSane(t, p, pd)
 				checkSane(t, p, d)
+				if a := peek(t, lim, "r", 1); a.Remaining != d.Remaining || a.ResetAfter != d.ResetAfter {
+					t.Fatalf("request %d: AllowN decided %+v, then Peek said %+v", i, d, a)
+				}
 				if d.Allowed {
 					continue
 				}
@@ -449,8 +455,8 @@ func (s suite) testPeekCountsNothing(t *testing.T) {
 	ForEachAlgorithm(t, core.Policy{Limit: 5, Window: time.Minute}, func(t *testing.T, p core.Policy) {
 		lim, _ := s.build(t, p)
 		for range 20 {
-			if d := peek(t, lim, "p", 1); !d.Allowed || d.Remaining != p.Capacity()-1 {
-				t.Fatalf("Peek on a new key: %+v, want allowed with %d left", d, p.Capacity()-1)
+			if d := peek(t, lim, "p", 1); !d.Allowed || d.Remaining != p.Capacity() || d.ResetAfter != 0 {
+				t.Fatalf("Peek on a new key: %+v, want allowed with %d left", d, p.Capacity())
 			}
 		}
 		for i := range p.Capacity() {

@@ -241,11 +241,11 @@ func (s refundSuite) testSteps(t *testing.T) {
 			take(0, 4, true, 0, 0),
 			look(0, 1, false, 0, 15*sec),
 			give(0, 1, 0), // backlog 60 s -> 45 s
-			look(0, 1, true, 0, 0),
+			look(0, 1, true, 1, 0),
 			// At 10 s the backlog is 35 s; of the unit's 15 s, 10 s have
 			// refilled already: 5 s come back.
 			give(10*sec, 1, 10*sec),
-			look(10*sec, 2, true, 0, 0),
+			look(10*sec, 2, true, 2, 0),
 			look(10*sec, 3, false, 2, 15*sec),
 			// A unit counted 20 s ago has refilled: nothing comes back.
 			give(10*sec, 1, 20*sec),
@@ -256,7 +256,7 @@ func (s refundSuite) testSteps(t *testing.T) {
 			look(10*sec, 4, false, 3, 5*sec+us),
 			// Full at 20 s: nothing to give back, never past full.
 			give(20*sec, 4, 0),
-			look(20*sec, 4, true, 0, 0),
+			look(20*sec, 4, true, 4, 0),
 			take(20*sec, 4, true, 0, 0),
 			look(20*sec, 1, false, 0, 15*sec),
 		}},
@@ -275,7 +275,7 @@ func (s refundSuite) testSteps(t *testing.T) {
 		{"fixed-window", core.FixedWindow, []refundStep{
 			take(10*sec, 3, true, 1, 0),
 			give(20*sec, 2, 5*sec), // counted at 15 s or later: this window
-			look(20*sec, 3, true, 0, 0),
+			look(20*sec, 3, true, 3, 0),
 			look(20*sec, 4, false, 3, 40*sec),
 			take(50*sec, 3, true, 0, 0),
 			take(65*sec, 4, true, 0, 0),
@@ -287,9 +287,9 @@ func (s refundSuite) testSteps(t *testing.T) {
 			look(70*sec, 1, false, 0, 50*sec),
 			// Counted at 60 s or later: in this window.
 			give(70*sec, 1, 10*sec),
-			look(70*sec, 1, true, 0, 0),
+			look(70*sec, 1, true, 1, 0),
 			give(70*sec, 4, 0), // 3 counted: back to 0, not below
-			look(70*sec, 4, true, 0, 0),
+			look(70*sec, 4, true, 4, 0),
 			take(70*sec, 4, true, 0, 0),
 			look(70*sec, 1, false, 0, 50*sec),
 		}},
@@ -299,24 +299,24 @@ func (s refundSuite) testSteps(t *testing.T) {
 			look(70*sec, 1, false, 0, 5*sec),
 			// Counted at 25 s or later: the previous window loses 2.
 			give(70*sec, 2, 45*sec),
-			look(70*sec, 2, true, 0, 0),
+			look(70*sec, 2, true, 2, 0),
 			look(70*sec, 3, false, 2, 20*sec),
 			take(70*sec, 2, true, 0, 0),
 			// Counted at 65 s or later: the current window loses 2.
 			give(80*sec, 2, 15*sec),
-			look(80*sec, 2, true, 0, 0),
+			look(80*sec, 2, true, 2, 0),
 			look(80*sec, 3, false, 2, 10*sec),
 			// Counted at 55 s or later: in the previous window or this
 			// one; the previous one loses 1, which gives back less.
 			give(80*sec, 1, 25*sec),
-			look(80*sec, 3, true, 0, 0),
+			look(80*sec, 3, true, 3, 0),
 			take(100*sec, 2, true, 1, 0),
 			// Counted at 55 s or later, seen at 130 s: maybe two windows
 			// back, nothing comes back.
 			give(130*sec, 2, 75*sec),
 			look(130*sec, 4, false, 2, 50*sec),
 			give(130*sec, 2, 40*sec), // at 90 s or later: the previous window
-			look(130*sec, 4, true, 0, 0),
+			look(130*sec, 4, true, 4, 0),
 		}},
 		{"sliding-log", core.SlidingLog, []refundStep{
 			take(0, 2, true, 2, 0),
@@ -325,7 +325,7 @@ func (s refundSuite) testSteps(t *testing.T) {
 			// Counted at 5 s or later: the oldest such entry, at 10 s,
 			// goes. Left: 2 at 0 s, 1 at 20 s.
 			give(30*sec, 1, 25*sec),
-			look(30*sec, 1, true, 0, 0),
+			look(30*sec, 1, true, 1, 0),
 			look(30*sec, 4, false, 1, 50*sec),
 			// Counted at 0 s or later: one of the two at 0 s goes.
 			give(30*sec, 1, 30*sec),
@@ -338,13 +338,13 @@ func (s refundSuite) testSteps(t *testing.T) {
 			take(65*sec, 2, true, 1, 0),
 			// Counted at 15 s or later: the entry at 20 s goes.
 			give(65*sec, 1, 50*sec),
-			look(65*sec, 2, true, 0, 0),
+			look(65*sec, 2, true, 2, 0),
 			look(65*sec, 3, false, 2, 60*sec),
 			// Counted at 70 s or later: no such entry.
 			give(70*sec, 4, 0),
 			look(70*sec, 3, false, 2, 55*sec),
 			give(70*sec, 4, 5*sec), // at 65 s or later: both units
-			look(70*sec, 4, true, 0, 0),
+			look(70*sec, 4, true, 4, 0),
 		}},
 	}
 	for _, tt := range tests {

@@ -90,8 +90,9 @@ func TestSMSLayered(t *testing.T) {
 		expect(t, h, "demo-enterprise", "POST", "/v1/sms", 202, "", "")
 	}
 	clock.Advance(time.Second)
-	// Noon plus 10 s: the day ends in 11h59m50s = 43190 s.
-	expect(t, h, "demo-enterprise", "POST", "/v1/sms", 429, `"sms-second";r=1;t=1, "sms-day";r=0;t=43190`, "43190")
+	// Noon plus 10 s: the day ends in 11h59m50s = 43190 s. The denial
+	// counted nothing: sms-second is full, with nothing to reset.
+	expect(t, h, "demo-enterprise", "POST", "/v1/sms", 429, `"sms-second";r=1;t=0, "sms-day";r=0;t=43190`, "43190")
 	// Another account has its own count.
 	expect(t, h, "demo-free", "POST", "/v1/sms", 202, "", "")
 	clock.Set(demoStart.Add(12 * time.Hour))

@@ -309,8 +309,10 @@ func Cases() []Case {
 			Steps: steps(
 				with(ok, rates(Rate{"default", 3, 60, 2, 20}, Rate{"default-2", 1, 3600, 0, 3600})),
 				with(limited, func(w *Want) {
+					// The denial counted nothing: "default" is as the
+					// first request left it.
 					w.RetryAfter = "3600"
-					rates(Rate{"default", 3, 60, 2, 40}, Rate{"default-2", 1, 3600, 0, 3600})(w)
+					rates(Rate{"default", 3, 60, 2, 20}, Rate{"default-2", 1, 3600, 0, 3600})(w)
 				}),
 			),
 		},
