@@ -38,15 +38,17 @@ if elapsed then
 	return 0
 end
 
-if count + n > L then
+if count + n > L or not commit then
+	-- Denied, or a Peek: the window as it is.
 	local reset = 0
 	if count > 0 then
 		reset = untilEnd
 	end
-	return {0, L - count, untilEnd, reset, 0}
+	if count + n > L then
+		return {0, L - count, untilEnd, reset, 0}
+	end
+	return {1, L - count, 0, reset, 0}
 end
 count = count + n
-if commit then
-	redis.call('SET', KEYS[1], string.format('%d:%d', idx, count), 'PX', ceil(untilEnd / 1000) + margin)
-end
+redis.call('SET', KEYS[1], string.format('%d:%d', idx, count), 'PX', ceil(untilEnd / 1000) + margin)
 return {1, L - count, 0, untilEnd, 0}

@@ -77,12 +77,13 @@ if need > C then
 	end
 	return {0, floor(room / T), ceil((need - C) / q), ceil(d / q), 0}
 end
-local reset = ceil(need / q)
 local delay = 0
 if leaky then
 	delay = ceil((d + (n - 1) * T) / q)
 end
-if commit then
-	set(need)
+if not commit then
+	-- A Peek: the bucket as it is, and the Delay n would get.
+	return {1, floor((C - d) / T), 0, ceil(d / q), delay}
 end
-return {1, floor((C - need) / T), 0, reset, delay}
+set(need)
+return {1, floor((C - need) / T), 0, ceil(need / q), delay}

@@ -185,7 +185,8 @@ func (l *Layered) AllowN(ctx context.Context, key string, n int64) (core.Decisio
 	return d.Decision, err
 }
 
-// Peek reports what AllowN would decide now, counting nothing. It writes
+// Peek reports what AllowN would decide now, counting nothing: the most
+// restrictive layer's state as it is, as [core.Layered.Peek]. It writes
 // nothing to Redis.
 func (l *Layered) Peek(ctx context.Context, key string, n int64) (core.Decision, error) {
 	d, err := l.decide(ctx, []string{key}, n, false)

@@ -21,7 +21,9 @@
 -- or later, by the algorithm's rule (core's refund.go). Elapsed is at most
 -- 2^52; a refund decides nothing, never creates a key, and returns 0.
 -- Every other call returns {allowed, remaining, retryAfter, resetAfter,
--- delay}, durations in microseconds.
+-- delay}, durations in microseconds: remaining and resetAfter describe the
+-- state after the request when it is allowed and counted, and the state as
+-- it is for a denial or a Peek (core.Decision).
 local floor, ceil = math.floor, math.ceil
 
 local now = tonumber(ARGV[1])

@@ -215,8 +215,9 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (core.Decisio
 	return l.decide(ctx, key, n, true)
 }
 
-// Peek reports what AllowN would decide now without counting anything. It
-// writes nothing to Redis.
+// Peek reports key's state as it is, and whether AllowN would allow n units
+// now, counting nothing, exactly as the memory store's Peek (see
+// [core.Limiter]). It writes nothing to Redis.
 func (l *Limiter) Peek(ctx context.Context, key string, n int64) (core.Decision, error) {
 	return l.decide(ctx, key, n, false)
 }

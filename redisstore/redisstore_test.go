@@ -269,8 +269,8 @@ func TestScriptFlush(t *testing.T) {
 		if d, err := l.AllowN(ctx, "k", 3); err != nil || !d.Allowed || d.Remaining != 5 {
 			t.Fatalf("after SCRIPT FLUSH: %+v, %v; want allowed with 5 left", d, err)
 		}
-		if d, err := l.Peek(ctx, "k", 5); err != nil || !d.Allowed || d.Remaining != 0 {
-			t.Fatalf("Peek 5: %+v, %v; want allowed with 0 left", d, err)
+		if d, err := l.Peek(ctx, "k", 5); err != nil || !d.Allowed || d.Remaining != 5 {
+			t.Fatalf("Peek 5: %+v, %v; want allowed with 5 left", d, err)
 		}
 	})
 }

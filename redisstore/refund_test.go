@@ -164,8 +164,8 @@ func TestRefundScriptFlush(t *testing.T) {
 				if n := sent.Load(); n != 2 {
 					t.Errorf("%T: a refund after SCRIPT FLUSH sent %d commands, want 2 (EVALSHA, then EVAL)", r, n)
 				}
-				if d, err := r.Peek(ctx, "k", 7); err != nil || !d.Allowed || d.Remaining != 0 {
-					t.Errorf("%T: Peek 7 after refunds of 4 and 3: %+v, %v; want allowed with 0 left", r, d, err)
+				if d, err := r.Peek(ctx, "k", 7); err != nil || !d.Allowed || d.Remaining != 7 {
+					t.Errorf("%T: Peek 7 after refunds of 4 and 3: %+v, %v; want allowed with 7 left", r, d, err)
 				}
 			}
 		}
@@ -192,8 +192,8 @@ func TestRefundCluster(t *testing.T) {
 				if err := r.Refund(ctx, u, 2, 0); err != nil {
 					t.Fatalf("%T %q: %v", r, u, err)
 				}
-				if d, err := r.Peek(ctx, u, 2); err != nil || !d.Allowed || d.Remaining != 0 {
-					t.Errorf("%T %q: Peek 2 after a refund of 2: %+v, %v; want allowed with 0 left", r, u, d, err)
+				if d, err := r.Peek(ctx, u, 2); err != nil || !d.Allowed || d.Remaining != 2 {
+					t.Errorf("%T %q: Peek 2 after a refund of 2: %+v, %v; want allowed with 2 left", r, u, d, err)
 				}
 			}
 		}

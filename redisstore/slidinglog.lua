@@ -52,9 +52,10 @@ if #hdr < H then
 	if elapsed then
 		return 0
 	end
-	if commit then
-		redis.call('SET', key, pack(hfmt, 0, 1, 1, 0, 0, 0, n, now) .. pack('>i8i8', now, n), 'PX', ceil(W / 1000) + margin)
+	if not commit then
+		return {1, L, 0, 0, 0} -- a Peek: nothing is counted
 	end
+	redis.call('SET', key, pack(hfmt, 0, 1, 1, 0, 0, 0, n, now) .. pack('>i8i8', now, n), 'PX', ceil(W / 1000) + margin)
 	return {1, L - n, 0, W, 0}
 end
 local base, hd, kd, zeros, zd, dead, total, last = sunpack(hfmt, hdr)
@@ -425,6 +426,16 @@ if sum + n > L then
 	return {0, L - sum, at(search(uf + sum + n - L)) + W - now, last + W - now, 0}
 end
 
+if not commit then
+	-- A Peek: the log as it is. Its last record holds units, so it is in
+	-- the window exactly when the window holds any.
+	local reset = 0
+	if sum > 0 then
+		reset = last + W - now
+	end
+	return {1, L - sum, 0, reset, 0}
+end
+
 -- A clock that went backwards records at the latest time seen, so the log
 -- stays in order and nothing leaves early.
 local t = now
@@ -432,20 +443,18 @@ if last > t then
 	t = last
 end
 local reset = t + W - now
-if commit then
-	local px = ceil(reset / 1000) + margin
-	if f > k then
-		-- Everything has left: a new log.
-		redis.call('SET', key, pack(hfmt, 0, 1, 1, 0, 0, 0, n, t) .. pack('>i8i8', t, n), 'PX', px)
+local px = ceil(reset / 1000) + margin
+if f > k then
+	-- Everything has left: a new log.
+	redis.call('SET', key, pack(hfmt, 0, 1, 1, 0, 0, 0, n, t) .. pack('>i8i8', t, n), 'PX', px)
+else
+	h, dead = f, uf
+	if last == t then
+		add(k, n)
 	else
-		h, dead = f, uf
-		if last == t then
-			add(k, n)
-		else
-			append(t, n)
-		end
-		total, last = total + n, t
-		store(px, false)
+		append(t, n)
 	end
+	total, last = total + n, t
+	store(px, false)
 end
 return {1, L - sum - n, 0, reset, 0}

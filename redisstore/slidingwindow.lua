@@ -133,6 +133,16 @@ if cur + n + weight > L then
 	end
 	return {0, remaining, retry, reset, 0}
 end
+if not commit then
+	-- A Peek: the counters as they are (remaining >= n > 0: it fits).
+	local reset = 0
+	if cur > 0 then
+		reset = lag + 2 * W - e
+	elseif prev > 0 then
+		reset = lag + W - e
+	end
+	return {1, remaining, 0, reset, 0}
+end
 cur = cur + n
 remaining = remaining - n
 if remaining < 0 then
@@ -140,7 +150,5 @@ if remaining < 0 then
 end
 -- cur > 0 now.
 local reset = lag + 2 * W - e
-if commit then
-	redis.call('SET', KEYS[1], string.format('%d:%d:%d', sidx, prev, cur), 'PX', ceil(reset / 1000) + margin)
-end
+redis.call('SET', KEYS[1], string.format('%d:%d:%d', sidx, prev, cur), 'PX', ceil(reset / 1000) + margin)
 return {1, remaining, 0, reset, 0}
