@@ -234,7 +234,9 @@ func (l *Leased) AllowN(ctx context.Context, key string, n int64) (core.Decision
 
 // Peek reports what AllowN would decide now, counting nothing: from the
 // lease when it holds n units, else by asking the remote limiter about the
-// units missing.
+// units missing. Its Remaining is the key's as it is, as for a Decision of
+// AllowN (see [Leased]): the units leased plus what the remote limiter
+// reports left.
 func (l *Leased) Peek(ctx context.Context, key string, n int64) (core.Decision, error) {
 	if key == "" || n <= 0 {
 		return l.invalid(key, n)
@@ -253,12 +255,10 @@ func (l *Leased) Peek(ctx context.Context, key string, n int64) (core.Decision, 
 	now := l.now()
 	l.expire(e, now)
 	if e.left >= n {
-		d := e.decision(now)
-		d.Remaining -= n
-		return d, nil
+		return e.decision(now), nil
 	}
 	d, err := l.remote.Peek(ctx, key, n-e.left)
-	if err == nil && !d.Allowed {
+	if err == nil {
 		d.Remaining += e.left
 	}
 	return d, err

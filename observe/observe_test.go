@@ -354,8 +354,8 @@ func TestObservedOneLayer(t *testing.T) {
 	rec := &recorder{}
 	o := mustObserved(t, mustMemory(t, core.Policy{Name: "api", Limit: 2, Window: time.Minute}, clock), rec, observe.WithClock(clock))
 	ld, err := o.PeekLayers(ctx, "k", 1)
-	if err != nil || !ld.Allowed || ld.Remaining != 1 || ld.Layer != 0 || len(ld.Layers) != 1 || ld.Layers[0] != ld.Decision {
-		t.Errorf("PeekLayers: %+v, %v; want one allowed layer, Remaining 1", ld, err)
+	if err != nil || !ld.Allowed || ld.Remaining != 2 || ld.Layer != 0 || len(ld.Layers) != 1 || ld.Layers[0] != ld.Decision {
+		t.Errorf("PeekLayers: %+v, %v; want one allowed layer, Remaining 2", ld, err)
 	}
 	ld, err = o.AllowLayers(ctx, "k", 3)
 	if !errors.Is(err, core.ErrCostTooHigh) || ld.Layers != nil {

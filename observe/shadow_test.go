@@ -40,7 +40,7 @@ func TestShadowSteps(t *testing.T) {
 		wantShadowRemaining int64
 	}{
 		{"allow", 1, true, 2, observe.OutcomeAllowed, 1},
-		{"peek", 2, true, 0, observe.OutcomeDenied, 1},
+		{"peek", 2, true, 2, observe.OutcomeDenied, 1},
 		{"allow", 1, true, 1, observe.OutcomeAllowed, 0},
 		{"allow", 1, true, 0, observe.OutcomeDenied, 0},
 		{"allow", 1, false, 0, observe.OutcomeDenied, 0},
@@ -75,8 +75,8 @@ func TestShadowSteps(t *testing.T) {
 	}
 	checkEvents(t, rec.Take(), []eventSummary{{Op: observe.OpReset, Policy: "api-v2", Outcome: observe.OutcomeAllowed, Shadow: true}})
 	for _, l := range []*core.Memory{enforced, candidate} {
-		if d, _ := l.Peek(ctx, "k", 1); d.Remaining != l.Policy().Limit-1 {
-			t.Errorf("after Reset, %s has %d left after a peek of 1, want %d", l.Policy().Name, d.Remaining, l.Policy().Limit-1)
+		if d, _ := l.Peek(ctx, "k", 1); d.Remaining != l.Policy().Limit {
+			t.Errorf("after Reset, %s has %d left, want %d", l.Policy().Name, d.Remaining, l.Policy().Limit)
 		}
 	}
 }
