@@ -15,5 +15,6 @@
 //
 // The figures and the commands that reproduce them are in
 // docs/reliability.md. The module is its own workspace, like benchmarks/,
-// so users of ratekit never download it.
+// so users of ratekit never download it, and the harness lives in test
+// files only, so that nothing can import it.
 package faults
