@@ -306,10 +306,14 @@ func (c *checker) publish() error {
 
 // proxyEnv is a user's environment: GOWORK=off, the proxy on disk first,
 // and the check's own module cache, whose files stay writable so that
-// removing the scratch directory removes them.
+// removing the scratch directory removes them. The go command's index of
+// the module cache (kept in the build cache) is off: it takes a module
+// version's files never to change, and each run publishes the tree under
+// the same version, so an index of an earlier tree would hide packages the
+// tree has added since.
 func (c *checker) proxyEnv(extra ...string) []string {
 	flags := "GOFLAGS=" + strings.TrimSpace(c.goflags+" -modcacherw")
-	return repo.ProxyEnv(c.proxy, c.modcache, c.cache, c.goproxy, append([]string{flags}, extra...)...)
+	return repo.ProxyEnv(c.proxy, c.modcache, c.cache, c.goproxy, append([]string{flags, "GODEBUG=goindex=0"}, extra...)...)
 }
 
 // modEnv is proxyEnv letting the go command add missing go.sum lines.
