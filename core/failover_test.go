@@ -18,6 +18,7 @@ import (
 	"github.com/ratekit/ratekit/httplimit"
 	"github.com/ratekit/ratekit/internal/adaptertest"
 	"github.com/ratekit/ratekit/internal/httpview"
+	"github.com/ratekit/ratekit/internal/limitercheck"
 	"github.com/ratekit/ratekit/observe"
 )
 
@@ -39,7 +40,7 @@ func TestFailoverConformance(t *testing.T) {
 
 func TestFailoverModes(t *testing.T) {
 	p := core.Policy{Limit: 10, Window: time.Minute}
-	clock := core.NewManualClock(limitertest.StartTime())
+	clock := core.NewManualClock(limitercheck.StartTime())
 	local, _ := core.New(core.Policy{Limit: 2, Window: time.Minute}, core.WithClock(clock))
 	tests := []struct {
 		name  string
@@ -69,7 +70,7 @@ func TestFailoverModes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clock.Set(limitertest.StartTime())
+			clock.Set(limitercheck.StartTime())
 			remote := newFlaky(t, p, clock)
 			remote.Down.Store(true)
 			var hooked []error
@@ -110,7 +111,7 @@ func TestFailoverModes(t *testing.T) {
 // The breaker: open after WithBreaker failures, one probe per cool-down,
 // closed by a successful probe.
 func TestFailoverBreaker(t *testing.T) {
-	clock := core.NewManualClock(limitertest.StartTime())
+	clock := core.NewManualClock(limitercheck.StartTime())
 	remote := newFlaky(t, core.Policy{Limit: 100, Window: time.Minute}, clock)
 	var hooks atomic.Int64
 	f := mustFailover(t, remote, core.WithErrorPolicy(core.FailOpen()), core.WithBreaker(3, 5*time.Second), core.WithClock(clock),
@@ -152,7 +153,7 @@ func TestFailoverBreaker(t *testing.T) {
 // Bad input and a caller's cancelled context are not outages: the error
 // is returned, the breaker does not count it, the hook is not called.
 func TestFailoverCallerErrors(t *testing.T) {
-	clock := core.NewManualClock(limitertest.StartTime())
+	clock := core.NewManualClock(limitercheck.StartTime())
 	remote := newFlaky(t, core.Policy{Limit: 10, Window: time.Minute}, clock)
 	var hooked atomic.Int64
 	f := mustFailover(t, remote, core.WithErrorPolicy(core.FailClosed()), core.WithBreaker(1, time.Second), core.WithClock(clock),
@@ -203,7 +204,7 @@ func (timedOut) AllowN(context.Context, string, int64) (core.Decision, error) {
 // whose refusal passes through as it is. A store's own deadline, the
 // caller's context going on, is an outage like any other.
 func TestFailoverUnavailable(t *testing.T) {
-	clock := core.NewManualClock(limitertest.StartTime())
+	clock := core.NewManualClock(limitercheck.StartTime())
 	p := core.Policy{Limit: 10, Window: time.Minute}
 	unavailable := func(name string, err error, retry time.Duration, cause error) {
 		t.Helper()
@@ -249,7 +250,7 @@ func TestFailoverUnavailable(t *testing.T) {
 // Once the cool-down is over, concurrent requests send exactly one probe;
 // the others are decided by the failure mode without waiting for it.
 func TestFailoverOneProbe(t *testing.T) {
-	clock := core.NewManualClock(limitertest.StartTime())
+	clock := core.NewManualClock(limitercheck.StartTime())
 	remote := newFlaky(t, core.Policy{Limit: 10, Window: time.Minute}, clock)
 	f := mustFailover(t, remote, core.WithErrorPolicy(core.FailClosed()), core.WithBreaker(1, time.Second), core.WithClock(clock))
 	remote.Down.Store(true)
@@ -512,7 +513,7 @@ func TestFailoverOneLayerHeaders(t *testing.T) {
 // AllowLayers and PeekLayers decide as AllowN and Peek: the remote's
 // layers when it is healthy, errors of the caller returned as they are.
 func TestFailoverLayersErrors(t *testing.T) {
-	clock := core.NewManualClock(limitertest.StartTime())
+	clock := core.NewManualClock(limitercheck.StartTime())
 	remote := &flakyLayered{Layered: layeredOf(t, clock, core.Policy{Name: "a", Limit: 2, Window: time.Second})}
 	f := mustFailover(t, remote, core.WithErrorPolicy(core.FailClosed()), core.WithClock(clock))
 	if _, err := f.AllowLayers(ctx, "k", 3); !errors.Is(err, core.ErrCostTooHigh) {
@@ -550,7 +551,7 @@ type policyless struct{ core.Limiter }
 // or closed then decides every cost, where a capacity of 0 refused them
 // all with ErrCostTooHigh.
 func TestFailoverUnknownPolicy(t *testing.T) {
-	clock := core.NewManualClock(limitertest.StartTime())
+	clock := core.NewManualClock(limitercheck.StartTime())
 	store := newFlaky(t, core.Policy{Limit: 10, Window: time.Minute}, clock)
 	store.Down.Store(true)
 	remote := policyless{store}
@@ -588,7 +589,7 @@ func TestFailoverUnknownPolicy(t *testing.T) {
 // FallbackShare builds the local limiter from the remote's policy: Limit
 // and Burst divided among the instances, on the Failover's clock.
 func TestFailoverFallbackShare(t *testing.T) {
-	clock := core.NewManualClock(limitertest.StartTime())
+	clock := core.NewManualClock(limitercheck.StartTime())
 	for _, tc := range []struct {
 		remote, local core.Policy
 		instances     int

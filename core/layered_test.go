@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/limitertest"
+	"github.com/ratekit/ratekit/internal/limitercheck"
 	"github.com/ratekit/ratekit/observe"
 )
 
@@ -115,7 +116,7 @@ func TestLayeredSharedLayerRace(t *testing.T) {
 	backward := mustLayered(t, ip, account)
 	var perAccount [2]atomic.Int64
 	var next atomic.Int64
-	limitertest.Race(16, func(int) {
+	limitercheck.Race(16, func(int) {
 		g := next.Add(1)
 		a := int(g % 2)
 		for range 20 {
@@ -344,7 +345,7 @@ func TestLayeredLimiterInterface(t *testing.T) {
 			t.Fatal(err)
 		}
 		want, _ := b.PeekKeys(ctx, []string{"k"}, 1)
-		if !limitertest.SameLayered(p, want) {
+		if !limitercheck.SameLayered(p, want) {
 			t.Fatalf("request %d: PeekLayers %+v, PeekKeys %+v", i, p, want)
 		}
 		d, err := l.AllowLayers(ctx, "k", 1)

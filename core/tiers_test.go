@@ -11,6 +11,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/limitertest"
+	"github.com/ratekit/ratekit/internal/limitercheck"
 )
 
 // A single plan decides exactly as its Memory. The plan's name is no valid
@@ -213,7 +214,7 @@ func TestTieredRace(t *testing.T) {
 	pl.set("p", "pro")
 	var free, pro atomic.Int64
 	var next atomic.Int64
-	limitertest.Race(16, func(int) {
+	limitercheck.Race(16, func(int) {
 		key := []string{"f", "p"}[next.Add(1)%2]
 		for range 10 {
 			d, err := tl.Allow(ctx, key)

@@ -9,6 +9,7 @@ import (
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/limitertest"
 	"github.com/ratekit/ratekit/hotkey"
+	"github.com/ratekit/ratekit/internal/limitercheck"
 )
 
 // countingStore is a remote limiter that decides by a memory limiter and
@@ -67,7 +68,7 @@ func TestDenialCacheConformance(t *testing.T) {
 func TestDenialCacheSteps(t *testing.T) {
 	ms := time.Millisecond
 	p := core.Policy{Limit: 10, Window: time.Second} // one token per 100ms
-	clock := core.NewManualClock(limitertest.StartTime())
+	clock := core.NewManualClock(limitercheck.StartTime())
 	remote := newCounting(t, p, clock)
 	c := mustDenialCache(t, remote, hotkey.WithClock(clock))
 	for range 10 {
@@ -95,7 +96,7 @@ func TestDenialCacheSteps(t *testing.T) {
 		{150 * ms, 1, false, false, 50 * ms, 14},
 	}
 	for i, s := range steps {
-		clock.Set(limitertest.StartTime().Add(s.at))
+		clock.Set(limitercheck.StartTime().Add(s.at))
 		var d core.Decision
 		var err error
 		if s.peek {
@@ -140,7 +141,7 @@ func TestDenialCacheSteps(t *testing.T) {
 // goroutines hammer it.
 func TestDenialCacheHammer(t *testing.T) {
 	p := core.Policy{Limit: 100, Window: time.Minute}
-	clock := core.NewManualClock(limitertest.StartTime())
+	clock := core.NewManualClock(limitercheck.StartTime())
 	remote := newCounting(t, p, clock)
 	c := mustDenialCache(t, remote, hotkey.WithClock(clock))
 	var allowed atomic.Int64
@@ -179,7 +180,7 @@ func TestDenialCacheHammer(t *testing.T) {
 
 func TestDenialCacheErrors(t *testing.T) {
 	p := core.Policy{Limit: 10, Window: time.Second}
-	clock := core.NewManualClock(limitertest.StartTime())
+	clock := core.NewManualClock(limitercheck.StartTime())
 	if _, err := hotkey.NewDenialCache(nil); err == nil {
 		t.Error("NewDenialCache(nil): no error")
 	}
@@ -204,7 +205,7 @@ func TestDenialCacheErrors(t *testing.T) {
 
 // A refund forgets the key's remembered denial: the key has room again.
 func TestDenialCacheRefund(t *testing.T) {
-	clock := core.NewManualClock(limitertest.StartTime())
+	clock := core.NewManualClock(limitercheck.StartTime())
 	remote := newCounting(t, core.Policy{Limit: 2, Window: time.Hour}, clock)
 	c := mustDenialCache(t, remote, hotkey.WithClock(clock))
 	allow(t, c, "k", 2)

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/limitertest"
 	"github.com/ratekit/ratekit/hotkey"
 	"github.com/ratekit/ratekit/internal/flakystore"
+	"github.com/ratekit/ratekit/internal/limitercheck"
 )
 
 func mustLeased(t testing.TB, remote core.Limiter, batch int64, opts ...hotkey.LeaseOption) *hotkey.Leased {
@@ -27,7 +27,7 @@ func mustLeased(t testing.TB, remote core.Limiter, batch int64, opts ...hotkey.L
 func TestLeasedSteps(t *testing.T) {
 	ms := time.Millisecond
 	p := core.Policy{Limit: 1000, Window: time.Hour} // no refill to speak of
-	clock := core.NewManualClock(limitertest.StartTime())
+	clock := core.NewManualClock(limitercheck.StartTime())
 	remote := newCounting(t, p, clock)
 	l := mustLeased(t, remote, 8, hotkey.WithClock(clock), hotkey.WithLeaseTime(100*ms))
 	steps := []struct {
@@ -50,7 +50,7 @@ func TestLeasedSteps(t *testing.T) {
 		{100 * ms, 1, 984, 5, 19},
 	}
 	for i, s := range steps {
-		clock.Set(limitertest.StartTime().Add(s.at))
+		clock.Set(limitercheck.StartTime().Add(s.at))
 		d, err := l.AllowN(ctx, "k", s.n)
 		if err != nil {
 			t.Fatalf("step %d: %v", i, err)
@@ -100,7 +100,7 @@ func TestLeasedSteps(t *testing.T) {
 // remote limiter's Decision says when to come back.
 func TestLeasedNearLimit(t *testing.T) {
 	p := core.Policy{Limit: 10, Window: time.Second} // a unit per 100ms
-	clock := core.NewManualClock(limitertest.StartTime())
+	clock := core.NewManualClock(limitercheck.StartTime())
 	remote := newCounting(t, p, clock)
 	other := mustLeased(t, remote, 100, hotkey.WithClock(clock))
 	l := mustLeased(t, remote, 100, hotkey.WithClock(clock))
@@ -135,10 +135,10 @@ func TestLeasedNearLimit(t *testing.T) {
 // over-admits from a standing start).
 func TestLeasedRace(t *testing.T) {
 	p := core.Policy{Limit: 100, Window: time.Hour}
-	clock := core.NewManualClock(limitertest.StartTime())
+	clock := core.NewManualClock(limitercheck.StartTime())
 	remote := newCounting(t, p, clock)
 	l := mustLeased(t, remote, 10, hotkey.WithClock(clock))
-	got := limitertest.CountAllowed(t, 8, 50, func(int) (core.Decision, error) { return l.Allow(ctx, "shared") })
+	got := limitercheck.CountAllowed(t, 8, 50, func(int) (core.Decision, error) { return l.Allow(ctx, "shared") })
 	if got != 100 {
 		t.Errorf("%d of 400 allowed, want exactly 100", got)
 	}
@@ -146,7 +146,7 @@ func TestLeasedRace(t *testing.T) {
 
 func TestLeasedErrors(t *testing.T) {
 	p := core.Policy{Limit: 10, Window: time.Second}
-	clock := core.NewManualClock(limitertest.StartTime())
+	clock := core.NewManualClock(limitercheck.StartTime())
 	remote := newCounting(t, p, clock)
 	for _, tt := range []struct {
 		name  string
@@ -194,7 +194,7 @@ func TestLeasedErrors(t *testing.T) {
 
 // WithMaxKeys bounds the keys held; an evicted lease's units are dropped.
 func TestLeasedMaxKeys(t *testing.T) {
-	clock := core.NewManualClock(limitertest.StartTime())
+	clock := core.NewManualClock(limitercheck.StartTime())
 	remote := newCounting(t, core.Policy{Limit: 100, Window: time.Hour}, clock)
 	l := mustLeased(t, remote, 10, hotkey.WithClock(clock), hotkey.WithMaxKeys(2))
 	for _, k := range []string{"a", "a", "b", "c"} {
@@ -211,7 +211,7 @@ func TestLeasedMaxKeys(t *testing.T) {
 func TestLeasedCalls(t *testing.T) {
 	p := core.Policy{Limit: 20000, Window: time.Minute}
 	for _, instances := range []int{1, 4} {
-		clock := core.NewManualClock(limitertest.StartTime())
+		clock := core.NewManualClock(limitercheck.StartTime())
 		remote := newCounting(t, p, clock)
 		var ls []*hotkey.Leased
 		for range instances {
@@ -249,7 +249,7 @@ func TestLeasedOverAdmission(t *testing.T) {
 		denials bool // a DenialCache in front of each instance's lease
 	}{{1, false}, {100, false}, {100, true}} {
 		batch := tt.batch
-		clock := core.NewManualClock(limitertest.StartTime())
+		clock := core.NewManualClock(limitercheck.StartTime())
 		remote := newCounting(t, p, clock)
 		var ls []core.Limiter
 		var leases []*hotkey.Leased
@@ -286,7 +286,7 @@ func TestLeasedOverAdmission(t *testing.T) {
 				clock.Advance(step)
 			}
 		}
-		over := limitertest.OverAdmission(p, step, admitted)
+		over := limitercheck.OverAdmission(p, step, admitted)
 		var dropped uint64
 		for _, l := range leases {
 			dropped += l.Stats().Dropped
@@ -304,7 +304,7 @@ func TestLeasedOverAdmission(t *testing.T) {
 // units are still taken in batches, learning the policy from the remote's
 // Decisions.
 func TestLeasedUnknownPolicy(t *testing.T) {
-	clock := core.NewManualClock(limitertest.StartTime())
+	clock := core.NewManualClock(limitercheck.StartTime())
 	p := core.Policy{Name: "api", Limit: 100, Window: time.Minute}
 	store := newCounting(t, p, clock)
 	l := mustLeased(t, mustDenialCache(t, policyless{store}, hotkey.WithClock(clock)), 8, hotkey.WithClock(clock))

@@ -13,6 +13,7 @@ import (
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/limitertest"
 	"github.com/ratekit/ratekit/httplimit"
+	"github.com/ratekit/ratekit/internal/limitercheck"
 	"github.com/ratekit/ratekit/observe"
 )
 
@@ -71,7 +72,7 @@ func mustMemory(t testing.TB, p core.Policy, clock core.Clock) *core.Memory {
 }
 
 func TestObservedEvents(t *testing.T) {
-	clock := core.NewManualClock(limitertest.StartTime())
+	clock := core.NewManualClock(limitercheck.StartTime())
 	store := &slowStore{Memory: mustMemory(t, core.Policy{Name: "api", Limit: 2, Window: time.Minute}, clock), clock: clock, lag: 3 * time.Millisecond}
 	rec := &recorder{}
 	class := func(key string) string {
@@ -114,7 +115,7 @@ func TestObservedEvents(t *testing.T) {
 }
 
 func TestObservedKeyAndPolicy(t *testing.T) {
-	clock := core.NewManualClock(limitertest.StartTime())
+	clock := core.NewManualClock(limitercheck.StartTime())
 	m := mustMemory(t, core.Policy{Name: "login", Limit: 1, Window: time.Minute}, clock)
 	rec := &recorder{}
 
@@ -203,7 +204,7 @@ func TestObservedAllocs(t *testing.T) {
 }
 
 func TestObserveFailover(t *testing.T) {
-	clock := core.NewManualClock(limitertest.StartTime())
+	clock := core.NewManualClock(limitercheck.StartTime())
 	store := newFlaky(t, core.Policy{Name: "api", Limit: 10, Window: time.Minute}, clock)
 	rec := &recorder{}
 	var hooked []string
@@ -253,7 +254,7 @@ func TestObserveFailover(t *testing.T) {
 
 // TestBreakerChangeRace checks that racing failures report one opening.
 func TestBreakerChangeRace(t *testing.T) {
-	clock := core.NewManualClock(limitertest.StartTime())
+	clock := core.NewManualClock(limitercheck.StartTime())
 	store := newFlaky(t, core.Policy{Limit: 10, Window: time.Minute}, clock)
 	store.Down.Store(true)
 	var mu sync.Mutex
@@ -266,7 +267,7 @@ func TestBreakerChangeRace(t *testing.T) {
 			}
 			mu.Unlock()
 		}))
-	limitertest.Race(8, func(int) { f.Allow(ctx, "k") })
+	limitercheck.Race(8, func(int) { f.Allow(ctx, "k") })
 	if opens != 1 {
 		t.Errorf("breaker reported open %d times, want 1", opens)
 	}
@@ -350,7 +351,7 @@ func TestObservedLayersInHeaders(t *testing.T) {
 // Over a limiter that is not layered, AllowLayers and PeekLayers return
 // one layer: the Decision of AllowN and Peek.
 func TestObservedOneLayer(t *testing.T) {
-	clock := core.NewManualClock(limitertest.StartTime())
+	clock := core.NewManualClock(limitercheck.StartTime())
 	rec := &recorder{}
 	o := mustObserved(t, mustMemory(t, core.Policy{Name: "api", Limit: 2, Window: time.Minute}, clock), rec, observe.WithClock(clock))
 	ld, err := o.PeekLayers(ctx, "k", 1)

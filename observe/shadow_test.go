@@ -7,6 +7,7 @@ import (
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/limitertest"
 	"github.com/ratekit/ratekit/httplimit"
+	"github.com/ratekit/ratekit/internal/limitercheck"
 	"github.com/ratekit/ratekit/observe"
 )
 
@@ -23,7 +24,7 @@ func mustShadow(t testing.TB, enforced, candidate core.Limiter, obs observe.Obse
 // enforced policy (3 per minute): every request gets the enforced decision,
 // and the candidate decides each one as if it alone were enforcing.
 func TestShadowSteps(t *testing.T) {
-	clock := core.NewManualClock(limitertest.StartTime())
+	clock := core.NewManualClock(limitercheck.StartTime())
 	enforced := mustMemory(t, core.Policy{Name: "api", Limit: 3, Window: time.Minute, Algorithm: core.FixedWindow}, clock)
 	candidate := mustMemory(t, core.Policy{Name: "api-v2", Limit: 2, Window: time.Minute, Algorithm: core.FixedWindow}, clock)
 	rec := &recorder{}
@@ -84,7 +85,7 @@ func TestShadowSteps(t *testing.T) {
 // TestShadowCandidateError checks that a broken candidate changes nothing
 // for the caller: its error is reported, never returned.
 func TestShadowCandidateError(t *testing.T) {
-	clock := core.NewManualClock(limitertest.StartTime())
+	clock := core.NewManualClock(limitercheck.StartTime())
 	enforced := mustMemory(t, core.Policy{Name: "api", Limit: 3, Window: time.Minute}, clock)
 	broken := &slowStore{Memory: mustMemory(t, core.Policy{Name: "api-redis", Limit: 3, Window: time.Minute}, clock), clock: clock, err: errDown}
 	rec := &recorder{}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/limitertest"
+	"github.com/ratekit/ratekit/internal/limitercheck"
 	"github.com/ratekit/ratekit/observe"
 )
 
@@ -38,7 +38,7 @@ func newTextLogger(buf *bytes.Buffer, level slog.Level) *slog.Logger {
 }
 
 func TestSlogObserver(t *testing.T) {
-	clock := core.NewManualClock(limitertest.StartTime())
+	clock := core.NewManualClock(limitercheck.StartTime())
 	store := newFlaky(t, core.Policy{Name: "api", Limit: 1, Window: time.Minute}, clock)
 	var buf bytes.Buffer
 	slogObs := observe.NewSlog(newTextLogger(&buf, slog.LevelDebug), observe.WithKeySalt([]byte("pepper")))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/limitertest"
+	"github.com/ratekit/ratekit/internal/limitercheck"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -79,7 +80,7 @@ func TestBatchingSameDecisionsAsMemory(t *testing.T) {
 		{Limit: 97, Window: time.Minute},
 		{Limit: core.MaxLimit, Window: 30 * 24 * time.Hour},
 	} {
-		limitertest.ForEachAlgorithm(t, base, func(t *testing.T, p core.Policy) {
+		limitercheck.ForEachAlgorithm(t, base, func(t *testing.T, p core.Policy) {
 			client := newClient(t, addr)
 			hook := &pipeHook{}
 			client.AddHook(hook)
@@ -141,7 +142,7 @@ func TestBatchingExact(t *testing.T) {
 		for i := range ls {
 			ls[i] = newLimiter()
 		}
-		limitertest.Race(instances*goroutines, func(g int) {
+		limitercheck.Race(instances*goroutines, func(g int) {
 			l := ls[g/goroutines]
 			for i := range each {
 				key := keys[(g%goroutines+i)%len(keys)]
@@ -161,7 +162,7 @@ func TestBatchingExact(t *testing.T) {
 	}
 	t.Run("single", func(t *testing.T) {
 		addr := singleNode(t)
-		limitertest.ForEachAlgorithm(t, core.Policy{Limit: 100, Window: time.Hour}, func(t *testing.T, p core.Policy) {
+		limitercheck.ForEachAlgorithm(t, core.Policy{Limit: 100, Window: time.Hour}, func(t *testing.T, p core.Policy) {
 			prefix := uniquePrefix(t.Name())
 			got := race(t, func() *Limiter {
 				return mustNew(t, newClient(t, addr), p, WithPrefix(prefix), WithBatching(16))
@@ -174,7 +175,7 @@ func TestBatchingExact(t *testing.T) {
 	t.Run("cluster", func(t *testing.T) {
 		client := newClusterClient(t, cluster(t))
 		users := []string{"alice", "{bob}", "carol", "dave", "erin"}
-		limitertest.ForEachAlgorithm(t, core.Policy{Limit: 10, Window: time.Hour}, func(t *testing.T, p core.Policy) {
+		limitercheck.ForEachAlgorithm(t, core.Policy{Limit: 10, Window: time.Hour}, func(t *testing.T, p core.Policy) {
 			prefix := uniquePrefix(t.Name())
 			got := race(t, func() *Limiter {
 				return mustNew(t, client, p, WithPrefix(prefix), WithBatching(0))
@@ -193,7 +194,7 @@ func TestBatchingExact(t *testing.T) {
 func TestBatchingOneCommandPerDecision(t *testing.T) {
 	addr := singleNode(t)
 	admin := newClient(t, addr)
-	limitertest.ForEachAlgorithm(t, core.Policy{Limit: 1_000_000, Window: time.Minute}, func(t *testing.T, p core.Policy) {
+	limitercheck.ForEachAlgorithm(t, core.Policy{Limit: 1_000_000, Window: time.Minute}, func(t *testing.T, p core.Policy) {
 		client := newClient(t, addr)
 		hook := &pipeHook{}
 		client.AddHook(hook)
@@ -246,7 +247,7 @@ func TestBatchingOneCommandPerDecision(t *testing.T) {
 func TestBatchingNoScript(t *testing.T) {
 	addr := singleNode(t)
 	admin := newClient(t, addr)
-	limitertest.ForEachAlgorithm(t, core.Policy{Limit: 100, Window: time.Hour}, func(t *testing.T, p core.Policy) {
+	limitercheck.ForEachAlgorithm(t, core.Policy{Limit: 100, Window: time.Hour}, func(t *testing.T, p core.Policy) {
 		client := newClient(t, addr)
 		var flushed atomic.Bool
 		hook := &pipeHook{before: func() {

@@ -9,9 +9,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/limitertest"
 	"github.com/ratekit/ratekit/guard"
 	"github.com/ratekit/ratekit/guard/guardtest"
+	"github.com/ratekit/ratekit/internal/limitercheck"
 )
 
 // The guard.Guard scenarios of guardtest.Run on Redis: the Guard's
@@ -53,7 +53,7 @@ func TestGuard(t *testing.T) {
 func TestGuardAcrossServers(t *testing.T) {
 	addr := singleNode(t)
 	prefix := uniquePrefix(t.Name())
-	clock := core.NewManualClock(limitertest.StartTime())
+	clock := core.NewManualClock(limitercheck.StartTime())
 	shortWindow := guard.WithAccountPolicy(core.Policy{Algorithm: core.SlidingLog, Limit: 3, Window: 10 * time.Second})
 	lockout := guard.WithLockout(time.Minute, time.Hour)
 	guards := []*guard.Guard{

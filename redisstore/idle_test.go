@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/limitertest"
+	"github.com/ratekit/ratekit/internal/limitercheck"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -23,7 +23,7 @@ func TestBatchingIdleCallerOneRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	admin := newClient(t, s.Addr)
-	limitertest.ForEachAlgorithm(t, core.Policy{Limit: 1_000_000, Window: time.Minute}, func(t *testing.T, p core.Policy) {
+	limitercheck.ForEachAlgorithm(t, core.Policy{Limit: 1_000_000, Window: time.Minute}, func(t *testing.T, p core.Policy) {
 		limiter := func(t testing.TB, c redis.UniversalClient, opts ...Option) core.Refunder {
 			return mustNew(t, c, p, opts...)
 		}

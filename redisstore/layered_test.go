@@ -11,6 +11,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/limitertest"
+	"github.com/ratekit/ratekit/internal/limitercheck"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -157,7 +158,7 @@ func TestLayeredSameDecisionsAsMemory(t *testing.T) {
 					if (merr == nil) != (rerr == nil) || merr != nil && !errors.Is(rerr, core.ErrCostTooHigh) {
 						t.Fatalf("request %d (n=%d, keys %q): memory err %v, redis err %v", i, n, keys, merr, rerr)
 					}
-					if !limitertest.SameLayered(md, rd) {
+					if !limitercheck.SameLayered(md, rd) {
 						t.Fatalf("request %d (n=%d, keys %q, commit=%v, policies %v):\nmemory %+v\n redis %+v", i, n, keys, commit, ps, md, rd)
 					}
 				}

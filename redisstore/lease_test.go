@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/limitertest"
 	"github.com/ratekit/ratekit/hotkey"
+	"github.com/ratekit/ratekit/internal/limitercheck"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -142,7 +142,7 @@ func TestLeaseOverAdmission(t *testing.T) {
 			clock.Advance(step)
 		}
 	}
-	over := limitertest.OverAdmission(p, step, admitted)
+	over := limitercheck.OverAdmission(p, step, admitted)
 	var calls int64
 	var dropped uint64
 	for i, l := range ls {

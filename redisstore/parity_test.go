@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/limitertest"
+	"github.com/ratekit/ratekit/internal/limitercheck"
 )
 
 // parityPolicies are the policies the parity tests run with every
@@ -361,7 +361,7 @@ func TestLayeredRefundSameAsMemory(t *testing.T) {
 				if merr != nil || rerr != nil {
 					t.Fatalf("op %d, %s (keys %q, n=%d): memory err %v, redis err %v", i, what, keys, n, merr, rerr)
 				}
-				if !limitertest.SameLayered(md, rd) {
+				if !limitercheck.SameLayered(md, rd) {
 					t.Fatalf("op %d, %s (keys %q, n=%d, commit=%v, policies %v):\nmemory %+v\n redis %+v", i, what, keys, n, commit, ps, md, rd)
 				}
 				return md.Allowed

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/limitertest"
+	"github.com/ratekit/ratekit/internal/limitercheck"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -60,7 +60,7 @@ func TestCluster(t *testing.T) {
 	prefix := uniquePrefix("cluster")
 	users := []string{"alice", "{bob}", "c}a{rol", "}", "dave%7B"}
 	var limiters []*Limiter
-	limitertest.ForEachAlgorithm(t, core.Policy{Limit: 3, Window: time.Hour, Burst: 3}, func(t *testing.T, p core.Policy) {
+	limitercheck.ForEachAlgorithm(t, core.Policy{Limit: 3, Window: time.Hour, Burst: 3}, func(t *testing.T, p core.Policy) {
 		clock := core.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 		l := mustNew(t, client, p, WithPrefix(prefix), WithClock(clock))
 		limiters = append(limiters, l)
@@ -140,11 +140,11 @@ func TestExactAcrossServers(t *testing.T) {
 		for i := range ls {
 			ls[i] = mustNew(t, newClient(t, addr), p, WithPrefix(prefix))
 		}
-		return limitertest.CountAllowed(t, instances*goroutines, each, func(g int) (core.Decision, error) {
+		return limitercheck.CountAllowed(t, instances*goroutines, each, func(g int) (core.Decision, error) {
 			return ls[g/goroutines].Allow(ctx, "shared")
 		})
 	}
-	limitertest.ForEachAlgorithm(t, core.Policy{Limit: 100, Window: time.Hour}, func(t *testing.T, p core.Policy) {
+	limitercheck.ForEachAlgorithm(t, core.Policy{Limit: 100, Window: time.Hour}, func(t *testing.T, p core.Policy) {
 		if got := race(t, p, 4, 50, 3); got != 100 {
 			t.Fatalf("%d of 600 allowed, want exactly 100", got)
 		}
@@ -258,7 +258,7 @@ func scanKeys(t *testing.T, c *redis.Client, match string) []string {
 func TestScriptFlush(t *testing.T) {
 	client := newClient(t, singleNode(t))
 	prefix := uniquePrefix("flush")
-	limitertest.ForEachAlgorithm(t, core.Policy{Limit: 10, Window: time.Hour}, func(t *testing.T, p core.Policy) {
+	limitercheck.ForEachAlgorithm(t, core.Policy{Limit: 10, Window: time.Hour}, func(t *testing.T, p core.Policy) {
 		l := mustNew(t, client, p, WithPrefix(prefix))
 		if d, err := l.AllowN(ctx, "k", 2); err != nil || d.Remaining != 8 {
 			t.Fatalf("first request: %+v, %v", d, err)
@@ -399,7 +399,7 @@ func commandStats(t *testing.T, c *redis.Client) map[string]int64 {
 func TestOneRoundTrip(t *testing.T) {
 	addr := singleNode(t)
 	admin := newClient(t, addr)
-	limitertest.ForEachAlgorithm(t, core.Policy{Limit: 50, Window: time.Minute}, func(t *testing.T, p core.Policy) {
+	limitercheck.ForEachAlgorithm(t, core.Policy{Limit: 50, Window: time.Minute}, func(t *testing.T, p core.Policy) {
 		client := newClient(t, addr)
 		var sent atomic.Int64
 		client.AddHook(countHook{&sent})

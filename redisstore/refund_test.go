@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/limitertest"
+	"github.com/ratekit/ratekit/internal/limitercheck"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -31,7 +31,7 @@ func TestRefundKeysExpiry(t *testing.T) {
 		return len(keys)
 	}
 	start := time.Date(2026, 3, 1, 12, 0, 10, 0, time.UTC)
-	limitertest.ForEachAlgorithm(t, core.Policy{Limit: 4, Window: time.Minute}, func(t *testing.T, p core.Policy) {
+	limitercheck.ForEachAlgorithm(t, core.Policy{Limit: 4, Window: time.Minute}, func(t *testing.T, p core.Policy) {
 		for _, margin := range []time.Duration{DefaultExpiryMargin, 0} {
 			prefix := uniquePrefix(t.Name())
 			clock := core.NewManualClock(start)
@@ -97,7 +97,7 @@ func TestRefundKeysExpiry(t *testing.T) {
 // between the two calls.
 func TestRefundServerTime(t *testing.T) {
 	client := newClient(t, singleNode(t))
-	limitertest.ForEachAlgorithm(t, core.Policy{Limit: 1000, Window: core.MaxWindow}, func(t *testing.T, p core.Policy) {
+	limitercheck.ForEachAlgorithm(t, core.Policy{Limit: 1000, Window: core.MaxWindow}, func(t *testing.T, p core.Policy) {
 		l := mustNew(t, client, p, WithPrefix(uniquePrefix(t.Name())))
 		missed := 0
 		for i := range 200 {
@@ -129,7 +129,7 @@ func TestRefundServerTime(t *testing.T) {
 // A refund is one command, EVALSHA; after SCRIPT FLUSH it runs as EVAL,
 // once; with batching too.
 func TestRefundScriptFlush(t *testing.T) {
-	limitertest.ForEachAlgorithm(t, core.Policy{Limit: 10, Window: time.Hour}, func(t *testing.T, p core.Policy) {
+	limitercheck.ForEachAlgorithm(t, core.Policy{Limit: 10, Window: time.Hour}, func(t *testing.T, p core.Policy) {
 		for _, batching := range []bool{false, true} {
 			client := newClient(t, singleNode(t))
 			var sent atomic.Int64
@@ -178,7 +178,7 @@ func TestRefundScriptFlush(t *testing.T) {
 func TestRefundCluster(t *testing.T) {
 	client := newClusterClient(t, cluster(t))
 	users := []string{"alice", "{bob}", "c}a{rol", "dave%7B"}
-	limitertest.ForEachAlgorithm(t, core.Policy{Limit: 5, Window: time.Hour}, func(t *testing.T, p core.Policy) {
+	limitercheck.ForEachAlgorithm(t, core.Policy{Limit: 5, Window: time.Hour}, func(t *testing.T, p core.Policy) {
 		prefix := uniquePrefix(t.Name())
 		clock := core.NewManualClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 		l := mustNew(t, client, p, WithPrefix(prefix), WithClock(clock))

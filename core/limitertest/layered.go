@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/limitercheck"
 )
 
 // LayeredKeys is a layered limiter that can key each layer apart, as
@@ -42,16 +42,10 @@ func RunLayered(t *testing.T, newLayered NewLayeredFunc) {
 	t.Run("new key race", func(t *testing.T) { layeredNewKeyRace(t, newLayered) })
 }
 
-// SameLayered reports whether two LayeredDecisions are equal, field for
-// field and layer for layer.
-func SameLayered(a, b core.LayeredDecision) bool {
-	return a.Decision == b.Decision && a.Layer == b.Layer && slices.Equal(a.Layers, b.Layers)
-}
-
 // 2 per second and 5 per day on one key, step by step: the decision is the
 // most restrictive layer's, and a denial counts nothing in the other layer.
 func layeredSteps(t *testing.T, newLayered NewLayeredFunc) {
-	clock := core.NewManualClock(StartTime())
+	clock := core.NewManualClock(limitercheck.StartTime())
 	l, alone := newLayered(t, []core.Policy{
 		{Name: "second", Limit: 2, Window: time.Second},
 		{Name: "day", Algorithm: core.FixedWindow, Limit: 5, Window: 24 * time.Hour},
@@ -75,7 +69,7 @@ func layeredSteps(t *testing.T, newLayered NewLayeredFunc) {
 		{24 * time.Hour, 2, true, 0, 0, 0},
 	}
 	for i, st := range steps {
-		clock.Set(StartTime().Add(st.at))
+		clock.Set(limitercheck.StartTime().Add(st.at))
 		pd, err := l.PeekKeys(ctx, []string{"k"}, st.n)
 		if err != nil {
 			t.Fatal(err)
@@ -116,7 +110,7 @@ func layeredErrors(t *testing.T, newLayered NewLayeredFunc) {
 	l, alone := newLayered(t, []core.Policy{
 		{Name: "big", Limit: 100, Window: time.Hour},
 		{Name: "small", Limit: 5, Window: time.Second},
-	}, core.NewManualClock(StartTime()))
+	}, core.NewManualClock(limitercheck.StartTime()))
 	d, err := l.AllowN(ctx, "k", 6)
 	if !errors.Is(err, core.ErrCostTooHigh) || d.Policy.Name != "small" {
 		t.Errorf("cost 6 over small's 5: %+v, %v; want ErrCostTooHigh naming small", d, err)
@@ -153,11 +147,11 @@ func layeredNewKeyRace(t *testing.T, newLayered NewLayeredFunc) {
 		{Name: "one", Algorithm: core.SlidingLog, Limit: 1, Window: time.Hour},
 	} {
 		t.Run(one.Algorithm.String(), func(t *testing.T) {
-			l, _ := newLayered(t, []core.Policy{one, ten}, core.NewManualClock(StartTime()))
+			l, _ := newLayered(t, []core.Policy{one, ten}, core.NewManualClock(limitercheck.StartTime()))
 			const rounds, racers = 300, 8
 			for r := range rounds {
 				key := fmt.Sprintf("new-%d", r)
-				got := CountAllowed(t, racers, 1, func(int) (core.Decision, error) { return l.AllowN(ctx, key, 1) })
+				got := limitercheck.CountAllowed(t, racers, 1, func(int) (core.Decision, error) { return l.AllowN(ctx, key, 1) })
 				if got != 1 {
 					t.Fatalf("round %d: %d of %d allowed, want exactly 1", r, got, racers)
 				}

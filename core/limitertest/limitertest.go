@@ -20,17 +20,15 @@ import (
 	"time"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/limitercheck"
 )
 
 // NewLimiter builds the limiter under test for policy p, reading time from
-// clock. It is called once per subtest; it may register cleanup with t and
+// clock, which starts at 2026-01-01 00:00 UTC (a whole day, so that fixed
+// windows of a second, a minute, an hour or a day all begin there). It is
+// called once per subtest; it may register cleanup with t and
 // should fail t (t.Fatal) if it cannot build the limiter.
 type NewLimiter func(t *testing.T, p core.Policy, clock *core.ManualClock) core.Limiter
-
-// StartTime returns the time every subtest's clock starts at, 2026-01-01
-// 00:00 UTC: a whole day, so fixed windows of a second, a minute, an hour
-// or a day all begin there.
-func StartTime() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }
 
 // Run runs the conformance suite against the limiters newLimiter builds.
 func Run(t *testing.T, newLimiter NewLimiter) {
@@ -65,22 +63,8 @@ var ctx = context.Background()
 // build returns a limiter for p on a manual clock at StartTime.
 func (s suite) build(t *testing.T, p core.Policy) (core.Limiter, *core.ManualClock) {
 	t.Helper()
-	clock := core.NewManualClock(StartTime())
+	clock := core.NewManualClock(limitercheck.StartTime())
 	return s.newLimiter(t, p, clock), clock
-}
-
-// ForEachAlgorithm runs f as a subtest for each algorithm, named after it,
-// with p's Algorithm set (and Burst cleared for the algorithms without
-// one).
-func ForEachAlgorithm(t *testing.T, p core.Policy, f func(t *testing.T, p core.Policy)) {
-	for _, a := range core.Algorithms() {
-		p := p
-		p.Algorithm = a
-		if !a.Burstable() {
-			p.Burst = 0
-		}
-		t.Run(a.String(), func(t *testing.T) { f(t, p) })
-	}
 }
 
 // step is one request of a step table: at a time since StartTime, n units, and
@@ -98,7 +82,7 @@ type step struct {
 func run(t *testing.T, lim core.Limiter, clock *core.ManualClock, key string, steps []step) {
 	t.Helper()
 	for i, st := range steps {
-		clock.Set(StartTime().Add(st.at))
+		clock.Set(limitercheck.StartTime().Add(st.at))
 		d, err := lim.AllowN(ctx, key, st.n)
 		if err != nil {
 			t.Fatalf("step %d (at %v, n=%d): AllowN: %v", i, st.at, st.n, err)
@@ -196,7 +180,7 @@ func (s suite) testSteps(t *testing.T) {
 // the algorithm's nature, checked here so it stays documented behaviour.
 func (s suite) testFixedWindowBoundary(t *testing.T) {
 	lim, clock := s.build(t, core.Policy{Algorithm: core.FixedWindow, Limit: 100, Window: time.Minute})
-	clock.Set(StartTime().Add(59900 * ms))
+	clock.Set(limitercheck.StartTime().Add(59900 * ms))
 	for i := range 100 {
 		if d := allow(t, lim, "b", 1); !d.Allowed {
 			t.Fatalf("request %d at :59.9 denied, want allowed", i+1)
@@ -205,7 +189,7 @@ func (s suite) testFixedWindowBoundary(t *testing.T) {
 	if d := allow(t, lim, "b", 1); d.Allowed || d.RetryAfter != 100*ms {
 		t.Fatalf("request 101 at :59.9: allowed=%v retryAfter=%v, want denied and 100ms", d.Allowed, d.RetryAfter)
 	}
-	clock.Set(StartTime().Add(60100 * ms))
+	clock.Set(limitercheck.StartTime().Add(60100 * ms))
 	for i := range 100 {
 		if d := allow(t, lim, "b", 1); !d.Allowed {
 			t.Fatalf("request %d at :00.1 denied, want allowed", i+1)
@@ -216,15 +200,15 @@ func (s suite) testFixedWindowBoundary(t *testing.T) {
 // A request allowed at s counts while now - W < s and leaves exactly at s+W.
 func (s suite) testSlidingLogExpiry(t *testing.T) {
 	lim, clock := s.build(t, core.Policy{Algorithm: core.SlidingLog, Limit: 2, Window: time.Minute})
-	clock.Set(StartTime().Add(7 * time.Second))
+	clock.Set(limitercheck.StartTime().Add(7 * time.Second))
 	allow(t, lim, "l", 1)
 	clock.Advance(13 * time.Second)
 	allow(t, lim, "l", 1)
-	clock.Set(StartTime().Add(67*time.Second - us))
+	clock.Set(limitercheck.StartTime().Add(67*time.Second - us))
 	if d := allow(t, lim, "l", 1); d.Allowed || d.RetryAfter != us {
 		t.Fatalf("at s+W-1µs: allowed=%v retryAfter=%v, want denied and 1µs", d.Allowed, d.RetryAfter)
 	}
-	clock.Set(StartTime().Add(67 * time.Second))
+	clock.Set(limitercheck.StartTime().Add(67 * time.Second))
 	if d := allow(t, lim, "l", 1); !d.Allowed || d.Remaining != 0 {
 		t.Fatalf("at s+W: allowed=%v remaining=%d, want allowed with 0 left", d.Allowed, d.Remaining)
 	}
@@ -237,14 +221,14 @@ func (s suite) testSlidingLogExpiry(t *testing.T) {
 // 80·45/60 + 30 = 90, so the next request is allowed.
 func (s suite) testSlidingWindowEstimate(t *testing.T) {
 	lim, clock := s.build(t, core.Policy{Algorithm: core.SlidingWindow, Limit: 100, Window: time.Minute})
-	clock.Set(StartTime().Add(30 * time.Second))
+	clock.Set(limitercheck.StartTime().Add(30 * time.Second))
 	allow(t, lim, "w", 80)
-	clock.Set(StartTime().Add(61 * time.Second))
+	clock.Set(limitercheck.StartTime().Add(61 * time.Second))
 	// At 61 s the estimate is 80·59/60 ≈ 78.7; 30 would not fit yet.
 	if d := peek(t, lim, "w", 30); d.Allowed {
 		t.Fatalf("30 at 61s allowed, want denied (estimate 108.7)")
 	}
-	clock.Set(StartTime().Add(75 * time.Second))
+	clock.Set(limitercheck.StartTime().Add(75 * time.Second))
 	allow(t, lim, "w", 30)
 	d := allow(t, lim, "w", 1)
 	if !d.Allowed || d.Remaining != 9 {
@@ -318,7 +302,7 @@ func (s suite) testNoLostProgress(t *testing.T) {
 					// ceil(i·W/L): the exact spacing, rounded up to the
 					// microsecond, so no request comes early.
 					w := int64(c.window / us)
-					clock.Set(StartTime().Add(time.Duration((i*w+c.limit-1)/c.limit) * us))
+					clock.Set(limitercheck.StartTime().Add(time.Duration((i*w+c.limit-1)/c.limit) * us))
 					d, err := lim.AllowN(ctx, "steady", 1)
 					if err != nil {
 						t.Fatal(err)
@@ -355,7 +339,7 @@ var randomPolicies = []core.Policy{
 // predicts it, and after it reports the state AllowN left.
 func (s suite) testRetryAfterExact(t *testing.T) {
 	for _, base := range randomPolicies {
-		ForEachAlgorithm(t, base, func(t *testing.T, p core.Policy) {
+		limitercheck.ForEachAlgorithm(t, base, func(t *testing.T, p core.Policy) {
 			lim, clock := s.build(t, p)
 			rng := rand.New(rand.NewPCG(uint64(p.Limit), uint64(p.Window)))
 			step := int64(p.Window/us) / p.Limit
@@ -423,9 +407,9 @@ func checkSane(t *testing.T, p core.Policy, d core.Decision) {
 // counts nothing, so it gets in at the first retry at or after the moment
 // the algorithm frees room.
 func (s suite) testRetryingClient(t *testing.T) {
-	ForEachAlgorithm(t, core.Policy{Limit: 10, Window: time.Minute, Burst: 10}, func(t *testing.T, p core.Policy) {
+	limitercheck.ForEachAlgorithm(t, core.Policy{Limit: 10, Window: time.Minute, Burst: 10}, func(t *testing.T, p core.Policy) {
 		lim, clock := s.build(t, p)
-		clock.Set(StartTime().Add(15 * time.Second))
+		clock.Set(limitercheck.StartTime().Add(15 * time.Second))
 		var first core.Decision
 		for {
 			first = allow(t, lim, "retry", 1)
@@ -439,7 +423,7 @@ func (s suite) testRetryingClient(t *testing.T) {
 			d := allow(t, lim, "retry", 1)
 			now := clock.Now()
 			if d.Allowed != !now.Before(free) {
-				t.Fatalf("retry %d at +%v: allowed=%v, want allowed from +%v on", i, now.Sub(StartTime()), d.Allowed, free.Sub(StartTime()))
+				t.Fatalf("retry %d at +%v: allowed=%v, want allowed from +%v on", i, now.Sub(limitercheck.StartTime()), d.Allowed, free.Sub(limitercheck.StartTime()))
 			}
 			if d.Allowed {
 				break
@@ -452,7 +436,7 @@ func (s suite) testRetryingClient(t *testing.T) {
 }
 
 func (s suite) testPeekCountsNothing(t *testing.T) {
-	ForEachAlgorithm(t, core.Policy{Limit: 5, Window: time.Minute}, func(t *testing.T, p core.Policy) {
+	limitercheck.ForEachAlgorithm(t, core.Policy{Limit: 5, Window: time.Minute}, func(t *testing.T, p core.Policy) {
 		lim, _ := s.build(t, p)
 		for range 20 {
 			if d := peek(t, lim, "p", 1); !d.Allowed || d.Remaining != p.Capacity() || d.ResetAfter != 0 {
@@ -477,7 +461,7 @@ func (s suite) testPeekCountsNothing(t *testing.T) {
 }
 
 func (s suite) testReset(t *testing.T) {
-	ForEachAlgorithm(t, core.Policy{Limit: 4, Window: time.Hour}, func(t *testing.T, p core.Policy) {
+	limitercheck.ForEachAlgorithm(t, core.Policy{Limit: 4, Window: time.Hour}, func(t *testing.T, p core.Policy) {
 		lim, _ := s.build(t, p)
 		allow(t, lim, "gone", p.Capacity())
 		allow(t, lim, "kept", p.Capacity())
@@ -500,7 +484,7 @@ func (s suite) testReset(t *testing.T) {
 }
 
 func (s suite) testCost(t *testing.T) {
-	ForEachAlgorithm(t, core.Policy{Limit: 10, Window: time.Minute}, func(t *testing.T, p core.Policy) {
+	limitercheck.ForEachAlgorithm(t, core.Policy{Limit: 10, Window: time.Minute}, func(t *testing.T, p core.Policy) {
 		lim, _ := s.build(t, p)
 		max := p.Capacity()
 		if d := allow(t, lim, "c", 4); !d.Allowed || d.Remaining != max-4 {
@@ -526,7 +510,7 @@ func (s suite) testCost(t *testing.T) {
 }
 
 func (s suite) testBadInput(t *testing.T) {
-	ForEachAlgorithm(t, core.Policy{Limit: 10, Window: time.Minute}, func(t *testing.T, p core.Policy) {
+	limitercheck.ForEachAlgorithm(t, core.Policy{Limit: 10, Window: time.Minute}, func(t *testing.T, p core.Policy) {
 		lim, _ := s.build(t, p)
 		for _, n := range []int64{0, -1, -1 << 63} {
 			if _, err := lim.AllowN(ctx, "k", n); !errors.Is(err, core.ErrInvalidCost) {
@@ -556,9 +540,9 @@ func (s suite) testBadInput(t *testing.T) {
 
 // A clock that goes backwards must not panic or produce negative durations.
 func (s suite) testClockBackwards(t *testing.T) {
-	ForEachAlgorithm(t, core.Policy{Limit: 5, Window: time.Second, Burst: 5}, func(t *testing.T, p core.Policy) {
+	limitercheck.ForEachAlgorithm(t, core.Policy{Limit: 5, Window: time.Second, Burst: 5}, func(t *testing.T, p core.Policy) {
 		lim, clock := s.build(t, p)
-		clock.Set(StartTime().Add(time.Hour))
+		clock.Set(limitercheck.StartTime().Add(time.Hour))
 		for _, jump := range []time.Duration{0, -300 * ms, -time.Second, -time.Hour, 10 * time.Millisecond, -24 * time.Hour, 48 * time.Hour} {
 			clock.Advance(jump)
 			for range 7 {
@@ -579,7 +563,7 @@ func (s suite) testExtremes(t *testing.T) {
 		{Limit: core.MaxLimit, Window: core.MaxWindow, Burst: core.MaxLimit},
 		{Limit: 1, Window: core.MaxWindow},
 	} {
-		ForEachAlgorithm(t, base, func(t *testing.T, p core.Policy) {
+		limitercheck.ForEachAlgorithm(t, base, func(t *testing.T, p core.Policy) {
 			lim, clock := s.build(t, p)
 			max := p.Capacity()
 			d := allow(t, lim, "x", max)
@@ -607,12 +591,12 @@ func (s suite) testExtremes(t *testing.T) {
 // Eight goroutines released together on a brand-new key with Limit 1:
 // exactly one is allowed, every round. The key's state is created once.
 func (s suite) testNewKeyRace(t *testing.T) {
-	ForEachAlgorithm(t, core.Policy{Limit: 1, Window: time.Hour}, func(t *testing.T, p core.Policy) {
+	limitercheck.ForEachAlgorithm(t, core.Policy{Limit: 1, Window: time.Hour}, func(t *testing.T, p core.Policy) {
 		lim, _ := s.build(t, p)
 		const rounds, racers = 1000, 8
 		for r := range rounds {
 			key := fmt.Sprintf("new-%d", r)
-			got := CountAllowed(t, racers, 1, func(int) (core.Decision, error) { return lim.AllowN(ctx, key, 1) })
+			got := limitercheck.CountAllowed(t, racers, 1, func(int) (core.Decision, error) { return lim.AllowN(ctx, key, 1) })
 			if got != 1 {
 				t.Fatalf("round %d: %d of %d allowed, want exactly 1", r, got, racers)
 			}
@@ -622,9 +606,9 @@ func (s suite) testNewKeyRace(t *testing.T) {
 
 // 100 goroutines × 10 requests against Limit 100: exactly 100 allowed.
 func (s suite) testExactlyLimit(t *testing.T) {
-	ForEachAlgorithm(t, core.Policy{Limit: 100, Window: time.Hour}, func(t *testing.T, p core.Policy) {
+	limitercheck.ForEachAlgorithm(t, core.Policy{Limit: 100, Window: time.Hour}, func(t *testing.T, p core.Policy) {
 		lim, _ := s.build(t, p)
-		got := CountAllowed(t, 100, 10, func(int) (core.Decision, error) { return lim.AllowN(ctx, "shared", 1) })
+		got := limitercheck.CountAllowed(t, 100, 10, func(int) (core.Decision, error) { return lim.AllowN(ctx, "shared", 1) })
 		if got != 100 {
 			t.Fatalf("%d of 1000 allowed, want exactly 100", got)
 		}

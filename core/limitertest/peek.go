@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/limitercheck"
 )
 
 // peekPredicts reports whether pd, what Peek(key, n) reported, agrees with
@@ -45,9 +46,9 @@ func peekPredictsLayered(pd, d core.LayeredDecision, n int64) bool {
 func (s suite) testPeekState(t *testing.T) {
 	// 3 a minute: a unit refills in 20 s. Every request comes 10 s into
 	// a fixed window, so the window ends 50 s later.
-	ForEachAlgorithm(t, core.Policy{Limit: 3, Window: time.Minute}, func(t *testing.T, p core.Policy) {
+	limitercheck.ForEachAlgorithm(t, core.Policy{Limit: 3, Window: time.Minute}, func(t *testing.T, p core.Policy) {
 		lim, clock := s.build(t, p)
-		clock.Set(StartTime().Add(10 * time.Second))
+		clock.Set(limitercheck.StartTime().Add(10 * time.Second))
 		// resetAfter is the ResetAfter of a key that took k units at once
 		// and was left alone for idle since.
 		resetAfter := func(k int64, idle time.Duration) time.Duration {
@@ -121,7 +122,7 @@ func (s suite) testPeekPeers(t *testing.T) {
 	// request, then Reset. Its Peek's Reached says the limit was passed;
 	// Allowed says whether one more unit would pass, so at exactly the
 	// limit Reached is false and Allowed false too.
-	ForEachAlgorithm(t, core.Policy{Limit: 3, Window: time.Minute}, func(t *testing.T, p core.Policy) {
+	limitercheck.ForEachAlgorithm(t, core.Policy{Limit: 3, Window: time.Minute}, func(t *testing.T, p core.Policy) {
 		lim, _ := s.build(t, p)
 		for i := int64(1); i <= 6; i++ {
 			if i <= 3 {
@@ -152,7 +153,7 @@ func (s suite) testPeekPeers(t *testing.T) {
 
 	// sethvargo/go-limiter's memorystore test: 5 tokens per 3 s; after one
 	// Take, Get reports 4 left.
-	ForEachAlgorithm(t, core.Policy{Limit: 5, Window: 3 * time.Second}, func(t *testing.T, p core.Policy) {
+	limitercheck.ForEachAlgorithm(t, core.Policy{Limit: 5, Window: 3 * time.Second}, func(t *testing.T, p core.Policy) {
 		lim, _ := s.build(t, p)
 		if d := allow(t, lim, "key", 1); d.Remaining != 4 {
 			t.Fatalf("Take: %+v, want 4 left", d)
@@ -193,7 +194,7 @@ func (s suite) testPeekPeers(t *testing.T) {
 		14: {at: msec(9500), n: 5, remaining: 2, reset: 3 * time.Second, retry: 3 * time.Second, limited: true},
 	}
 	for i, st := range steps[1:] {
-		clock.Set(StartTime().Add(st.at))
+		clock.Set(limitercheck.StartTime().Add(st.at))
 		var d core.Decision
 		if st.peek {
 			d = peek(t, lim, "foo", st.n)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/limitercheck"
 )
 
 // RunRefund runs the refund suite against the limiters newLimiter builds,
@@ -39,7 +40,7 @@ type refundSuite struct {
 // build returns a Refunder for p on a manual clock at StartTime.
 func (s refundSuite) build(t *testing.T, p core.Policy) (core.Refunder, *core.ManualClock) {
 	t.Helper()
-	clock := core.NewManualClock(StartTime())
+	clock := core.NewManualClock(limitercheck.StartTime())
 	l := s.newLimiter(t, p, clock)
 	r, ok := core.AsRefunder(l)
 	if !ok {
@@ -73,9 +74,9 @@ var refundPolicy = core.Policy{Limit: 4, Window: time.Minute}
 // Units taken and given back at the same instant with elapsed 0 are given
 // back exactly: the key decides as one that took only what was kept.
 func (s refundSuite) testTakeThenRefund(t *testing.T) {
-	ForEachAlgorithm(t, refundPolicy, func(t *testing.T, p core.Policy) {
+	limitercheck.ForEachAlgorithm(t, refundPolicy, func(t *testing.T, p core.Policy) {
 		lim, clock := s.build(t, p)
-		clock.Set(StartTime().Add(10 * time.Second))
+		clock.Set(limitercheck.StartTime().Add(10 * time.Second))
 		c := p.Capacity()
 		for k := int64(1); k <= c; k++ {
 			key, twin := fmt.Sprintf("all-%d", k), fmt.Sprintf("kept-%d", k)
@@ -103,7 +104,7 @@ func (s refundSuite) testTakeThenRefund(t *testing.T) {
 // back again: a refund naming them gives nothing, even when the key holds
 // newer units.
 func (s refundSuite) testForgotten(t *testing.T) {
-	ForEachAlgorithm(t, refundPolicy, func(t *testing.T, p core.Policy) {
+	limitercheck.ForEachAlgorithm(t, refundPolicy, func(t *testing.T, p core.Policy) {
 		lim, clock := s.build(t, p)
 		c := p.Capacity()
 		allow(t, lim, "k", 1)
@@ -122,7 +123,7 @@ func (s refundSuite) testForgotten(t *testing.T) {
 // A refund never raises a key past fresh, however much it names and
 // however often.
 func (s refundSuite) testNeverPastFresh(t *testing.T) {
-	ForEachAlgorithm(t, refundPolicy, func(t *testing.T, p core.Policy) {
+	limitercheck.ForEachAlgorithm(t, refundPolicy, func(t *testing.T, p core.Policy) {
 		lim, clock := s.build(t, p)
 		c := p.Capacity()
 		allow(t, lim, "k", 1)
@@ -147,7 +148,7 @@ func (s refundSuite) testNeverPastFresh(t *testing.T) {
 // Refunding a key never seen creates nothing: it decides as a new key, and
 // no credit was stored for it.
 func (s refundSuite) testAbsentKey(t *testing.T) {
-	ForEachAlgorithm(t, refundPolicy, func(t *testing.T, p core.Policy) {
+	limitercheck.ForEachAlgorithm(t, refundPolicy, func(t *testing.T, p core.Policy) {
 		lim, _ := s.build(t, p)
 		c := p.Capacity()
 		refund(t, lim, "absent", c, 0)
@@ -189,7 +190,7 @@ type refundStep struct {
 func runRefundSteps(t *testing.T, lim core.Refunder, clock *core.ManualClock, key string, steps []refundStep) {
 	t.Helper()
 	for i, st := range steps {
-		clock.Set(StartTime().Add(st.at))
+		clock.Set(limitercheck.StartTime().Add(st.at))
 		if st.op == opRefund {
 			if err := lim.Refund(ctx, key, st.n, st.elapsed); err != nil {
 				t.Fatalf("step %d (at %v): Refund(%d, %v): %v", i, st.at, st.n, st.elapsed, err)
@@ -359,7 +360,7 @@ func (s refundSuite) testSteps(t *testing.T) {
 
 // Bad arguments are errors, as for AllowN, and change nothing.
 func (s refundSuite) testErrors(t *testing.T) {
-	ForEachAlgorithm(t, refundPolicy, func(t *testing.T, p core.Policy) {
+	limitercheck.ForEachAlgorithm(t, refundPolicy, func(t *testing.T, p core.Policy) {
 		lim, _ := s.build(t, p)
 		c := p.Capacity()
 		allow(t, lim, "k", c)
@@ -391,11 +392,11 @@ func (s refundSuite) testErrors(t *testing.T) {
 // Eight goroutines each take the key's one unit and give it back: never
 // more than one holds it at once, and the key ends fresh.
 func (s refundSuite) testRace(t *testing.T) {
-	ForEachAlgorithm(t, core.Policy{Limit: 1, Window: time.Hour}, func(t *testing.T, p core.Policy) {
+	limitercheck.ForEachAlgorithm(t, core.Policy{Limit: 1, Window: time.Hour}, func(t *testing.T, p core.Policy) {
 		lim, _ := s.build(t, p)
 		const racers, each = 8, 200
 		var holding, allowed, worst atomic.Int64
-		Race(racers, func(int) {
+		limitercheck.Race(racers, func(int) {
 			for range each {
 				d, err := lim.AllowN(ctx, "shared", 1)
 				if err != nil {
@@ -443,7 +444,7 @@ func (s refundSuite) testClockBack(t *testing.T) {
 			if got != 10 {
 				t.Fatalf("%d of 20 allowed at once, want 10", got)
 			}
-			clock.Set(StartTime().Add(-5 * time.Minute))
+			clock.Set(limitercheck.StartTime().Add(-5 * time.Minute))
 			// The backlog reads 5 min + 60 s: one more unit (6 s) waits
 			// until the clock is back at StartTime plus 6 s.
 			if d := peek(t, lim, "k", 1); d.Allowed || d.RetryAfter != 5*time.Minute+6*time.Second {
@@ -459,11 +460,11 @@ func (s refundSuite) testClockBack(t *testing.T) {
 				}
 				clock.Advance(time.Second)
 			}
-			clock.Set(StartTime().Add(-us))
+			clock.Set(limitercheck.StartTime().Add(-us))
 			if d := peek(t, lim, "k", 1); d.Allowed {
 				t.Fatalf("1µs before the clock caught up: allowed %+v", d)
 			}
-			clock.Set(StartTime())
+			clock.Set(limitercheck.StartTime())
 			if d := allow(t, lim, "k", 1); !d.Allowed {
 				t.Fatalf("when the clock caught up: %+v, want allowed", d)
 			}
