@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/ctxsleep"
 	"github.com/ratekit/ratekit/internal/failover"
 	"github.com/ratekit/ratekit/internal/httpview"
 	"github.com/ratekit/ratekit/keyfunc"
@@ -476,7 +477,7 @@ func (e *Engine) allowed(res *Result) {
 	// Only what a limiter counted is given back, never the error policy's
 	// Decision.
 	res.charge = e.cfg.countIf != nil && res.lim != nil
-	if d := res.d.Delay; d > 0 && e.cfg.dryRun == nil && !wait(res.req.Context(), d) {
+	if d := res.d.Delay; d > 0 && e.cfg.dryRun == nil && ctxsleep.Sleep(res.req.Context(), d) != nil {
 		res.Done(0) // not served: give its units back if it was to be judged
 		res.refuse(canceledResponse(res.d))
 		return
@@ -525,20 +526,5 @@ func (r *Result) refuse(resp Response) {
 func (e *Engine) report(req keyfunc.Request, err error) {
 	if e.cfg.errorHook != nil {
 		e.cfg.errorHook(req, err)
-	}
-}
-
-// wait waits d or until ctx ends, and reports whether d elapsed.
-func wait(ctx context.Context, d time.Duration) bool {
-	if ctx.Err() != nil {
-		return false
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
