@@ -28,14 +28,16 @@ func TestOptionErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		opts []Option
-		want string // the message, after "redisstore: <constructor>: " for a nil option
+		want string // the message, after "redisstore: <constructor>: "
 	}{
 		{"nil option", []Option{nil}, "option 0 is nil"},
 		{"nil option after a good one", []Option{WithTimeout(time.Second), nil}, "option 1 is nil"},
-		{"prefix with a brace", []Option{WithPrefix("a{b")}, `redisstore: WithPrefix("a{b"): must not contain '{' or '}'`},
-		{"negative timeout", []Option{WithTimeout(-time.Second)}, "redisstore: WithTimeout(-1s): must not be negative"},
-		{"negative margin", []Option{WithExpiryMargin(-time.Millisecond)}, "redisstore: WithExpiryMargin(-1ms): must not be negative"},
-		{"negative batch", []Option{WithBatching(-1)}, "redisstore: WithBatching(-1): must not be negative"},
+		{"nil clock", []Option{WithClock(nil)}, "WithClock(nil): a clock is required"},
+		{"nil clock after a clock", []Option{WithClock(core.SystemClock{}), WithClock(nil)}, "WithClock(nil): a clock is required"},
+		{"prefix with a brace", []Option{WithPrefix("a{b")}, `WithPrefix("a{b"): must not contain '{' or '}'`},
+		{"negative timeout", []Option{WithTimeout(-time.Second)}, "WithTimeout(-1s): must not be negative"},
+		{"negative margin", []Option{WithExpiryMargin(-time.Millisecond)}, "WithExpiryMargin(-1ms): must not be negative"},
+		{"negative batch", []Option{WithBatching(-1)}, "WithBatching(-1): must not be negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, c := range []struct {
@@ -45,10 +47,7 @@ func TestOptionErrors(t *testing.T) {
 				{"New", func() error { _, err := New(client, p, tc.opts...); return err }},
 				{"NewLayered", func() error { _, err := NewLayered(client, []core.Policy{p}, tc.opts...); return err }},
 			} {
-				want := tc.want
-				if !strings.HasPrefix(want, "redisstore: ") {
-					want = fmt.Sprintf("redisstore: %s: %s", c.fn, want)
-				}
+				want := fmt.Sprintf("redisstore: %s: %s", c.fn, tc.want)
 				err := func() (err error) {
 					defer func() {
 						if r := recover(); r != nil {

@@ -70,7 +70,8 @@ type Option func(*options)
 
 type options struct {
 	prefix   string
-	clock    core.Clock
+	clock    core.Clock // nil: the server's TIME
+	clockSet bool       // WithClock was given, so nil is a mistake
 	timeout  time.Duration
 	margin   time.Duration
 	batching bool // on unless WithBatching(1)
@@ -82,17 +83,28 @@ type options struct {
 // Default: [DefaultPrefix].
 func WithPrefix(prefix string) Option { return func(o *options) { o.prefix = prefix } }
 
-// WithClock makes the limiter read time from c, once per decision, rounded
-// down to the microsecond, instead of the Redis server's TIME. Servers then
-// need synchronized clocks. Tests drive a limiter with a [core.ManualClock]
-// this way. Default (or nil): the server's TIME.
-func WithClock(c core.Clock) Option { return func(o *options) { o.clock = c } }
+// WithClock makes the limiter's decisions and refunds read the time from
+// c, once per call, rounded down to the microsecond, and send it to the
+// script, instead of the script reading the Redis server's TIME. It clocks
+// nothing else: the limiter runs no timer. The servers that share a
+// limit then need synchronized clocks; tests drive a limiter with a
+// [core.ManualClock] this way. A nil c is an error from [New] and
+// [NewLayered].
+//
+// Default: the Redis server's TIME.
+func WithClock(c core.Clock) Option {
+	return func(o *options) { o.clock, o.clockSet = c, true }
+}
 
-// WithTimeout bounds each call to Redis: the call's context is given this
-// timeout (in addition to its own deadline). The client needs
-// ContextTimeoutEnabled for the bound to interrupt a read; see the package
-// documentation. Default (or 0): only the caller's context and the client's
-// own timeouts.
+// WithTimeout bounds each call to Redis by d: every decision, refund and
+// reset runs under a context that ends d after the call starts, or
+// earlier if the caller's does; the constructors load their script under
+// it too. The client needs ContextTimeoutEnabled for the bound to
+// interrupt a read (see the package documentation). A negative d is an
+// error from [New] and [NewLayered].
+//
+// Default: 0, no bound beyond the caller's context and the client's own
+// timeouts (the constructors wait at most one second to load the script).
 func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
 // WithExpiryMargin sets what is added to a key's ResetAfter, rounded up to
@@ -163,16 +175,17 @@ func applyOptions(fn string, opts []Option) (options, error) {
 	case o.prefix == "":
 		o.prefix = DefaultPrefix
 	case strings.ContainsAny(o.prefix, "{}"):
-		return o, fmt.Errorf("redisstore: WithPrefix(%q): must not contain '{' or '}'", o.prefix)
+		return o, fmt.Errorf("redisstore: %s: WithPrefix(%q): must not contain '{' or '}'", fn, o.prefix)
 	}
-	if o.timeout < 0 {
-		return o, fmt.Errorf("redisstore: WithTimeout(%v): must not be negative", o.timeout)
-	}
-	if o.margin < 0 {
-		return o, fmt.Errorf("redisstore: WithExpiryMargin(%v): must not be negative", o.margin)
-	}
-	if o.maxBatch < 0 {
-		return o, fmt.Errorf("redisstore: WithBatching(%d): must not be negative", o.maxBatch)
+	switch {
+	case o.clockSet && o.clock == nil:
+		return o, fmt.Errorf("redisstore: %s: WithClock(nil): a clock is required", fn)
+	case o.timeout < 0:
+		return o, fmt.Errorf("redisstore: %s: WithTimeout(%v): must not be negative", fn, o.timeout)
+	case o.margin < 0:
+		return o, fmt.Errorf("redisstore: %s: WithExpiryMargin(%v): must not be negative", fn, o.margin)
+	case o.maxBatch < 0:
+		return o, fmt.Errorf("redisstore: %s: WithBatching(%d): must not be negative", fn, o.maxBatch)
 	}
 	o.batching = o.maxBatch != 1 // batches of one: no batching
 	return o, nil

@@ -18,6 +18,9 @@ import (
 //
 // It fails when limit or floor is negative, a demand is negative, there is
 // no region, or the floors add up to more than limit.
+//
+// A [Limiter] calls it for every period; it is exported so that an
+// operator can compute, from the demand a group saw, the shares it used.
 func Apportion(limit, floor int64, demand []int64) ([]int64, error) {
 	n := int64(len(demand))
 	switch {

@@ -94,15 +94,16 @@ type epoch struct {
 type Option func(*options)
 
 type options struct {
-	period  time.Duration
-	floor   int64
-	shares  map[string]int64
-	clock   core.Clock
-	hook    func(error)
-	prefix  string
-	timeout time.Duration
-	noLoop  bool          // tests drive step themselves
-	margin  time.Duration // tests: the keys' expiry margin, for a manual clock
+	period   time.Duration
+	floor    int64
+	floorSet bool
+	shares   map[string]int64
+	clock    core.Clock
+	hook     func(error)
+	prefix   string
+	timeout  time.Duration
+	noLoop   bool          // tests drive step themselves
+	margin   time.Duration // tests: the keys' expiry margin, for a manual clock
 }
 
 // WithPeriod sets how often each region publishes its demand and takes a
@@ -115,7 +116,7 @@ func WithPeriod(d time.Duration) Option { return func(o *options) { o.period = d
 // WithFloor sets the share every region gets whatever its demand. The
 // floors must fit in the limit: floor × regions <= Limit. Default: a tenth
 // of an equal share, rounded down.
-func WithFloor(n int64) Option { return func(o *options) { o.floor = n } }
+func WithFloor(n int64) Option { return func(o *options) { o.floor, o.floorSet = n, true } }
 
 // WithShares sets the shares the regions use until the aggregate has
 // stored a split: one per region, summing to the limit. Default: equal
@@ -124,10 +125,18 @@ func WithShares(shares map[string]int64) Option {
 	return func(o *options) { o.shares = shares }
 }
 
-// WithClock sets the clock decisions and periods are read from. The
-// goroutine waits on real timers for the times this clock names, so it
-// must advance with real time. Default (or nil): the system clock.
-func WithClock(c core.Clock) Option { return func(o *options) { o.clock = c } }
+// WithClock sets the clock the region reads, rounded down to the
+// microsecond: every decision's time (sent to the region's Redis, whose
+// TIME is never read) and the period it falls in, and the times at which
+// the goroutine publishes demand and takes shares. The goroutine waits for
+// those times on real timers, so c must advance with real time. The
+// gateways of every region then need synchronized clocks. A nil c is an
+// error from [New].
+//
+// Default: [core.SystemClock].
+func WithClock(c core.Clock) Option {
+	return func(o *options) { o.clock = c }
+}
 
 // WithErrorHook sets a function called with every error the goroutine
 // meets talking to the aggregate or the region's Redis; decisions return
@@ -139,9 +148,16 @@ func WithErrorHook(hook func(error)) Option { return func(o *options) { o.hook =
 // [DefaultPrefix].
 func WithPrefix(prefix string) Option { return func(o *options) { o.prefix = prefix } }
 
-// WithTimeout bounds each call to the region's Redis and to the aggregate.
-// Default (or 0): decisions are bounded by their context only, and calls
-// to the aggregate by a quarter of the period.
+// WithTimeout bounds each call to Redis by d: every decision and reset in
+// the region's Redis runs under a context that ends d after the call
+// starts, or earlier if the caller's does, and so does every call to the
+// aggregate, New's included. The clients need ContextTimeoutEnabled for
+// the bound to interrupt a read (see package redisstore). A negative d is
+// an error from [New].
+//
+// Default: 0, no bound beyond the caller's context and the clients' own
+// timeouts for decisions; the goroutine's calls to the aggregate, which
+// have no caller, are bounded by a quarter of the period.
 func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
 // New returns the limiter of region self, one of regions, enforcing its
@@ -177,32 +193,9 @@ func New(local, aggregate redis.UniversalClient, global core.Policy, self string
 		return nil, fmt.Errorf("region: New: region %q is not among %q", self, regions)
 	}
 	n := int64(len(sorted))
-	o := options{period: DefaultPeriod, floor: -1, prefix: DefaultPrefix}
-	for i, opt := range opts {
-		if opt == nil {
-			return nil, fmt.Errorf("region: New: option %d is nil", i)
-		}
-		opt(&o)
-	}
-	if o.clock == nil {
-		o.clock = core.SystemClock{}
-	}
-	if o.prefix == "" {
-		o.prefix = DefaultPrefix
-	}
-	switch {
-	case o.period < MinPeriod || o.period%time.Microsecond != 0:
-		return nil, fmt.Errorf("region: WithPeriod(%v): must be at least %v, in whole microseconds", o.period, MinPeriod)
-	case o.floor == -1:
-		o.floor = global.Limit / n / 10
-	case o.floor < 0 || o.floor > global.Limit/n:
-		return nil, fmt.Errorf("region: WithFloor(%d): must be between 0 and Limit/regions = %d", o.floor, global.Limit/n)
-	}
-	if strings.ContainsAny(o.prefix, "{}") {
-		return nil, fmt.Errorf("region: WithPrefix(%q): must not contain '{' or '}'", o.prefix)
-	}
-	if o.timeout < 0 {
-		return nil, fmt.Errorf("region: WithTimeout(%v): must not be negative", o.timeout)
+	o, err := applyOptions(global, n, opts)
+	if err != nil {
+		return nil, err
 	}
 	period := o.period
 	if global.Algorithm == core.FixedWindow && period%global.Window != 0 {
@@ -287,6 +280,37 @@ func New(local, aggregate redis.UniversalClient, global core.Policy, self string
 	return l, nil
 }
 
+// applyOptions applies opts over the defaults for global over n regions
+// and checks the result.
+func applyOptions(global core.Policy, n int64, opts []Option) (options, error) {
+	o := options{period: DefaultPeriod, prefix: DefaultPrefix, clock: core.SystemClock{}}
+	for i, opt := range opts {
+		if opt == nil {
+			return o, fmt.Errorf("region: New: option %d is nil", i)
+		}
+		opt(&o)
+	}
+	if o.prefix == "" {
+		o.prefix = DefaultPrefix
+	}
+	if !o.floorSet {
+		o.floor = global.Limit / n / 10
+	}
+	switch {
+	case o.clock == nil:
+		return o, errors.New("region: New: WithClock(nil): a clock is required")
+	case o.period < MinPeriod || o.period%time.Microsecond != 0:
+		return o, fmt.Errorf("region: New: WithPeriod(%v): must be at least %v, in whole microseconds", o.period, MinPeriod)
+	case o.floor < 0 || o.floor > global.Limit/n:
+		return o, fmt.Errorf("region: New: WithFloor(%d): must be between 0 and Limit/regions = %d", o.floor, global.Limit/n)
+	case strings.ContainsAny(o.prefix, "{}"):
+		return o, fmt.Errorf("region: New: WithPrefix(%q): must not contain '{' or '}'", o.prefix)
+	case o.timeout < 0:
+		return o, fmt.Errorf("region: New: WithTimeout(%v): must not be negative", o.timeout)
+	}
+	return o, nil
+}
+
 // staticShares checks the shares of WithShares and returns them in the
 // regions' order.
 func staticShares(limit int64, regions []string, shares map[string]int64) ([]int64, error) {
@@ -295,13 +319,13 @@ func staticShares(limit int64, regions []string, shares map[string]int64) ([]int
 	for i, r := range regions {
 		s, ok := shares[r]
 		if !ok || s < 0 {
-			return nil, fmt.Errorf("region: WithShares: region %q needs a share of at least 0", r)
+			return nil, fmt.Errorf("region: New: WithShares: region %q needs a share of at least 0", r)
 		}
 		out[i] = s
 		sum += s
 	}
 	if len(shares) != len(regions) || sum != limit {
-		return nil, fmt.Errorf("region: WithShares: %v must give each of %q a share, summing to the limit %d", shares, regions, limit)
+		return nil, fmt.Errorf("region: New: WithShares: %v must give each of %q a share, summing to the limit %d", shares, regions, limit)
 	}
 	return out, nil
 }
