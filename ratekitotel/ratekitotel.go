@@ -164,17 +164,17 @@ func WithNearLimit(f float64) Option { return func(c *config) { c.view.NearLimit
 // the callback that reads the watched limiters.
 func New(opts ...Option) (*Metrics, error) {
 	c := config{view: metricsview.DefaultConfig()}
-	for _, opt := range opts {
+	for i, opt := range opts {
 		if opt == nil {
-			return nil, errors.New("ratekitotel: nil option")
+			return nil, fmt.Errorf("ratekitotel: New: option %d is nil", i)
 		}
 		opt(&c)
 	}
 	if c.nilSet {
-		return nil, errors.New("ratekitotel: WithMeterProvider(nil): a MeterProvider is required")
+		return nil, errors.New("ratekitotel: New: WithMeterProvider(nil): a MeterProvider is required")
 	}
 	if err := c.view.Validate(); err != nil {
-		return nil, fmt.Errorf("ratekitotel: %w", err)
+		return nil, fmt.Errorf("ratekitotel: New: %w", err)
 	}
 	if c.provider == nil {
 		c.provider = otel.GetMeterProvider()

@@ -70,7 +70,6 @@ package ratekitprom
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -146,14 +145,14 @@ func WithNearLimit(f float64) Option { return func(c *config) { c.NearLimit = f 
 // Metrics is registered with reg already.
 func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 	c := metricsview.DefaultConfig()
-	for _, opt := range opts {
+	for i, opt := range opts {
 		if opt == nil {
-			return nil, errors.New("ratekitprom: nil option")
+			return nil, fmt.Errorf("ratekitprom: New: option %d is nil", i)
 		}
 		opt(&c)
 	}
 	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("ratekitprom: %w", err)
+		return nil, fmt.Errorf("ratekitprom: New: %w", err)
 	}
 	m := &Metrics{}
 	for i := range metricsview.NumMetrics {

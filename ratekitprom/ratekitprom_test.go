@@ -140,18 +140,19 @@ func TestErrors(t *testing.T) {
 		want string
 	}{
 		{"second Metrics", func() error { _, err := ratekitprom.New(reg); return err }(), "ratekitprom: register: duplicate metrics collector registration attempted"},
-		{"nil option", func() error { _, err := ratekitprom.New(nil, nil); return err }(), "ratekitprom: nil option"},
-		{"max policies", func() error { _, err := ratekitprom.New(nil, ratekitprom.WithMaxPolicies(0)); return err }(), "ratekitprom: WithMaxPolicies(0): must be at least 1"},
+		{"nil option", func() error { _, err := ratekitprom.New(nil, nil); return err }(), "ratekitprom: New: option 0 is nil"},
+		{"nil option after a good one", func() error { _, err := ratekitprom.New(nil, ratekitprom.WithMaxPolicies(2), nil); return err }(), "ratekitprom: New: option 1 is nil"},
+		{"max policies", func() error { _, err := ratekitprom.New(nil, ratekitprom.WithMaxPolicies(0)); return err }(), "ratekitprom: New: WithMaxPolicies(0): must be at least 1"},
 		{"buckets", func() error {
 			_, err := ratekitprom.New(nil, ratekitprom.WithLatencyBuckets([]float64{1, 1}))
 			return err
-		}(), "ratekitprom: WithLatencyBuckets: bounds must increase, 1 then 1"},
+		}(), "ratekitprom: New: WithLatencyBuckets: bounds must increase, 1 then 1"},
 		{"no buckets", func() error { _, err := ratekitprom.New(nil, ratekitprom.WithLatencyBuckets(nil)); return err }(),
-			"ratekitprom: WithLatencyBuckets: at least one bound is required"},
+			"ratekitprom: New: WithLatencyBuckets: at least one bound is required"},
 		{"near 0", func() error { _, err := ratekitprom.New(nil, ratekitprom.WithNearLimit(0)); return err }(),
-			"ratekitprom: WithNearLimit(0): the fraction must be more than 0 and at most 1"},
+			"ratekitprom: New: WithNearLimit(0): the fraction must be more than 0 and at most 1"},
 		{"near 1.5", func() error { _, err := ratekitprom.New(nil, ratekitprom.WithNearLimit(1.5)); return err }(),
-			"ratekitprom: WithNearLimit(1.5): the fraction must be more than 0 and at most 1"},
+			"ratekitprom: New: WithNearLimit(1.5): the fraction must be more than 0 and at most 1"},
 		{"nil memory", m.WatchMemory("x", nil), "ratekitprom: WatchMemory: nil limiter"},
 		{"nil lease", m.WatchLeased("x", nil), "ratekitprom: WatchLeased: nil limiter"},
 		{"nil failover", m.WatchFailover("x", nil), "ratekitprom: WatchFailover: nil limiter"},
