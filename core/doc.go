@@ -76,8 +76,9 @@
 // picks a key's policy from its plan (free, pro) on every request.
 // [NewFailover] wraps a remote limiter (Redis) with an [ErrorPolicy] for when
 // it is down, behind a circuit breaker. A limiter that can give units back
-// is a [Refunder]; wrappers expose Unwrap, so that [AsRefunder] and
-// [AsLayered] see through them, a user's own wrapper included. Package
+// is a [Refunder]; the optional capabilities ([Refunder], [LayeredLimiter],
+// [PolicyReporter]) are found with [As], which sees through wrappers (a
+// [Wrapper] has Unwrap), a user's own wrapper included. Package
 // hotkey holds the wrappers that take load off a remote store (leases and a
 // denial cache); packages observe and guard hold observability and the
 // login guard.

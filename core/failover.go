@@ -168,8 +168,8 @@ func NewFailover(remote Limiter, opts ...FailoverOption) (*Failover, error) {
 	if p, ok := policyOf(remote); ok {
 		f.policy, f.hasPol, f.cost = p, true, p.Capacity()
 	}
-	f.remoteLay, _ = AsLayered(remote)
-	f.localLay, _ = AsLayered(f.local)
+	f.remoteLay, _ = As[LayeredLimiter](remote)
+	f.localLay, _ = As[LayeredLimiter](f.local)
 	f.remoteRef = refunderOf(remote)
 	if f.local != nil {
 		f.localRef = refunderOf(f.local)
@@ -255,7 +255,7 @@ func (f *Failover) Reset(ctx context.Context, key string) error {
 
 // Refund gives back n units in the remote limiter (see [Refunder]). It
 // returns an error wrapping [ErrNoRefund] when the remote limiter cannot
-// refund (see [AsRefunder]), whatever the local one can.
+// refund (see [As]), whatever the local one can.
 //
 // A refund is a call to the store like any other: its outage errors go to
 // the [WithStoreErrorHook] hook and count towards opening the breaker. When the
@@ -295,12 +295,12 @@ func (f *Failover) Refund(ctx context.Context, key string, n int64, elapsed time
 }
 
 // Unwrap returns the remote limiter, the one Failover passes requests to
-// while it works (see [AsLayered] and [AsRefunder]).
+// while it works (see [Wrapper]).
 func (f *Failover) Unwrap() Limiter { return f.remote }
 
-// Fallback returns the local limiter that decides in an outage under the
-// [Fallback] error policy, or nil under another policy.
-func (f *Failover) Fallback() Limiter { return f.local }
+// Policy returns the remote limiter's policy, or the zero Policy when it
+// has none (see [PolicyReporter]).
+func (f *Failover) Policy() Policy { return f.policy }
 
 type (
 	decideFunc func(l Limiter, ctx context.Context, key string, n int64) (Decision, error)
@@ -357,6 +357,7 @@ func init() {
 	failover.Check = func(f *Failover, ctx context.Context, key string, n int64) (LayeredDecision, Limiter, error, error) {
 		return f.check(ctx, key, n, Limiter.AllowN, LayeredLimiter.AllowLayers, false)
 	}
+	failover.Local = func(f *Failover) Limiter { return f.local }
 }
 
 // errBreakerOpen is the cause of a refusal while the breaker is open.

@@ -602,9 +602,9 @@ func TestFailoverFallbackShare(t *testing.T) {
 		remote := newFlaky(t, tc.remote, clock)
 		remote.Down.Store(true)
 		f := mustFailover(t, remote, core.WithErrorPolicy(core.FallbackShare(tc.instances)), core.WithClock(clock))
-		local, ok := f.Fallback().(*core.Memory)
+		local, ok := core.FallbackOf(f).(*core.Memory)
 		if !ok || local.Policy() != tc.local {
-			t.Fatalf("FallbackShare(%d) of %v: local %#v, want a Memory of %v", tc.instances, tc.remote, f.Fallback(), tc.local)
+			t.Fatalf("FallbackShare(%d) of %v: local %#v, want a Memory of %v", tc.instances, tc.remote, core.FallbackOf(f), tc.local)
 		}
 		allowed := 0
 		for range 100 {

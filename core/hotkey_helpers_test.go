@@ -8,7 +8,7 @@ import (
 )
 
 // The hot-key wrappers, for the tests of core's composition rules (Unwrap,
-// AsRefunder, Failover over any remote) that must hold for them too.
+// core.As, Failover over any remote) that must hold for them too.
 
 func mustLeased(t testing.TB, remote core.Limiter, batch int64, opts ...hotkey.LeaseOption) *hotkey.Leased {
 	t.Helper()

@@ -39,16 +39,13 @@ type Layered struct {
 	order  []int // layer indexes by Memory id: the lock order
 }
 
-var (
-	_ Limiter        = (*Layered)(nil)
-	_ LayeredLimiter = (*Layered)(nil)
-	_ Refunder       = (*Layered)(nil)
-)
+var _ MultiKeyLimiter = (*Layered)(nil)
 
 // LayeredLimiter is a [Limiter] made of several layers that can report
 // every layer's Decision, not only the most restrictive one: [Layered] in
-// memory, and the Redis store's layered limiter. HTTP middleware uses it to
-// write one RateLimit member per layer.
+// memory, the Redis store's layered limiter, and a ratekit wrapper around
+// either (see [As]). HTTP middleware uses it to write one RateLimit member
+// per layer.
 //
 // AllowLayers and PeekLayers decide exactly as AllowN and Peek, with the
 // same key for every layer; the embedded Decision of their result is what
@@ -65,55 +62,32 @@ type LayeredLimiter interface {
 	PeekLayers(ctx context.Context, key string, n int64) (LayeredDecision, error)
 }
 
-// AsLayered returns l as a [LayeredLimiter] when its decisions have layers
-// worth reporting one by one: l is a LayeredLimiter and, when it is a
-// wrapper (it has an Unwrap() [Limiter] method, as [Failover], hotkey.DenialCache
-// and observe.Limiter do), what it unwraps to is layered too, or, for a wrapper
-// that also has a Fallback() Limiter method (as [Failover] does), its
-// fallback is. AsLayered follows Unwrap chains, as [errors.Is] does, so a
-// user's own wrapper takes part by implementing LayeredLimiter and Unwrap;
-// one that implements only Limiter and Unwrap is a plain limiter.
+// MultiKeyLimiter is a [LayeredLimiter] that can key each layer apart, so
+// that one request is decided against several keys at once, all or
+// nothing: a client IP in one layer and an account in another. [Layered]
+// and the Redis store's layered limiter implement it; wrappers do not pass
+// it on, so call it on the layered limiter itself.
 //
-// This package's wrappers have AllowLayers and PeekLayers whatever they
-// wrap, so that wrapping never hides layers, but around a plain limiter
-// they report a single layer, and a caller that writes headers does better
-// to treat them as the plain limiter they are: AsLayered reports false for
-// them.
-func AsLayered(l Limiter) (LayeredLimiter, bool) {
-	ll, ok := l.(LayeredLimiter)
-	if !ok || !layered(l) {
-		return nil, false
-	}
-	return ll, true
-}
+// In each method, keys[i] is layer i's key, or keys holds one key for
+// every layer. Every method is safe for concurrent use.
+type MultiKeyLimiter interface {
+	LayeredLimiter
+	Refunder
 
-// layered reports whether l is a LayeredLimiter whose Unwrap chain, if
-// any, ends in layers (or passes a fallback that does).
-func layered(l Limiter) bool {
-	for {
-		if _, ok := l.(LayeredLimiter); !ok {
-			return false
-		}
-		inner, ok := unwrap(l)
-		if !ok {
-			return true
-		}
-		if f, ok := l.(interface{ Fallback() Limiter }); ok {
-			if local := f.Fallback(); local != nil && layered(local) {
-				return true
-			}
-		}
-		l = inner
-	}
-}
+	// Policies returns the layers' policies, in layer order.
+	Policies() []Policy
 
-// unwrap returns what l passes requests to, when l has an Unwrap method.
-func unwrap(l Limiter) (Limiter, bool) {
-	w, ok := l.(interface{ Unwrap() Limiter })
-	if !ok {
-		return nil, false
-	}
-	return w.Unwrap(), true
+	// AllowKeys is AllowLayers with a key per layer.
+	AllowKeys(ctx context.Context, keys []string, n int64) (LayeredDecision, error)
+
+	// PeekKeys reports what AllowKeys would decide now, counting nothing.
+	PeekKeys(ctx context.Context, keys []string, n int64) (LayeredDecision, error)
+
+	// RefundKeys is Refund with a key per layer.
+	RefundKeys(ctx context.Context, keys []string, n int64, elapsed time.Duration) error
+
+	// ResetKeys forgets keys[i] in layer i.
+	ResetKeys(ctx context.Context, keys []string) error
 }
 
 // LayeredDecision is what a [Layered] limiter decided for one request: the

@@ -43,7 +43,7 @@ func TestLayeredConformance(t *testing.T) {
 
 // The layered suite, on Memory layers; each layer alone is its Memory.
 func TestLayeredSuite(t *testing.T) {
-	limitertest.RunLayered(t, func(t *testing.T, ps []core.Policy, clock *core.ManualClock) (limitertest.LayeredKeys, []core.Limiter) {
+	limitertest.RunLayered(t, func(t *testing.T, ps []core.Policy, clock *core.ManualClock) (core.MultiKeyLimiter, []core.Limiter) {
 		var mems []*core.Memory
 		var alone []core.Limiter
 		for _, p := range ps {
@@ -364,7 +364,9 @@ func TestLayeredLimiterInterface(t *testing.T) {
 	}
 }
 
-func TestAsLayered(t *testing.T) {
+// As finds LayeredLimiter along the Unwrap chain only: a Failover's
+// fallback is not on it, so a Failover over a plain remote is plain.
+func TestAsLayeredLimiter(t *testing.T) {
 	plain, _ := core.New(core.Policy{Limit: 10, Window: time.Second})
 	a, _ := core.New(core.Policy{Name: "a", Limit: 10, Window: time.Second})
 	b, _ := core.New(core.Policy{Name: "b", Limit: 100, Window: time.Minute})
@@ -387,14 +389,14 @@ func TestAsLayered(t *testing.T) {
 		{"memory", plain, false},
 		{"layered", layered, true},
 		{"failover over memory", overPlain, false},
-		{"failover with a layered fallback", overLayered, true},
+		{"failover with a layered fallback", overLayered, false},
 		{"observed failover over memory", observedPlain, false},
-		{"observed failover with a layered fallback", observedLayered, true},
+		{"observed failover with a layered fallback", observedLayered, false},
 		{"shadow enforcing memory, layered candidate", shadowPlain, false},
 		{"shadow enforcing layered", shadowLayered, true},
 	} {
-		if _, got := core.AsLayered(c.l); got != c.want {
-			t.Errorf("core.AsLayered(%s) = %v, want %v", c.name, got, c.want)
+		if _, got := core.As[core.LayeredLimiter](c.l); got != c.want {
+			t.Errorf("core.As[core.LayeredLimiter](%s) = %v, want %v", c.name, got, c.want)
 		}
 	}
 }

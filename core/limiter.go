@@ -41,10 +41,10 @@ type Limiter interface {
 // parallel requests, since every attempt in flight passes the check.
 //
 // The memory store ([Memory], [Layered], [Tiered]) and the Redis store
-// implement it. The wrappers in this package that pass requests to one
-// limiter (hotkey.DenialCache, [Failover], observe.Limiter) have a Refund
-// method whatever they wrap, which returns [ErrNoRefund] when that limiter
-// cannot give units back; [AsRefunder] tells, once, whether a limiter can.
+// implement it. The wrappers that pass requests to one limiter
+// (hotkey.DenialCache, [Failover], observe.Limiter, observe.Shadow) have a
+// Refund method whatever they wrap, which returns [ErrNoRefund] when that
+// limiter cannot give units back; [As] tells, once, whether a limiter can.
 type Refunder interface {
 	Limiter
 

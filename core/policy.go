@@ -344,17 +344,3 @@ func parseWindow(s string) (time.Duration, error) {
 	}
 	return d, nil
 }
-
-// policyOf returns l's policy and whether it is known: l has a Policy
-// method and it returns a valid Policy. The wrappers' Policy methods
-// (hotkey.DenialCache.Policy, hotkey.Leased.Policy) return the zero Policy when they
-// do not know theirs, which must not be taken for a policy with a capacity
-// of 0. It returns the zero Policy when the policy is unknown.
-func policyOf(l Limiter) (Policy, bool) {
-	if p, ok := l.(interface{ Policy() Policy }); ok {
-		if pol := p.Policy(); pol.Validate() == nil {
-			return pol, true
-		}
-	}
-	return Policy{}, false
-}

@@ -48,42 +48,11 @@ import (
 // for other requests.
 
 // ErrNoRefund reports a limiter that cannot give units back: a wrapper
-// whose limiter is not a [Refunder] (see [AsRefunder]), or a hotkey.Leased one.
+// whose limiter is not a [Refunder] (see [As]).
 var ErrNoRefund = errors.New("limiter cannot give units back")
 
 // ErrInvalidElapsed reports a negative elapsed time given to Refund.
 var ErrInvalidElapsed = errors.New("elapsed time must not be negative")
-
-// AsRefunder returns l as a [Refunder] when it can give units back: l is a
-// Refunder and, when it is a wrapper (it has an Unwrap() [Limiter] method,
-// as hotkey.DenialCache, [Failover] and observe.Limiter do), so is what it
-// unwraps to, along the whole Unwrap chain. A user's own wrapper takes part
-// by implementing Refunder and Unwrap. This package's wrappers have a
-// Refund method whatever they wrap and return [ErrNoRefund] when it cannot
-// refund; code that counts before running should call AsRefunder once,
-// when it is built, and refuse a limiter for which it reports false.
-func AsRefunder(l Limiter) (Refunder, bool) {
-	r, ok := l.(Refunder)
-	if !ok {
-		return nil, false
-	}
-	for x := l; ; {
-		inner, ok := unwrap(x)
-		if !ok {
-			return r, true
-		}
-		if _, ok := inner.(Refunder); !ok {
-			return nil, false
-		}
-		x = inner
-	}
-}
-
-// refunderOf returns l as a Refunder if it can refund, else nil.
-func refunderOf(l Limiter) Refunder {
-	r, _ := AsRefunder(l)
-	return r
-}
 
 // noRefund returns ErrNoRefund, wrapped, naming the limiter that cannot
 // refund.

@@ -253,7 +253,7 @@ func TestWrappersRefund(t *testing.T) {
 type hidden struct{ core.Limiter }
 
 // A wrapper around a limiter that cannot refund says so, with ErrNoRefund,
-// and AsRefunder sees through it; so does one around a Leased limiter.
+// and core.As sees through it; so does one around a Leased limiter.
 func TestNoRefund(t *testing.T) {
 	clock := core.NewManualClock(layeredStart)
 	p := core.Policy{Limit: 10, Window: time.Minute}
@@ -273,25 +273,25 @@ func TestNoRefund(t *testing.T) {
 	for name, wrap := range wrappers {
 		for _, inner := range []core.Limiter{plain, leased, mustDenialCache(t, plain)} {
 			l := wrap(inner)
-			if _, ok := core.AsRefunder(l); ok {
-				t.Errorf("%s around %T: AsRefunder says it can refund", name, inner)
+			if _, ok := core.As[core.Refunder](l); ok {
+				t.Errorf("%s around %T: As[Refunder] says it can refund", name, inner)
 			}
 			err := l.(core.Refunder).Refund(ctx, "k", 1, 0)
 			if !errors.Is(err, core.ErrNoRefund) || !core.CallerError(ctx, err) {
 				t.Errorf("%s around %T: Refund: %v, want ErrNoRefund", name, inner, err)
 			}
 		}
-		if _, ok := core.AsRefunder(wrap(mustObserved(t, mustNew(t, p, clock), &recorder{}))); !ok {
-			t.Errorf("%s around an Observed Memory: AsRefunder says it cannot refund", name)
+		if _, ok := core.As[core.Refunder](wrap(mustObserved(t, mustNew(t, p, clock), &recorder{}))); !ok {
+			t.Errorf("%s around an Observed Memory: As[Refunder] says it cannot refund", name)
 		}
 	}
 	for _, l := range []core.Limiter{mustNew(t, p, clock), mustLayered(t, mustNew(t, p, clock))} {
-		if _, ok := core.AsRefunder(l); !ok {
-			t.Errorf("AsRefunder(%T) = false", l)
+		if _, ok := core.As[core.Refunder](l); !ok {
+			t.Errorf("As[Refunder](%T) = false", l)
 		}
 	}
-	if _, ok := core.AsRefunder(plain); ok {
-		t.Errorf("AsRefunder of a limiter without Refund = true")
+	if _, ok := core.As[core.Refunder](plain); ok {
+		t.Errorf("As[Refunder] of a limiter without Refund = true")
 	}
 }
 

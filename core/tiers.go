@@ -84,15 +84,6 @@ func NewTiered(plans map[string]Policy, planOf PlanFunc, opts ...Option) (*Tiere
 	return t, nil
 }
 
-// Policy returns the policy of plan, and whether there is such a plan.
-func (t *Tiered) Policy(plan string) (Policy, bool) {
-	m, ok := t.plans[plan]
-	if !ok {
-		return Policy{}, false
-	}
-	return m.policy, true
-}
-
 // Plans returns the plans' policies by plan name, in a new map.
 func (t *Tiered) Plans() map[string]Policy {
 	ps := make(map[string]Policy, len(t.plans))

@@ -199,10 +199,7 @@ func TestTieredCostAndErrors(t *testing.T) {
 			t.Errorf("%s: no error", name)
 		}
 	}
-	if p, ok := tl.Policy("pro"); !ok || p.Name != "pro" || p.Limit != 10 {
-		t.Errorf("Policy(pro) = %v, %v", p, ok)
-	}
-	if ps := tl.Plans(); len(ps) != 2 || ps["free"].Limit != 3 {
+	if ps := tl.Plans(); len(ps) != 2 || ps["free"].Limit != 3 || ps["pro"].Name != "pro" || ps["pro"].Limit != 10 {
 		t.Errorf("Plans() = %v", ps)
 	}
 }

@@ -12,7 +12,7 @@ import (
 
 // tally is a user's own wrapper: it counts the calls it passes on. It
 // implements LayeredLimiter and Refunder whatever it wraps, as core's
-// wrappers do, and Unwrap, so that AsLayered and AsRefunder see through it.
+// wrappers do, and Unwrap, so that core.As see through it.
 type tally struct {
 	l     core.Limiter
 	calls int
@@ -65,7 +65,7 @@ type opaque struct{ core.Limiter }
 
 func (w opaque) Unwrap() core.Limiter { return w.Limiter }
 
-// AsLayered and AsRefunder follow Unwrap through a user's own wrapper, in
+// core.As follow Unwrap through a user's own wrapper, in
 // either order with core's wrappers, as they do through core's.
 func TestUnwrapUserWrapper(t *testing.T) {
 	clock := core.NewManualClock(layeredStart)
@@ -94,25 +94,25 @@ func TestUnwrapUserWrapper(t *testing.T) {
 		{"tally(opaque(layered))", wrap(opaque{lay}), false, false},
 		{"observed(opaque(memory))", observe(opaque{mem}), false, false},
 	} {
-		if _, got := core.AsLayered(c.l); got != c.layered {
-			t.Errorf("AsLayered(%s) = %v, want %v", c.name, got, c.layered)
+		if _, got := core.As[core.LayeredLimiter](c.l); got != c.layered {
+			t.Errorf("As[LayeredLimiter](%s) = %v, want %v", c.name, got, c.layered)
 		}
-		if _, got := core.AsRefunder(c.l); got != c.funds {
-			t.Errorf("AsRefunder(%s) = %v, want %v", c.name, got, c.funds)
+		if _, got := core.As[core.Refunder](c.l); got != c.funds {
+			t.Errorf("As[Refunder](%s) = %v, want %v", c.name, got, c.funds)
 		}
 	}
 
 	// The wrapper is used, not only looked through.
 	w := &tally{l: lay}
-	ll, ok := core.AsLayered(mustObserved(t, w, &recorder{}))
+	ll, ok := core.As[core.LayeredLimiter](mustObserved(t, w, &recorder{}))
 	if !ok {
-		t.Fatal("AsLayered(observed(tally(layered))) = false")
+		t.Fatal("As[LayeredLimiter](observed(tally(layered))) = false")
 	}
 	ld, err := ll.AllowLayers(ctx, "k", 1)
 	if err != nil || !ld.Allowed || len(ld.Layers) != 2 || w.calls != 1 {
 		t.Errorf("AllowLayers: %+v, %v, %d calls; want allowed, 2 layers, 1 call", ld, err, w.calls)
 	}
-	r, _ := core.AsRefunder(w)
+	r, _ := core.As[core.Refunder](w)
 	if err := r.Refund(ctx, "k", 1, 0); err != nil {
 		t.Errorf("Refund: %v", err)
 	}
@@ -129,7 +129,7 @@ func TestUnwrap(t *testing.T) {
 	failover := mustFailover(t, remote, core.WithErrorPolicy(core.Fallback(local)))
 	for _, c := range []struct {
 		name string
-		w    interface{ Unwrap() core.Limiter }
+		w    core.Wrapper
 	}{
 		{"failover", failover},
 		{"observed", mustObserved(t, remote, &recorder{})},
@@ -141,10 +141,10 @@ func TestUnwrap(t *testing.T) {
 			t.Errorf("%s: Unwrap() = %p, want %p", c.name, got, remote)
 		}
 	}
-	if got := failover.Fallback(); got != core.Limiter(local) {
-		t.Errorf("Failover.Fallback() = %p, want %p", got, local)
+	if got := core.FallbackOf(failover); got != core.Limiter(local) {
+		t.Errorf("the fallback = %p, want %p", got, local)
 	}
-	if got := mustFailover(t, remote).Fallback(); got != nil {
-		t.Errorf("Failover.Fallback() without the Fallback policy = %v, want nil", got)
+	if got := core.FallbackOf(mustFailover(t, remote)); got != nil {
+		t.Errorf("the fallback without the Fallback policy = %v, want nil", got)
 	}
 }

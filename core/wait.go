@@ -113,7 +113,7 @@ var waitJitter = rand.Int64N
 // giveBack refunds n units of key that an AllowN started at start counted,
 // if l can refund. Errors are ignored: Wait reports the reason it stopped.
 func giveBack(ctx context.Context, l Limiter, key string, n int64, start time.Time) {
-	if r, ok := AsRefunder(l); ok {
+	if r, ok := As[Refunder](l); ok {
 		_ = r.Refund(context.WithoutCancel(ctx), key, n, time.Since(start))
 	}
 }

@@ -191,7 +191,7 @@ func WithClock(c core.Clock) Option { return func(g *config) { g.clock = c } }
 //	func(p core.Policy) (core.Limiter, error) { return redisstore.New(client, p) } // every server
 //
 // newLimiter must return a limiter that enforces the policy it is given
-// and can give units back ([core.AsRefunder]); wrapping it, in a
+// and can give units back ([core.As] finds a [core.Refunder]); wrapping it, in a
 // [core.Failover] for instance, is fine. Guards that share a store need
 // their own policy names, or their own prefix on Redis.
 //
@@ -229,7 +229,7 @@ func New(newLimiter func(core.Policy) (core.Limiter, error), opts ...Option) (*G
 		if err != nil {
 			return nil, err
 		}
-		r, ok := core.AsRefunder(l)
+		r, ok := core.As[core.Refunder](l)
 		if !ok {
 			return nil, fmt.Errorf("guard: %s policy: %T cannot give attempts back (core.Refunder)", what, l)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -49,7 +50,8 @@ type DenialCache struct {
 	// decision.
 
 	remote  core.Limiter
-	ref     core.Refunder // remote, when it can refund
+	ref     core.Refunder       // remote, when it can refund
+	lay     core.LayeredLimiter // remote, when it is layered
 	clock   core.Clock
 	denials table[denial]
 
@@ -69,11 +71,14 @@ type DenialCache struct {
 }
 
 var (
-	_ core.Limiter  = (*DenialCache)(nil)
-	_ core.Refunder = (*DenialCache)(nil)
+	_ core.LayeredLimiter = (*DenialCache)(nil)
+	_ core.Refunder       = (*DenialCache)(nil)
+	_ core.PolicyReporter = (*DenialCache)(nil)
+	_ core.Wrapper        = (*DenialCache)(nil)
 )
 
-// denial is a remembered remote denial: n units, from at to until (Unix ns).
+// denial is a remembered remote denial: n units, from at to until (Unix ns),
+// with every layer's Decision when a layered remote limiter decided it.
 type denial struct {
 	n         int64
 	at, until int64
@@ -81,6 +86,8 @@ type denial struct {
 	remaining int64
 	limit     int64
 	policy    core.Policy
+	layer     int
+	layers    []core.Decision // nil when decided by AllowN or Peek
 }
 
 // NewDenialCache returns a limiter that decides by remote and answers
@@ -103,15 +110,20 @@ func NewDenialCache(remote core.Limiter, opts ...Option) (*DenialCache, error) {
 	case o.maxKeys < 1:
 		return nil, fmt.Errorf("hotkey: NewDenialCache: WithMaxKeys(%d): must be at least 1", o.maxKeys)
 	}
-	return &DenialCache{remote: remote, ref: refunderOf(remote), clock: o.clock, denials: newTable[denial](o.maxKeys, nil)}, nil
+	c := &DenialCache{remote: remote, clock: o.clock, denials: newTable[denial](o.maxKeys, nil)}
+	c.ref, _ = core.As[core.Refunder](remote)
+	c.lay, _ = core.As[core.LayeredLimiter](remote)
+	return c, nil
 }
 
-// Policy returns the remote limiter's policy, if it has a Policy method
-// (both stores do) that returns a valid Policy, or else the zero Policy:
-// the policy is unknown.
+// Policy returns the remote limiter's policy, or the zero Policy when it
+// has none (see [core.PolicyReporter]).
 func (c *DenialCache) Policy() core.Policy {
-	p, _ := policyOf(c.remote)
-	return p
+	p, _ := core.As[core.PolicyReporter](c.remote)
+	if p == nil {
+		return core.Policy{}
+	}
+	return p.Policy()
 }
 
 // Hits returns the number of requests answered from memory so far.
@@ -126,13 +138,28 @@ func (c *DenialCache) Allow(ctx context.Context, key string) (core.Decision, err
 // remembered (see [DenialCache]), and otherwise asks the remote limiter, remembering a
 // denial. Errors of the remote limiter are returned as they are.
 func (c *DenialCache) AllowN(ctx context.Context, key string, n int64) (core.Decision, error) {
-	return c.decide(ctx, key, n, core.Limiter.AllowN, true)
+	ld, err := c.decide(ctx, key, n, true, false)
+	return ld.Decision, err
 }
 
 // Peek is AllowN counting nothing: a remembered denial answers it, and a
 // denial of the remote Peek is remembered as one of AllowN would be.
 func (c *DenialCache) Peek(ctx context.Context, key string, n int64) (core.Decision, error) {
-	return c.decide(ctx, key, n, core.Limiter.Peek, false)
+	ld, err := c.decide(ctx, key, n, false, false)
+	return ld.Decision, err
+}
+
+// AllowLayers is AllowN that also returns every layer's Decision, when the
+// remote limiter is a [core.LayeredLimiter]: a remembered denial answers
+// with its layers, each counted down as its Decision is. A remote limiter
+// that is not layered counts as one layer.
+func (c *DenialCache) AllowLayers(ctx context.Context, key string, n int64) (core.LayeredDecision, error) {
+	return c.decide(ctx, key, n, true, true)
+}
+
+// PeekLayers reports what AllowLayers would decide now, counting nothing.
+func (c *DenialCache) PeekLayers(ctx context.Context, key string, n int64) (core.LayeredDecision, error) {
+	return c.decide(ctx, key, n, false, true)
 }
 
 // Reset forgets key's denial and resets key in the remote limiter.
@@ -148,7 +175,7 @@ func (c *DenialCache) Reset(ctx context.Context, key string) error {
 // Refund gives back n units in the remote limiter (see [core.Refunder]) and,
 // when it succeeds, forgets key's denial: the key has more room than when
 // it was denied. It returns the remote error as it is, or an error wrapping
-// [core.ErrNoRefund] when the remote limiter cannot refund (see [core.AsRefunder]).
+// [core.ErrNoRefund] when the remote limiter cannot refund (see [core.As]).
 func (c *DenialCache) Refund(ctx context.Context, key string, n int64, elapsed time.Duration) error {
 	if c.ref == nil {
 		return noRefund("denial cache", c.remote)
@@ -177,29 +204,44 @@ func (c *DenialCache) forgetsOf(key string) *atomic.Uint64 {
 }
 
 // Unwrap returns the remote limiter, the one DenialCache passes the
-// requests it does not deny itself to (see [core.AsRefunder]).
+// requests it does not deny itself to (see [core.Wrapper]).
 func (c *DenialCache) Unwrap() core.Limiter { return c.remote }
 
-func (c *DenialCache) decide(ctx context.Context, key string, n int64, op decideFunc, commit bool) (core.Decision, error) {
+// decide asks the remote limiter, by AllowN (allow) or Peek, unless a
+// remembered denial answers; with layers, it asks by AllowLayers or
+// PeekLayers when the remote limiter is layered, and a denial remembered
+// without layers does not answer.
+func (c *DenialCache) decide(ctx context.Context, key string, n int64, allow, layers bool) (core.LayeredDecision, error) {
 	if key == "" || n <= 0 {
 		p := c.Policy()
-		return core.Decision{Limit: p.Limit, Policy: p}, checkRequest(key, n, core.MaxLimit)
+		return core.LayeredDecision{Decision: core.Decision{Limit: p.Limit, Policy: p}}, checkRequest(key, n, core.MaxLimit)
+	}
+	lay := c.lay
+	if !layers {
+		lay = nil
 	}
 	now := c.clock.Now().UnixNano()
-	if d, ok := c.cached(key, n, now); ok {
+	if ld, ok := c.cached(key, n, now, lay != nil); ok {
 		c.hits.Add(1)
-		return d, nil
+		if layers && lay == nil {
+			ld = core.MostRestrictive([]core.Decision{ld.Decision})
+		}
+		return ld, nil
 	}
 	forgets := c.forgetsOf(key)
 	seen := forgets.Load()
-	d, err := op(c.remote, ctx, key, n)
+	ld, err := ask(ctx, c.remote, lay, key, n, allow)
 	if err != nil {
-		return d, err
+		return ld, err
 	}
+	d := ld.Decision
 	switch {
 	case !d.Allowed && d.RetryAfter > 0:
 		e := denial{n: n, at: now, until: now + int64(d.RetryAfter), resetAt: now + int64(d.ResetAfter),
 			remaining: d.Remaining, limit: d.Limit, policy: d.Policy}
+		if lay != nil {
+			e.layer, e.layers = ld.Layer, slices.Clone(ld.Layers)
+		}
 		c.denials.update(key, func(old denial, ok bool) (denial, bool) {
 			if forgets.Load() != seen {
 				return old, ok // a state changed meanwhile: the denial may be stale
@@ -209,16 +251,39 @@ func (c *DenialCache) decide(ctx context.Context, key string, n int64, op decide
 			}
 			return e, true
 		})
-	case d.Allowed && commit:
+	case d.Allowed && allow:
 		c.denials.remove(key)
 	}
-	return d, nil
+	if layers && lay == nil {
+		ld = core.MostRestrictive([]core.Decision{d})
+	}
+	return ld, nil
+}
+
+// ask asks l by AllowLayers or PeekLayers when lay (then l) is not nil,
+// else by AllowN or Peek, a Decision alone.
+func ask(ctx context.Context, l core.Limiter, lay core.LayeredLimiter, key string, n int64, allow bool) (core.LayeredDecision, error) {
+	switch {
+	case lay != nil && allow:
+		return lay.AllowLayers(ctx, key, n)
+	case lay != nil:
+		return lay.PeekLayers(ctx, key, n)
+	}
+	var d core.Decision
+	var err error
+	if allow {
+		d, err = l.AllowN(ctx, key, n)
+	} else {
+		d, err = l.Peek(ctx, key, n)
+	}
+	return core.LayeredDecision{Decision: d}, err
 }
 
 // cached returns the remembered denial of n units of key at now,
-// forgetting one that has run out.
-func (c *DenialCache) cached(key string, n, now int64) (core.Decision, bool) {
-	var d core.Decision
+// forgetting one that has run out. With layers, only a denial remembered
+// with its layers answers, and its layers are counted down too.
+func (c *DenialCache) cached(key string, n, now int64, layers bool) (core.LayeredDecision, bool) {
+	var ld core.LayeredDecision
 	var hit bool
 	c.denials.update(key, func(e denial, ok bool) (denial, bool) {
 		if !ok {
@@ -227,17 +292,31 @@ func (c *DenialCache) cached(key string, n, now int64) (core.Decision, bool) {
 		if now < e.at || now >= e.until {
 			return e, false
 		}
-		if n == e.n {
+		if n == e.n && (!layers || e.layers != nil) {
 			hit = true
-			d = core.Decision{
+			ld.Decision = core.Decision{
 				Limit:      e.limit,
 				Remaining:  e.remaining,
 				RetryAfter: time.Duration(e.until - now),
 				ResetAfter: time.Duration(max(e.resetAt-now, 0)),
 				Policy:     e.policy,
 			}
+			if layers {
+				ld.Layer, ld.Layers = e.layer, countDown(e.layers, time.Duration(now-e.at))
+			}
 		}
 		return e, true
 	})
-	return d, hit
+	return ld, hit
+}
+
+// countDown returns a copy of layers with every RetryAfter and ResetAfter
+// less elapsed, at least 0.
+func countDown(layers []core.Decision, elapsed time.Duration) []core.Decision {
+	out := slices.Clone(layers)
+	for i := range out {
+		out[i].RetryAfter = max(out[i].RetryAfter-elapsed, 0)
+		out[i].ResetAfter = max(out[i].ResetAfter-elapsed, 0)
+	}
+	return out
 }

@@ -224,3 +224,58 @@ func TestDenialCacheRefund(t *testing.T) {
 		t.Fatalf("after the refund: %+v, want allowed (the denial forgotten)", d)
 	}
 }
+
+// Over a layered remote limiter, AllowLayers answers a remembered denial
+// with every layer, counted down as the Decision is, and exactly as the
+// remote limiter would report them then.
+func TestDenialCacheLayers(t *testing.T) {
+	clock := core.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	minute, err := core.New(core.Policy{Name: "minute", Limit: 2, Window: time.Minute}, core.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	day, err := core.New(core.Policy{Name: "day", Limit: 100, Window: 24 * time.Hour}, core.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote, err := core.NewLayered(minute, day)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := hotkey.NewDenialCache(remote, hotkey.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for range 2 {
+		if ld, err := c.AllowLayers(ctx, "k", 1); err != nil || !ld.Allowed || len(ld.Layers) != 2 {
+			t.Fatalf("AllowLayers = %+v, %v; want allowed with 2 layers", ld, err)
+		}
+	}
+	first, err := c.AllowLayers(ctx, "k", 1)
+	if err != nil || first.Allowed || first.Layer != 0 || len(first.Layers) != 2 || c.Hits() != 0 {
+		t.Fatalf("third AllowLayers = %+v, %v, %d hits; want denied by layer 0, from the remote", first, err, c.Hits())
+	}
+	clock.Advance(time.Second)
+	got, err := c.AllowLayers(ctx, "k", 1)
+	if err != nil || c.Hits() != 1 {
+		t.Fatalf("AllowLayers %v, %d hits; want one answered from memory", err, c.Hits())
+	}
+	want, err := remote.PeekLayers(ctx, "k", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Allowed || got.Layer != want.Layer || got.RetryAfter != want.RetryAfter || len(got.Layers) != 2 ||
+		got.Layers[0].RetryAfter != want.Layers[0].RetryAfter || got.Layers[1].Remaining != want.Layers[1].Remaining ||
+		got.Layers[0].ResetAfter != want.Layers[0].ResetAfter {
+		t.Errorf("from memory %+v, remote now %+v", got, want)
+	}
+	// A denial remembered by AllowN, without layers, does not answer
+	// AllowLayers, and AllowN is answered from memory as before.
+	if _, err := c.AllowN(ctx, "j", 3); err == nil {
+		t.Fatal("cost 3 over a limit of 2: no error")
+	}
+	if d, err := c.AllowN(ctx, "k", 1); err != nil || d.Allowed || c.Hits() != 2 {
+		t.Errorf("AllowN = %+v, %v, %d hits; want denied from memory", d, err, c.Hits())
+	}
+}

@@ -76,7 +76,10 @@ type Leased struct {
 	dropped atomic.Uint64
 }
 
-var _ core.Limiter = (*Leased)(nil)
+var (
+	_ core.PolicyReporter = (*Leased)(nil)
+	_ core.Wrapper        = (*Leased)(nil)
+)
 
 // Leased has no Refund method. A request spends units that the remote
 // limiter counted when the lease was taken, maybe long before, so a remote
@@ -143,7 +146,8 @@ func NewLeased(remote core.Limiter, batch int64, opts ...LeaseOption) (*Leased, 
 		return nil, fmt.Errorf("hotkey: NewLeased: WithMaxKeys(%d): must be at least 1", o.maxKeys)
 	}
 	l := &Leased{remote: remote, batch: batch, leaseTime: int64(o.leaseTime), clock: o.clock}
-	if pol, ok := policyOf(remote); ok {
+	if p, ok := core.As[core.PolicyReporter](remote); ok {
+		pol := p.Policy()
 		if pol.Algorithm == core.LeakyBucket {
 			return nil, errors.New("hotkey: NewLeased: a leaky bucket's Delay cannot be leased")
 		}

@@ -24,22 +24,6 @@ func checkRequest(key string, n, maxCost int64) error {
 	return nil
 }
 
-// policyOf returns l's policy if it reports a valid one.
-func policyOf(l core.Limiter) (core.Policy, bool) {
-	if p, ok := l.(interface{ Policy() core.Policy }); ok {
-		if pol := p.Policy(); pol.Validate() == nil {
-			return pol, true
-		}
-	}
-	return core.Policy{}, false
-}
-
-// refunderOf returns l as a Refunder if it can refund, else nil.
-func refunderOf(l core.Limiter) core.Refunder {
-	r, _ := core.AsRefunder(l)
-	return r
-}
-
 // noRefund returns core.ErrNoRefund, wrapped, naming the limiter that
 // cannot refund.
 func noRefund(who string, l core.Limiter) error {

@@ -131,8 +131,8 @@ func New(l core.Limiter, opts ...Option) (*Engine, error) {
 		// Counting after the handler cannot hold under parallel requests:
 		// the request is counted first and given back, which needs a
 		// limiter that can give back.
-		for _, lim := range []core.Limiter{l, f.Fallback()} {
-			if _, ok := core.AsRefunder(lim); lim != nil && !ok {
+		for _, lim := range []core.Limiter{l, localOf(f)} {
+			if _, ok := core.As[core.Refunder](lim); lim != nil && !ok {
 				return nil, fmt.Errorf("httplimit: WithCountIf: %T cannot give units back (core.Refunder)", lim)
 			}
 		}
@@ -399,6 +399,10 @@ func (e *Engine) cost(res *Result) (int64, bool) {
 // checkFailover decides a request by a core.Failover, telling which limiter
 // decided and the store error it was decided despite (internal/failover).
 var checkFailover = failover.Check.(func(*core.Failover, context.Context, string, int64) (core.LayeredDecision, core.Limiter, error, error))
+
+// localOf returns a core.Failover's fallback limiter, or nil
+// (internal/failover).
+var localOf = failover.Local.(func(*core.Failover) core.Limiter)
 
 // decide asks the failover composition over the limiter for res.key and
 // res.cost, and records the Decision in res.d, every layer's in

@@ -297,8 +297,8 @@ func newObserver(name string, l core.Limiter, obs Observer, opts []Option) (obse
 	}
 	w := observer{obs: obs, policy: o.policy, fixed: o.hasPolicy, keyClass: o.keyClass, rawKey: o.rawKey, clock: o.clock}
 	if !w.fixed {
-		if p, ok := policyOf(l); ok && p.Name != "" {
-			w.policy, w.fixed = p.Name, true
+		if p, ok := core.As[core.PolicyReporter](l); ok && p.Policy().Name != "" {
+			w.policy, w.fixed = p.Policy().Name, true
 		}
 	}
 	if w.fixed {
@@ -356,6 +356,7 @@ func (w *observer) reportTook(ctx context.Context, op Op, key string, n int64, d
 type Limiter struct {
 	l   core.Limiter
 	lay core.LayeredLimiter // l, when it is layered
+	pol core.Policy         // l's, when it has one
 	ref core.Refunder       // l, when it can refund
 	w   observer
 }
@@ -373,18 +374,18 @@ func New(l core.Limiter, obs Observer, opts ...Option) (*Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &Limiter{l: l, w: w, ref: refunderOf(l)}
-	o.lay, _ = core.AsLayered(l)
+	o := &Limiter{l: l, w: w}
+	o.ref, _ = core.As[core.Refunder](l)
+	o.lay, _ = core.As[core.LayeredLimiter](l)
+	if p, ok := core.As[core.PolicyReporter](l); ok {
+		o.pol = p.Policy()
+	}
 	return o, nil
 }
 
-// Policy returns the observed limiter's policy, when it has a Policy
-// method that returns a valid Policy, else the zero Policy (as
-// [github.com/ratekit/ratekit/hotkey.DenialCache.Policy] does).
-func (o *Limiter) Policy() core.Policy {
-	p, _ := policyOf(o.l)
-	return p
-}
+// Policy returns the observed limiter's policy, or the zero Policy when it
+// has none (see [core.PolicyReporter]).
+func (o *Limiter) Policy() core.Policy { return o.pol }
 
 // Allow is shorthand for AllowN(ctx, key, 1).
 func (o *Limiter) Allow(ctx context.Context, key string) (core.Decision, error) {
@@ -442,21 +443,6 @@ func (o *Limiter) Reset(ctx context.Context, key string) error {
 	return err
 }
 
-// policyOf returns l's policy and whether it is known: l has a Policy
-// method and it returns a valid Policy. The wrappers' Policy methods
-// (hotkey.DenialCache.Policy, hotkey.Leased.Policy, [Limiter.Policy],
-// [Shadow.Policy]) return the zero Policy when they do not know theirs,
-// which must not be taken for a policy with a capacity of 0. It returns
-// the zero Policy when the policy is unknown.
-func policyOf(l core.Limiter) (core.Policy, bool) {
-	if p, ok := l.(interface{ Policy() core.Policy }); ok {
-		if pol := p.Policy(); pol.Validate() == nil {
-			return pol, true
-		}
-	}
-	return core.Policy{}, false
-}
-
 // FailoverHooks returns the options of [core.NewFailover] that report the
 // Failover's outage errors ([OpStoreError]) and circuit breaker transitions
 // ([OpBreakerOpen], [OpBreakerClose]) to obs as events of the named policy,
@@ -489,7 +475,7 @@ func FailoverHooks(obs Observer, policy string) []core.FailoverOption {
 
 // Refund returns what the observed limiter's Refund returns, after
 // reporting it as an [OpRefund] event. When the observed limiter cannot
-// refund (see [core.AsRefunder]), it returns, and reports, an error wrapping
+// refund (see [core.As]), it returns, and reports, an error wrapping
 // [core.ErrNoRefund].
 func (o *Limiter) Refund(ctx context.Context, key string, n int64, elapsed time.Duration) error {
 	start := o.w.now()
@@ -504,7 +490,7 @@ func (o *Limiter) Refund(ctx context.Context, key string, n int64, elapsed time.
 }
 
 // Unwrap returns the observed limiter, the one Limiter passes requests
-// to (see [core.AsLayered] and [core.AsRefunder]).
+// to (see [core.Wrapper]).
 func (o *Limiter) Unwrap() core.Limiter { return o.l }
 
 // layersOf asks l for every layer's Decision: by AllowLayers or PeekLayers
@@ -529,12 +515,6 @@ func layersOf(ctx context.Context, l core.Limiter, lay core.LayeredLimiter, key 
 		return core.LayeredDecision{Decision: d}, err
 	}
 	return core.MostRestrictive([]core.Decision{d}), nil
-}
-
-// refunderOf returns l as a Refunder if it can refund, else nil.
-func refunderOf(l core.Limiter) core.Refunder {
-	r, _ := core.AsRefunder(l)
-	return r
 }
 
 // noRefund returns core.ErrNoRefund, wrapped, naming the limiter that

@@ -33,6 +33,7 @@ type Shadow struct {
 	enforced  core.Limiter
 	lay       core.LayeredLimiter // enforced, when it is layered
 	ref       core.Refunder       // enforced, when it can refund
+	pol       core.Policy         // enforced's, when it has one
 	candidate core.Limiter
 	w         observer
 }
@@ -55,17 +56,18 @@ func NewShadow(enforced, candidate core.Limiter, obs Observer, opts ...Option) (
 	if err != nil {
 		return nil, err
 	}
-	s := &Shadow{enforced: enforced, candidate: candidate, w: w, ref: refunderOf(enforced)}
-	s.lay, _ = core.AsLayered(enforced)
+	s := &Shadow{enforced: enforced, candidate: candidate, w: w}
+	s.ref, _ = core.As[core.Refunder](enforced)
+	s.lay, _ = core.As[core.LayeredLimiter](enforced)
+	if p, ok := core.As[core.PolicyReporter](enforced); ok {
+		s.pol = p.Policy()
+	}
 	return s, nil
 }
 
-// Policy returns the enforced limiter's policy, when it has a Policy
-// method that returns a valid Policy, else the zero Policy.
-func (s *Shadow) Policy() core.Policy {
-	p, _ := policyOf(s.enforced)
-	return p
-}
+// Policy returns the enforced limiter's policy, or the zero Policy when it
+// has none (see [core.PolicyReporter]).
+func (s *Shadow) Policy() core.Policy { return s.pol }
 
 // Allow is shorthand for AllowN(ctx, key, 1).
 func (s *Shadow) Allow(ctx context.Context, key string) (core.Decision, error) {
@@ -123,7 +125,7 @@ func (s *Shadow) Reset(ctx context.Context, key string) error {
 
 // Refund gives back n units in the enforced limiter and returns its error,
 // or an error wrapping [core.ErrNoRefund] when it cannot refund (see
-// [core.AsRefunder]). The candidate is not refunded and nothing is reported: it
+// [core.As]). The candidate is not refunded and nothing is reported: it
 // decided the request on its own, and giving back units it may have denied
 // would give it units of other requests. A candidate watched on a route
 // that refunds therefore reports more denials than it would make enforced.
@@ -136,7 +138,7 @@ func (s *Shadow) Refund(ctx context.Context, key string, n int64, elapsed time.D
 
 // Unwrap returns the enforced limiter, the one Shadow passes requests to
 // and whose answers it returns; the candidate is not unwrapped (see
-// [core.AsLayered] and [core.AsRefunder]).
+// [core.Wrapper]).
 func (s *Shadow) Unwrap() core.Limiter { return s.enforced }
 
 // consult asks the candidate with decide (its AllowN or Peek, as op says)

@@ -40,7 +40,7 @@ func TestLayeredConformance(t *testing.T) {
 // its policy under the same prefix, which shares the layer's keys.
 func TestLayeredSuite(t *testing.T) {
 	client := newClient(t, singleNode(t))
-	limitertest.RunLayered(t, func(t *testing.T, ps []core.Policy, clock *core.ManualClock) (limitertest.LayeredKeys, []core.Limiter) {
+	limitertest.RunLayered(t, func(t *testing.T, ps []core.Policy, clock *core.ManualClock) (core.MultiKeyLimiter, []core.Limiter) {
 		prefix := uniquePrefix(t.Name())
 		var alone []core.Limiter
 		for _, p := range ps {

@@ -1,7 +1,6 @@
 package limitertest
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -11,25 +10,10 @@ import (
 	"github.com/ratekit/ratekit/internal/limitercheck"
 )
 
-// LayeredKeys is a layered limiter that can key each layer apart, as
-// [core.Layered] and the Redis store's layered limiter do.
-type LayeredKeys interface {
-	core.LayeredLimiter
-	// Policies returns the layers' policies, in layer order.
-	Policies() []core.Policy
-	// AllowKeys is AllowLayers with keys[i] for layer i (one key: every
-	// layer's).
-	AllowKeys(ctx context.Context, keys []string, n int64) (core.LayeredDecision, error)
-	// PeekKeys reports what AllowKeys would decide now, counting nothing.
-	PeekKeys(ctx context.Context, keys []string, n int64) (core.LayeredDecision, error)
-	// ResetKeys forgets keys[i] in layer i.
-	ResetKeys(ctx context.Context, keys []string) error
-}
-
 // NewLayeredFunc builds a layered limiter of the policies ps, in that
 // order, deciding by clock, and for each layer a Limiter that shares the
 // layer's state (the layer seen alone, to check what was counted in it).
-type NewLayeredFunc func(t *testing.T, ps []core.Policy, clock *core.ManualClock) (LayeredKeys, []core.Limiter)
+type NewLayeredFunc func(t *testing.T, ps []core.Policy, clock *core.ManualClock) (core.MultiKeyLimiter, []core.Limiter)
 
 // RunLayered runs the layered limiter suite: a step table of a per-second
 // and a per-day layer (the most restrictive layer decides, a denial counts

@@ -12,7 +12,7 @@ import (
 )
 
 // RunRefund runs the refund suite against the limiters newLimiter builds,
-// which must be [core.Refunder]s ([core.AsRefunder] must accept them; the
+// which must be [core.Refunder]s ([core.As] must find the capability; the
 // suite fails t otherwise). For every algorithm it checks that units taken
 // and refunded at once are given back exactly, that units a refill or the
 // end of a window forgot are not given back again, that a refund never
@@ -42,7 +42,7 @@ func (s refundSuite) build(t *testing.T, p core.Policy) (core.Refunder, *core.Ma
 	t.Helper()
 	clock := core.NewManualClock(limitercheck.StartTime())
 	l := s.newLimiter(t, p, clock)
-	r, ok := core.AsRefunder(l)
+	r, ok := core.As[core.Refunder](l)
 	if !ok {
 		t.Fatalf("%T cannot give units back: not a core.Refunder", l)
 	}

@@ -19,3 +19,12 @@ package failover
 // open or closed). outage is the store error the request was decided
 // despite, when err does not carry it; it has reached f's hook.
 var Check any
+
+// Local is, once package core is initialized,
+//
+//	func(f *core.Failover) core.Limiter
+//
+// which returns f's local fallback limiter, or nil when its error policy is
+// not a fallback: the middleware checks, when it is built, that a count
+// condition can give units back there too.
+var Local any
