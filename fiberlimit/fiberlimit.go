@@ -17,6 +17,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/httplimit"
+	"github.com/ratekit/ratekit/internal/bodyfield"
 	"github.com/ratekit/ratekit/keyfunc"
 )
 
@@ -96,7 +97,7 @@ func (r request) Header(name string) []string {
 }
 
 // Field reads the body as sent, c.Request().Body(), and decodes it with
-// keyfunc.DecodeBody, which bounds every layer: c.Body() would decode it
+// bodyfield.Decode, which bounds every layer: c.Body() would decode it
 // whole first, however large it inflates.
 func (r request) Field(name string) (string, error) {
 	return r.field(name, keyfunc.DefaultMaxBodyBytes)
@@ -118,11 +119,11 @@ func (r request) field(name string, maxBody int64) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	body, err := keyfunc.DecodeBody(r.Header("Content-Encoding"), raw, maxBody)
+	body, err := bodyfield.Decode(r.Header("Content-Encoding"), raw, maxBody)
 	if err != nil {
 		return "", err
 	}
-	return keyfunc.RequestField(ct, body, string(req.URI().QueryString()), name)
+	return bodyfield.Field(ct, body, string(req.URI().QueryString()), name)
 }
 
 // rawBody returns the request body as sent, or an error when it is

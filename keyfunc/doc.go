@@ -13,8 +13,8 @@
 // request: socket peer, headers, method, route pattern, context, and a form
 // or JSON body field read without consuming the body. [FromHTTP] implements
 // it for net/http and the routers built on it; each framework adapter
-// implements it for its own request type, reading a field with
-// [DecodeBody] and [RequestField] as every view does.
+// implements it for its own request type, and every one of them reads a
+// field the one way [Request.Field] documents.
 //
 // # Key functions
 //

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+
+	"github.com/ratekit/ratekit/internal/bodyfield"
 )
 
 // DefaultMaxBodyBytes is how much of a request body [FromHTTP] reads, at
@@ -33,7 +35,7 @@ func RouteFunc(f func(*http.Request) string) HTTPOption {
 }
 
 // MaxBodyBytes sets how many bytes of the body [Request.Field] reads, at
-// most, and how many it decodes from an encoded body (see [DecodeBody]); a
+// most, and how many it decodes from an encoded body; a
 // larger body is an error wrapping [ErrInvalidKey], and what was not read
 // of it is left unread. n <= 0 means the default.
 //
@@ -47,7 +49,7 @@ func MaxBodyBytes(n int64) HTTPOption {
 //
 // Its Field method reads the body at most once, whatever its type (any
 // body may be JSON that a handler decodes), up to [MaxBodyBytes], decodes
-// it as its Content-Encoding says with [DecodeBody] within the same bound,
+// it as its Content-Encoding says within the same bound,
 // and replaces r.Body with a reader over the bytes read, so the handler
 // reads the body as sent, as if it had not been touched. Only a key or
 // cost function that asks for a field reads the body.
@@ -97,7 +99,7 @@ func (h *httpRequest) Field(name string) (string, error) {
 	if h.r.URL != nil {
 		query = h.r.URL.RawQuery
 	}
-	return RequestField(ct, body, query, name)
+	return bodyfield.Field(ct, body, query, name)
 }
 
 // replayBody is the body FromHTTP leaves in place of the one it read: a
@@ -107,7 +109,7 @@ type replayBody struct {
 	bytes.Reader
 	data []byte // the body as sent
 	orig io.Closer
-	// decoded is data decoded by DecodeBody within decodedMax bytes.
+	// decoded is data decoded by bodyfield.Decode within decodedMax bytes.
 	decoded    []byte
 	decodedMax int64
 }
@@ -132,8 +134,8 @@ func (h *httpRequest) body() ([]byte, error) {
 		return rb.decoded, nil
 	}
 	// An earlier view with a larger bound may have read more than this
-	// view's bound: DecodeBody checks.
-	data, err := DecodeBody(r.Header.Values("Content-Encoding"), rb.data, h.maxBody)
+	// view's bound: Decode checks.
+	data, err := bodyfield.Decode(r.Header.Values("Content-Encoding"), rb.data, h.maxBody)
 	if err != nil {
 		return nil, err
 	}

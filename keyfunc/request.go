@@ -3,6 +3,8 @@ package keyfunc
 import (
 	"context"
 	"errors"
+
+	"github.com/ratekit/ratekit/internal/bodyfield"
 )
 
 // Request is the framework-neutral view of an incoming request that every key
@@ -37,21 +39,27 @@ type Request interface {
 	Context() context.Context
 
 	// Field returns the value of the named field of the body or the URL
-	// query, or "" if neither has it. The body is read as [RequestField]
-	// reads it: as the URL-encoded or multipart form its Content-Type
-	// declares, and as a JSON object (a top-level string member) when
-	// it declares JSON or starts as an object whatever it declares, so
-	// that an identity reads the same however the request labels its
-	// body. It reads an encoded body decoded, as [DecodeBody] does, and
+	// query, or "" if neither has it. The body is read as every common
+	// handler might read it: as the URL-encoded or multipart form its
+	// Content-Type declares, and as a JSON object (a top-level string
+	// member, its name matched case-insensitively) when it declares JSON
+	// or starts as an object whatever it declares, so that an identity
+	// reads the same however the request labels its body. An encoded body
+	// (Content-Encoding gzip, x-gzip or deflate) is read decoded. Field
 	// never reads nor decodes more than a bound of bytes (1 MiB by
-	// default); it leaves the body intact, as sent, for the handler. It
-	// reports an error when the body cannot be read, and one wrapping
-	// [ErrInvalidKey] when the body is larger than the bound, as sent or
-	// decoded, whatever its type, is encoded in a way [DecodeBody]
-	// refuses, is malformed for the type it declares, or gives the field
-	// more than once with different values (in one reading, between a
-	// form and JSON, or between the body and the query).
-	// [DecodeBody] and [RequestField] implement it for adapters.
+	// default, see [MaxBodyBytes]) and leaves the body intact, as sent,
+	// for the handler. It reports an error when the body cannot be read,
+	// and one wrapping [ErrInvalidKey] when the body is larger than the
+	// bound, as sent or decoded, whatever its type, has another content
+	// coding or more than two, is malformed for the type it declares, or
+	// gives the field more than once with different values (in one
+	// reading, between a form and JSON, or between the body and the
+	// query).
+	//
+	// Every view of ratekit reads fields this one way. A view of your own
+	// that reads bodies can give Field to [FromHTTP]'s view of an
+	// [net/http.Request] holding the request's Content-Type,
+	// Content-Encoding, body and query.
 	Field(name string) (string, error)
 }
 
@@ -69,11 +77,15 @@ var (
 	// missing key means for the request.
 	ErrNoKey = errors.New("keyfunc: no key")
 
-	// ErrInvalidKey reports that a request carries a key that cannot be used:
-	// an email address with control characters, a field given twice with
-	// different values. Key functions wrap it with the reason; test for it
-	// with [errors.Is]. A request with an invalid key should be refused, not
-	// let through unlimited, or a client could escape its limit by sending
-	// malformed input.
-	ErrInvalidKey = errors.New("keyfunc: invalid key")
+	// ErrInvalidKey ("keyfunc: invalid key") reports that a request
+	// carries a key that cannot be used: an email address with control
+	// characters, a field given twice with different values. Key functions
+	// wrap it with the reason; test for it with [errors.Is]. A request
+	// with an invalid key should be refused, not let through unlimited, or
+	// a client could escape its limit by sending malformed input.
+	ErrInvalidKey = errInvalidKey()
 )
+
+// errInvalidKey returns ErrInvalidKey, which the body reader of every view
+// declares so that it can wrap it too.
+func errInvalidKey() error { return bodyfield.ErrInvalidKey }

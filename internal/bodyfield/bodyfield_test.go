@@ -1,4 +1,4 @@
-package keyfunc
+package bodyfield
 
 import (
 	"bytes"
@@ -10,7 +10,11 @@ import (
 	"github.com/ratekit/ratekit/internal/bodytest"
 )
 
-func TestDecodeBody(t *testing.T) {
+// defaultMax is the bound keyfunc's views use by default
+// (keyfunc.DefaultMaxBodyBytes).
+const defaultMax = 1 << 20
+
+func TestDecode(t *testing.T) {
 	const json = `{"email":"ana@example.com"}`
 	plain := []byte(json)
 	gz := bodytest.Encode(t, plain, "gzip")
@@ -31,28 +35,28 @@ func TestDecodeBody(t *testing.T) {
 		want     string
 		wantErr  bool // an error wrapping ErrInvalidKey
 	}{
-		{"no encoding", nil, plain, 0, json, false},
-		{"identity", []string{"identity"}, plain, 0, json, false},
-		{"empty list", []string{" , "}, plain, 0, json, false},
-		{"gzip", []string{"gzip"}, gz, 0, json, false},
-		{"x-gzip", []string{"x-gzip"}, gz, 0, json, false},
-		{"case and spaces", []string{" GZip\t"}, gz, 0, json, false},
-		{"deflate", []string{"deflate"}, bodytest.Encode(t, plain, "deflate"), 0, json, false},
-		{"deflate then gzip", []string{"deflate, gzip"}, bodytest.Encode(t, plain, "deflate", "gzip"), 0, json, false},
-		{"codings on two lines", []string{"deflate", "identity, gzip"}, bodytest.Encode(t, plain, "deflate", "gzip"), 0, json, false},
-		{"gzip twice", []string{"gzip, gzip"}, bodytest.Encode(t, plain, "gzip", "gzip"), 0, json, false},
+		{"no encoding", nil, plain, defaultMax, json, false},
+		{"identity", []string{"identity"}, plain, defaultMax, json, false},
+		{"empty list", []string{" , "}, plain, defaultMax, json, false},
+		{"gzip", []string{"gzip"}, gz, defaultMax, json, false},
+		{"x-gzip", []string{"x-gzip"}, gz, defaultMax, json, false},
+		{"case and spaces", []string{" GZip\t"}, gz, defaultMax, json, false},
+		{"deflate", []string{"deflate"}, bodytest.Encode(t, plain, "deflate"), defaultMax, json, false},
+		{"deflate then gzip", []string{"deflate, gzip"}, bodytest.Encode(t, plain, "deflate", "gzip"), defaultMax, json, false},
+		{"codings on two lines", []string{"deflate", "identity, gzip"}, bodytest.Encode(t, plain, "deflate", "gzip"), defaultMax, json, false},
+		{"gzip twice", []string{"gzip, gzip"}, bodytest.Encode(t, plain, "gzip", "gzip"), defaultMax, json, false},
 		// Not a zlib stream: taken as decoded, and no JSON.
-		{"in the wrong order", []string{"gzip, deflate"}, gzDeflate, 0, string(gzDeflate), false},
-		{"already decoded", []string{"gzip"}, plain, 0, json, false},
-		{"empty body", []string{"br"}, nil, 0, "", false},
-		{"br", []string{"br"}, gz, 0, "", true},
-		{"zstd after gzip", []string{"gzip, zstd"}, gz, 0, "", true},
-		{"unknown", []string{"gzip;q=1"}, gz, 0, "", true},
-		{"three codings", []string{"gzip, gzip, gzip"}, bodytest.Encode(t, plain, "gzip", "gzip", "gzip"), 0, "", true},
-		{"truncated", []string{"gzip"}, gz[:len(gz)-4], 0, "", true},
-		{"bad checksum", []string{"gzip"}, append(gz[:len(gz)-8:len(gz)-8], 0, 0, 0, 0, 27, 0, 0, 0), 0, "", true},
-		{"trailing garbage", []string{"gzip"}, append(gz[:len(gz):len(gz)], "garbage"...), 0, "", true},
-		{"zlib with a dictionary", []string{"deflate"}, []byte{0x78, 0x20, 0, 0, 0, 1, 3, 0}, 0, "", true},
+		{"in the wrong order", []string{"gzip, deflate"}, gzDeflate, defaultMax, string(gzDeflate), false},
+		{"already decoded", []string{"gzip"}, plain, defaultMax, json, false},
+		{"empty body", []string{"br"}, nil, defaultMax, "", false},
+		{"br", []string{"br"}, gz, defaultMax, "", true},
+		{"zstd after gzip", []string{"gzip, zstd"}, gz, defaultMax, "", true},
+		{"unknown", []string{"gzip;q=1"}, gz, defaultMax, "", true},
+		{"three codings", []string{"gzip, gzip, gzip"}, bodytest.Encode(t, plain, "gzip", "gzip", "gzip"), defaultMax, "", true},
+		{"truncated", []string{"gzip"}, gz[:len(gz)-4], defaultMax, "", true},
+		{"bad checksum", []string{"gzip"}, append(gz[:len(gz)-8:len(gz)-8], 0, 0, 0, 0, 27, 0, 0, 0), defaultMax, "", true},
+		{"trailing garbage", []string{"gzip"}, append(gz[:len(gz):len(gz)], "garbage"...), defaultMax, "", true},
+		{"zlib with a dictionary", []string{"deflate"}, []byte{0x78, 0x20, 0, 0, 0, 1, 3, 0}, defaultMax, "", true},
 		{"as sent at the bound", nil, plain, int64(len(plain)), json, false},
 		{"as sent over the bound", nil, plain, int64(len(plain)) - 1, "", true},
 		{"encoded over the bound", []string{"gzip"}, gz, int64(len(gz)) - 1, "", true},
@@ -64,33 +68,33 @@ func TestDecodeBody(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			sent := bytes.Clone(tt.body)
-			got, err := DecodeBody(tt.encoding, tt.body, tt.max)
+			got, err := Decode(tt.encoding, tt.body, tt.max)
 			switch {
 			case tt.wantErr && !errors.Is(err, ErrInvalidKey):
-				t.Fatalf("DecodeBody = %q, %v; want an error wrapping ErrInvalidKey", got, err)
+				t.Fatalf("Decode = %q, %v; want an error wrapping ErrInvalidKey", got, err)
 			case !tt.wantErr && err != nil:
-				t.Fatalf("DecodeBody: %v", err)
+				t.Fatalf("Decode: %v", err)
 			case string(got) != tt.want:
-				t.Errorf("DecodeBody = %q; want %q", got, tt.want)
+				t.Errorf("Decode = %q; want %q", got, tt.want)
 			}
 			if !bytes.Equal(tt.body, sent) {
-				t.Errorf("DecodeBody modified the body")
+				t.Errorf("Decode modified the body")
 			}
 		})
 	}
 }
 
-func TestDecodeBodyBomb(t *testing.T) {
+func TestDecodeBomb(t *testing.T) {
 	for layers := 1; layers <= 2; layers++ {
 		b := bodytest.GzipBomb(t, layers)
 		enc := strings.TrimSuffix(strings.Repeat("gzip,", layers), ",")
 		alloc := allocated(func() {
-			if got, err := DecodeBody([]string{enc}, b, 0); !errors.Is(err, ErrInvalidKey) {
-				t.Errorf("%d layers: DecodeBody = %d bytes, %v; want an error wrapping ErrInvalidKey", layers, len(got), err)
+			if got, err := Decode([]string{enc}, b, defaultMax); !errors.Is(err, ErrInvalidKey) {
+				t.Errorf("%d layers: Decode = %d bytes, %v; want an error wrapping ErrInvalidKey", layers, len(got), err)
 			}
 		})
 		if alloc > maxBombAlloc {
-			t.Errorf("%d layers: DecodeBody allocated %d bytes; want at most %d", layers, alloc, maxBombAlloc)
+			t.Errorf("%d layers: Decode allocated %d bytes; want at most %d", layers, alloc, maxBombAlloc)
 		}
 	}
 }
@@ -107,10 +111,10 @@ func allocated(f func()) uint64 {
 	return after.TotalAlloc - before.TotalAlloc
 }
 
-// bodyField reads a body as each common handler might: as the form its
+// fromBody reads a body as each common handler might: as the form its
 // type declares, and as JSON when it starts as an object, whatever its
 // type; two readings that disagree are refused.
-func TestBodyFieldReadings(t *testing.T) {
+func TestFromBodyReadings(t *testing.T) {
 	const form = "application/x-www-form-urlencoded"
 	const ana = `{"email":"ana@example.com"}`
 	for _, tc := range []struct {
@@ -149,16 +153,16 @@ func TestBodyFieldReadings(t *testing.T) {
 		{"multipart/form-data", "--b\r\n", "", true},
 		{`multipart/form-data; boundary="b`, "--b\r\n", "", true},
 	} {
-		got, err := bodyField(tc.ct, []byte(tc.body), "email")
+		got, err := fromBody(tc.ct, []byte(tc.body), "email")
 		if tc.wantErr != (err != nil) || err != nil && !errors.Is(err, ErrInvalidKey) || got != tc.want {
-			t.Errorf("bodyField(%q, %q) = %q, %v; want %q (error %v)", tc.ct, tc.body, got, err, tc.want, tc.wantErr)
+			t.Errorf("fromBody(%q, %q) = %q, %v; want %q (error %v)", tc.ct, tc.body, got, err, tc.want, tc.wantErr)
 		}
 	}
 }
 
 // RequestField reads the body first and falls back to the query, as the
 // view of FromHTTP does.
-func TestRequestField(t *testing.T) {
+func TestField(t *testing.T) {
 	const form = "application/x-www-form-urlencoded"
 	for _, tc := range []struct {
 		ct, body, query string
@@ -178,59 +182,59 @@ func TestRequestField(t *testing.T) {
 		{form, "", "", "", nil},
 		{form, "", "%zz&email=a", "a", nil}, // a malformed pair is skipped
 	} {
-		got, err := RequestField(tc.ct, []byte(tc.body), tc.query, "email")
+		got, err := Field(tc.ct, []byte(tc.body), tc.query, "email")
 		if got != tc.want || !errors.Is(err, tc.wantErr) || (err == nil) != (tc.wantErr == nil) {
-			t.Errorf("RequestField(%q, %q, %q) = %q, %v; want %q, %v", tc.ct, tc.body, tc.query, got, err, tc.want, tc.wantErr)
+			t.Errorf("Field(%q, %q, %q) = %q, %v; want %q, %v", tc.ct, tc.body, tc.query, got, err, tc.want, tc.wantErr)
 		}
 	}
 }
 
-// FuzzDecodeBody decodes arbitrary bodies with arbitrary Content-Encoding
+// FuzzDecode decodes arbitrary bodies with arbitrary Content-Encoding
 // headers (lines split at "\n") within a small bound. It never produces
 // more than the bound, never modifies the body, and every error wraps
 // ErrInvalidKey; a body without codings comes back as is. Its seeds, in
 // testdata, include a two-layer gzip bomb and a layer of empty gzip members.
-func FuzzDecodeBody(f *testing.F) {
+func FuzzDecode(f *testing.F) {
 	const max = 4 << 10
 	f.Fuzz(func(t *testing.T, encoding string, body []byte) {
 		lines := strings.Split(encoding, "\n")
 		sent := bytes.Clone(body)
-		got, err := DecodeBody(lines, body, max)
+		got, err := Decode(lines, body, max)
 		if !bytes.Equal(body, sent) {
-			t.Fatalf("DecodeBody modified the body")
+			t.Fatalf("Decode modified the body")
 		}
 		if err != nil {
 			if !errors.Is(err, ErrInvalidKey) {
-				t.Fatalf("DecodeBody error %v does not wrap ErrInvalidKey", err)
+				t.Fatalf("Decode error %v does not wrap ErrInvalidKey", err)
 			}
 			return
 		}
 		if len(got) > max {
-			t.Fatalf("DecodeBody returned %d bytes; want at most %d", len(got), max)
+			t.Fatalf("Decode returned %d bytes; want at most %d", len(got), max)
 		}
 		if strings.Trim(encoding, " \t\n,") == "" && !bytes.Equal(got, body) {
-			t.Fatalf("DecodeBody without codings = %q; want the body %q", got, body)
+			t.Fatalf("Decode without codings = %q; want the body %q", got, body)
 		}
 	})
 }
 
-// FuzzBodyField reads the field "email" of arbitrary bodies with arbitrary
+// FuzzFromBody reads the field "email" of arbitrary bodies with arbitrary
 // Content-Types. It never panics; every error wraps ErrInvalidKey; and a
 // type that declares no form, multipart or JSON body reads as no type at
 // all: what it claims never changes the key.
-func FuzzBodyField(f *testing.F) {
+func FuzzFromBody(f *testing.F) {
 	f.Fuzz(func(t *testing.T, contentType string, body []byte) {
-		got, err := bodyField(contentType, body, "email")
+		got, err := fromBody(contentType, body, "email")
 		if err != nil && !errors.Is(err, ErrInvalidKey) {
-			t.Fatalf("bodyField(%q, %q) error %v does not wrap ErrInvalidKey", contentType, body, err)
+			t.Fatalf("fromBody(%q, %q) error %v does not wrap ErrInvalidKey", contentType, body, err)
 		}
 		if err != nil && got != "" {
-			t.Fatalf("bodyField(%q, %q) = %q with error %v", contentType, body, got, err)
+			t.Fatalf("fromBody(%q, %q) = %q with error %v", contentType, body, got, err)
 		}
 		if kind, _ := bodyKind(contentType); kind == noFields {
-			plain, perr := bodyField("", body, "email")
+			plain, perr := fromBody("", body, "email")
 			if plain != got || (perr == nil) != (err == nil) {
-				t.Fatalf("bodyField(%q, %q) = %q, %v; without a type %q, %v", contentType, body, got, err, plain, perr)
+				t.Fatalf("fromBody(%q, %q) = %q, %v; without a type %q, %v", contentType, body, got, err, plain, perr)
 			}
 		}
 	})

@@ -1,4 +1,9 @@
-package keyfunc
+// Package bodyfield reads a field of a request body the one way every
+// request view of ratekit reads it (keyfunc.FromHTTP's and fiberlimit's):
+// [Decode] undoes the body's Content-Encoding within a bound, and [Field]
+// reads the field from the decoded body and the URL query as every common
+// handler might read it, refusing what two readings give differently.
+package bodyfield
 
 import (
 	"bytes"
@@ -14,12 +19,17 @@ import (
 	"strings"
 )
 
-// maxFieldBytes bounds one multipart field value read by bodyField.
+// ErrInvalidKey is keyfunc.ErrInvalidKey, which keyfunc declares as this
+// value: every error here for a body or field that cannot be used wraps
+// it.
+var ErrInvalidKey = errors.New("keyfunc: invalid key")
+
+// maxFieldBytes bounds one multipart field value read by fromBody.
 const maxFieldBytes = 64 << 10
 
-// bodyField returns the named field of a request body already read and
-// decoded, read as [RequestField] documents.
-func bodyField(contentType string, body []byte, name string) (string, error) {
+// fromBody returns the named field of a request body already read and
+// decoded, read as [Field] documents.
+func fromBody(contentType string, body []byte, name string) (string, error) {
 	if len(body) == 0 {
 		return "", nil
 	}
@@ -103,12 +113,12 @@ func bodyKind(contentType string) (fieldsKind, map[string]string) {
 	return noFields, nil
 }
 
-// maxCodings bounds how many content codings [DecodeBody] undoes for one
+// maxCodings bounds how many content codings [Decode] undoes for one
 // body. One is usual; more serve no purpose but to multiply the work, which
 // is at most maxCodings times the bound.
 const maxCodings = 2
 
-// A coding is a content coding that [DecodeBody] decodes.
+// A coding is a content coding that [Decode] decodes.
 type coding uint8
 
 const (
@@ -123,14 +133,15 @@ func (c coding) String() string {
 	return "deflate"
 }
 
-// DecodeBody returns body, a request body as sent, decoded as its
-// Content-Encoding header says, for [RequestField]. encoding holds the
-// header's lines as [Request.Header] returns them; each is a
+// Decode returns body, a request body as sent, decoded as its
+// Content-Encoding header says, for [Field]. encoding holds the header's
+// lines as keyfunc.Request's Header returns them; each is a
 // comma-separated list of codings, in the order they were applied.
 // Decoding undoes them in reverse, each through a reader that stops as
 // soon as its output passes maxBytes, so that no layer of a stacked
 // encoding ever produces more than maxBytes+1 bytes, however small the
-// body. maxBytes <= 0 means [DefaultMaxBodyBytes].
+// body. maxBytes must be positive: the caller's bound (keyfunc's
+// DefaultMaxBodyBytes unless configured).
 //
 // gzip (or x-gzip) and deflate (the zlib format, as HTTP means it) are
 // decoded, and identity is skipped. An error wrapping [ErrInvalidKey]
@@ -139,10 +150,7 @@ func (c coding) String() string {
 // body. A body without codings is returned as is, as is one that does not
 // start as its last coding's format does: middleware such as echo's
 // Decompress decodes the body and leaves the header in place.
-func DecodeBody(encoding []string, body []byte, maxBytes int64) ([]byte, error) {
-	if maxBytes <= 0 {
-		maxBytes = DefaultMaxBodyBytes
-	}
+func Decode(encoding []string, body []byte, maxBytes int64) ([]byte, error) {
 	if int64(len(body)) > maxBytes {
 		return nil, fmt.Errorf("%w: request body of %d bytes is larger than %d", ErrInvalidKey, len(body), maxBytes)
 	}
@@ -177,7 +185,7 @@ func DecodeBody(encoding []string, body []byte, maxBytes int64) ([]byte, error) 
 	return out, nil
 }
 
-// decodeError is the error of DecodeBody for err met decoding what.
+// decodeError is the error of Decode for err met decoding what.
 func decodeError(what string, err error, maxBytes int64) error {
 	if errors.Is(err, errDecodedTooLarge) {
 		return fmt.Errorf("%w: request body is larger than %d bytes decoded", ErrInvalidKey, maxBytes)
@@ -231,7 +239,7 @@ func looksEncoded(c coding, b []byte) bool {
 
 // errDecodedTooLarge is a boundedReader's error once it has passed its
 // bound.
-var errDecodedTooLarge = errors.New("keyfunc: decoded body too large")
+var errDecodedTooLarge = errors.New("bodyfield: decoded body too large")
 
 // boundedReader reads r until r has produced n bytes, then one more at
 // most, with errDecodedTooLarge.
@@ -255,11 +263,11 @@ func (b *boundedReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// RequestField returns a request's field name as every [Request] view
-// reads it, from body (the body decoded by [DecodeBody]; an empty body has
-// no fields) and from the URL query string rawQuery. contentType is the
-// Content-Type header. The body is read as every common handler might read
-// it, and they must agree:
+// Field returns a request's field name as every request view reads it,
+// from body (the body decoded by [Decode]; an empty body has no fields)
+// and from the URL query string rawQuery. contentType is the Content-Type
+// header. The body is read as every common handler might read it, and
+// they must agree:
 //
 //   - as a URL-encoded form (the field's value, matched exactly) when the
 //     media type is application/x-www-form-urlencoded, even with malformed
@@ -280,15 +288,11 @@ func (b *boundedReader) Read(p []byte) (int, error) {
 // wrapping [ErrInvalidKey]: handlers read one or the other, so the limiter
 // keys only what they all read alike. A body that only looks like JSON is
 // read by its declared type alone.
-//
-// It is public, with [DecodeBody], for adapters of frameworks not built on
-// net/http (fiberlimit and a user's own), which implement [Request.Field]
-// with it so that a field reads the same in every framework.
-func RequestField(contentType string, body []byte, rawQuery, name string) (string, error) {
+func Field(contentType string, body []byte, rawQuery, name string) (string, error) {
 	var v string
 	if len(body) > 0 {
 		var err error
-		if v, err = bodyField(contentType, body, name); err != nil {
+		if v, err = fromBody(contentType, body, name); err != nil {
 			return "", err
 		}
 	}
