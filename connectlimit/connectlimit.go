@@ -72,9 +72,9 @@ import (
 // call carries makes the interceptor panic. It is safe for concurrent use.
 func NewInterceptor(l core.Limiter, opts ...Option) connect.Interceptor {
 	var c config
-	for _, o := range opts {
+	for i, o := range opts {
 		if o == nil {
-			panic(errors.New("connectlimit: NewInterceptor: nil option"))
+			panic(fmt.Errorf("connectlimit: NewInterceptor: option %d is nil", i))
 		}
 		o(&c)
 	}

@@ -523,6 +523,7 @@ func TestCallerErrors(t *testing.T) {
 		{"cost error", connectlimit.WithCost(func(context.Context, string) (int64, error) { return 0, errors.New("no cost") }), "no cost"},
 		{"zero cost", connectlimit.WithCost(func(context.Context, string) (int64, error) { return 0, nil }), "cost 0"},
 		{"invalid key", connectlimit.WithKey(invalidKey), "bad"},
+		{"missing key", connectlimit.WithKey(keyfunc.Header("X-API-Key", []byte("secret"))), keyfunc.ErrNoKey.Error()},
 	} {
 		for _, proto := range protocols {
 			t.Run(tt.name+"/"+proto.name, func(t *testing.T) {
@@ -790,6 +791,30 @@ func TestConcurrent(t *testing.T) {
 	}
 }
 
+// A nil option and a nil clock panic with the message every constructor
+// of ratekit gives them.
+func TestNewInterceptorMessages(t *testing.T) {
+	m := memory(t, core.Policy{Limit: 1, Window: time.Minute}, core.NewManualClock(start))
+	for _, tt := range []struct {
+		opts []connectlimit.Option
+		want string
+	}{
+		{[]connectlimit.Option{nil}, "connectlimit: NewInterceptor: option 0 is nil"},
+		{[]connectlimit.Option{connectlimit.WithPerMessage(), nil}, "connectlimit: NewInterceptor: option 1 is nil"},
+		{[]connectlimit.Option{connectlimit.WithClock(nil)}, "connectlimit: NewInterceptor: WithClock(nil): a clock is required"},
+		{[]connectlimit.Option{connectlimit.WithClock(core.SystemClock{}), connectlimit.WithClock(nil)}, "connectlimit: NewInterceptor: WithClock(nil): a clock is required"},
+	} {
+		got := func() (p any) {
+			defer func() { p = recover() }()
+			connectlimit.NewInterceptor(m, tt.opts...)
+			return nil
+		}()
+		if err, ok := got.(error); !ok || err.Error() != tt.want {
+			t.Errorf("NewInterceptor panicked with %v, want %q", got, tt.want)
+		}
+	}
+}
+
 // A configuration mistake panics at construction, with the package's name.
 func TestNewInterceptorPanics(t *testing.T) {
 	clock := core.NewManualClock(start)
@@ -805,6 +830,7 @@ func TestNewInterceptorPanics(t *testing.T) {
 		{"nil procedure limiter", m, []connectlimit.Option{connectlimit.WithProcedures(map[string]core.Limiter{sayProc: nil})}},
 		{"fallback nil", m, []connectlimit.Option{connectlimit.WithErrorPolicy(core.Fallback(nil))}},
 		{"count-if without refunds", down{}, []connectlimit.Option{connectlimit.WithCountIf(func(connect.Code) bool { return true })}},
+		{"nil clock", m, []connectlimit.Option{connectlimit.WithClock(nil)}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			defer func() {

@@ -137,10 +137,27 @@ func WithCountIf(f func(code connect.Code) bool) Option {
 	return func(c *config) { c.CountIf = rpclimit.CountIf(f) }
 }
 
-// WithErrorHook sets a function that receives every error met while
-// limiting a call: limiter and store errors, cost function errors, and key
-// errors other than a missing key. It runs on the call's goroutine before
-// the call is decided, so keep it quick (log, count). The error text never
+// WithErrorHook sets a function called with each error the interceptor
+// handled instead of failing the call with it, with the call's context
+// and procedure. These errors, and what the call then gets:
+//
+//   - the limiter's (a store down or timing out, the call's context ending
+//     while it is asked): what [WithErrorPolicy] says, served without rate
+//     headers by default;
+//   - the key function's, a missing key ([keyfunc.ErrNoKey]) included:
+//     [connect.CodeInvalidArgument];
+//   - the cost function's, or a cost below 1:
+//     [connect.CodeInvalidArgument]; a cost above what the policy can ever
+//     allow ([core.ErrCostTooHigh]): [connect.CodeResourceExhausted]
+//     without RetryInfo;
+//   - from [WithProcedureFunc], a limiter that cannot be used:
+//     [connect.CodeUnavailable]; and, once, the bound of 4,096 procedures
+//     reached: the call is limited as the procedure "/*/*";
+//   - with [WithCountIf], a refund that failed after the handler: the call
+//     has the handler's answer, and its units stay counted.
+//
+// It runs on the call's goroutine, before the call is decided (a refund's
+// after the handler), so keep it quick (log, count). The error text never
 // reaches the client.
 //
 // Default: errors are not reported.
@@ -148,12 +165,17 @@ func WithErrorHook(f func(ctx context.Context, procedure string, err error)) Opt
 	return func(c *config) { c.ErrorHook = f }
 }
 
-// WithClock sets the clock [WithCountIf] measures how long the handler
-// took by, before a call's units are given back. Give it the limiter's
-// clock in tests.
+// WithClock sets the clock the interceptor reads: [WithCountIf] measures
+// by it how long the handler took, before a call's units are given back,
+// and a [core.FallbackShare] error policy's in-memory limiter decides by
+// it. It clocks nothing else: the limiters given keep their own clocks,
+// and a leaky bucket's Delay is waited on a real timer. Give it the
+// limiter's clock in tests. A nil clk makes [NewInterceptor] panic.
 //
 // Default: [core.SystemClock].
-func WithClock(clk core.Clock) Option { return func(c *config) { c.Clock = clk } }
+func WithClock(clk core.Clock) Option {
+	return func(c *config) { c.Clock, c.ClockSet = clk, true }
+}
 
 // WithPerMessage charges every message a client sends on a stream, as it
 // is received, on top of the stream's start. A message the limit refuses

@@ -45,7 +45,7 @@ package grpclimit
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"strconv"
@@ -157,9 +157,9 @@ func StreamServerInterceptor(l core.Limiter, opts ...Option) grpc.StreamServerIn
 // reports whether WithCountIf is set.
 func mustNew(who string, l core.Limiter, opts []Option) (lim *rpclimit.Limiter, counting bool) {
 	var cfg config
-	for _, o := range opts {
+	for i, o := range opts {
 		if o == nil {
-			panic(errors.New(who + ": nil option"))
+			panic(fmt.Errorf("%s: option %d is nil", who, i))
 		}
 		o(&cfg)
 	}

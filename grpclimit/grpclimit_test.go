@@ -398,6 +398,36 @@ func TestErrorPolicy(t *testing.T) {
 	})
 }
 
+// A nil option and a nil clock panic with the message every constructor
+// of ratekit gives them.
+func TestConstructorMessages(t *testing.T) {
+	l := memory(t, core.Policy{Limit: 1, Window: time.Minute}, core.NewManualClock(start))
+	for _, tt := range []struct {
+		opts []grpclimit.Option
+		want string
+	}{
+		{[]grpclimit.Option{nil}, "option 0 is nil"},
+		{[]grpclimit.Option{grpclimit.WithPerMessage(), nil}, "option 1 is nil"},
+		{[]grpclimit.Option{grpclimit.WithClock(nil)}, "WithClock(nil): a clock is required"},
+		{[]grpclimit.Option{grpclimit.WithClock(core.SystemClock{}), grpclimit.WithClock(nil)}, "WithClock(nil): a clock is required"},
+	} {
+		for who, build := range map[string]func(){
+			"grpclimit: UnaryServerInterceptor":  func() { grpclimit.UnaryServerInterceptor(l, tt.opts...) },
+			"grpclimit: StreamServerInterceptor": func() { grpclimit.StreamServerInterceptor(l, tt.opts...) },
+		} {
+			got := func() (p any) {
+				defer func() { p = recover() }()
+				build()
+				return nil
+			}()
+			want := who + ": " + tt.want
+			if err, ok := got.(error); !ok || err.Error() != want {
+				t.Errorf("%s panicked with %v, want %q", who, got, want)
+			}
+		}
+	}
+}
+
 // The call's own faults are InvalidArgument, without details, and never
 // reach the handler, whatever the error policy; a cost above the policy's
 // capacity is ResourceExhausted without a RetryInfo.
@@ -413,6 +443,7 @@ func TestCallerErrors(t *testing.T) {
 		hooks int
 	}{
 		{"invalid key", grpclimit.WithKey(invalidKey), refusal{codes.InvalidArgument, 0, ""}, 1},
+		{"missing key", grpclimit.WithKey(keyfunc.Header("X-API-Key", []byte("secret"))), refusal{codes.InvalidArgument, 0, ""}, 1},
 		{"cost 0", grpclimit.WithCost(func(context.Context, string) (int64, error) { return 0, nil }), refusal{codes.InvalidArgument, 0, ""}, 1},
 		{"cost error", grpclimit.WithCost(func(context.Context, string) (int64, error) { return 0, errors.New("no size") }), refusal{codes.InvalidArgument, 0, ""}, 1},
 		{"cost too high", grpclimit.WithCost(func(context.Context, string) (int64, error) { return 5, nil }), refusal{codes.ResourceExhausted, 0, "policy:api"}, 1},
@@ -635,6 +666,7 @@ func TestConstructorPanics(t *testing.T) {
 		{"nil method limiter", l, []grpclimit.Option{grpclimit.WithMethods(map[string]core.Limiter{methodSay: nil})}},
 		{"count-if without refunds", down{}, []grpclimit.Option{grpclimit.WithCountIf(grpclimit.Failures)}},
 		{"fallback nil", l, []grpclimit.Option{grpclimit.WithErrorPolicy(core.Fallback(nil))}},
+		{"nil clock", l, []grpclimit.Option{grpclimit.WithClock(nil)}},
 	} {
 		for who, build := range map[string]func(){
 			"grpclimit: UnaryServerInterceptor":  func() { grpclimit.UnaryServerInterceptor(tt.l, tt.opts...) },

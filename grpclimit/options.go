@@ -142,10 +142,27 @@ func WithCountIf(f func(code codes.Code) bool) Option {
 // [WithCountIf].
 func Failures(code codes.Code) bool { return code != codes.OK }
 
-// WithErrorHook sets a function that receives every error met while
-// limiting a call: limiter and store errors, cost function errors, and key
-// errors other than a missing key. It runs on the call's goroutine before
-// the call is decided, so keep it quick (log, count). The error text never
+// WithErrorHook sets a function called with each error the interceptor
+// handled instead of failing the call with it, with the call's context
+// and full method name ([UnknownMethod] for a method the server does not
+// serve). These errors, and what the call then gets:
+//
+//   - the limiter's (a store down or timing out, the call's context ending
+//     while it is asked): what [WithErrorPolicy] says, served without rate
+//     metadata by default;
+//   - the key function's, a missing key ([keyfunc.ErrNoKey]) included:
+//     InvalidArgument;
+//   - the cost function's, or a cost below 1: InvalidArgument; a cost above
+//     what the policy can ever allow ([core.ErrCostTooHigh]):
+//     ResourceExhausted without RetryInfo;
+//   - from [WithMethodFunc], a limiter that cannot be used: Unavailable;
+//     and, once, the bound of 4,096 methods reached: the call is limited
+//     as [UnknownMethod];
+//   - with [WithCountIf], a refund that failed after the handler: the call
+//     has the handler's answer, and its units stay counted.
+//
+// It runs on the call's goroutine, before the call is decided (a refund's
+// after the handler), so keep it quick (log, count). The error text never
 // reaches the client.
 //
 // Default: errors are not reported.
@@ -153,12 +170,17 @@ func WithErrorHook(f func(ctx context.Context, fullMethod string, err error)) Op
 	return func(c *config) { c.ErrorHook = f }
 }
 
-// WithClock sets the clock that [WithCountIf] measures how long the
-// handler took by, before a call's units are given back. Give it the
-// limiter's clock in tests.
+// WithClock sets the clock the interceptors read: [WithCountIf] measures
+// by it how long the handler took, before a call's units are given back,
+// and a [core.FallbackShare] error policy's in-memory limiter decides by
+// it. It clocks nothing else: the limiters given keep their own clocks,
+// and a leaky bucket's Delay is waited on a real timer. Give it the
+// limiter's clock in tests. A nil clk makes the constructors panic.
 //
 // Default: [core.SystemClock].
-func WithClock(clk core.Clock) Option { return func(c *config) { c.Clock = clk } }
+func WithClock(clk core.Clock) Option {
+	return func(c *config) { c.Clock, c.ClockSet = clk, true }
+}
 
 // WithPerMessage makes [StreamServerInterceptor] charge every message the
 // client sends, when the handler receives it, as well as the stream's

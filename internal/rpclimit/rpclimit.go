@@ -89,8 +89,13 @@ type Config struct {
 	CountIf func(code uint32) bool
 	// ErrorHook receives every error met while limiting a call.
 	ErrorHook func(ctx context.Context, method string, err error)
-	// Clock is the clock CountIf's refunds measure elapsed time by.
+	// Clock is the clock CountIf's refunds measure elapsed time by, and a
+	// core.FallbackShare policy's limiter decides by; nil: the system
+	// clock, unless ClockSet.
 	Clock core.Clock
+	// ClockSet reports that the WithClock option was given, so that a nil
+	// Clock is a configuration mistake.
+	ClockSet bool
 	// PerMessage charges every message a client streams, not only the
 	// stream's start (the interceptors read it; Check does not).
 	PerMessage bool
@@ -128,6 +133,9 @@ type Limiter struct {
 func New(who string, l core.Limiter, cfg Config) (*Limiter, error) {
 	if l == nil {
 		return nil, fmt.Errorf("%s: a limiter is required", who)
+	}
+	if cfg.ClockSet && cfg.Clock == nil {
+		return nil, fmt.Errorf("%s: WithClock(nil): a clock is required", who)
 	}
 	var opts []httplimit.Option
 	if cfg.Key != nil {
