@@ -23,12 +23,11 @@ var layeredLua string
 // anything; it also wraps Redis's own CROSSSLOT error with it.
 var ErrCrossSlot = errors.New("the layers' keys lie in different Cluster slots")
 
-// Layered is a [core.LayeredLimiter] whose state lives in Redis: several
+// Layered is a [core.MultiKeyLimiter] whose state lives in Redis: several
 // policies on one request, such as 10 per second and 1,000 per day on the
 // same key, or one limit per client IP and another per account. A request
 // passes only if every layer passes, and a request denied by any layer
-// counts nothing in any layer. It is a [core.Refunder] too: a refund gives
-// back in every layer.
+// counts nothing in any layer. A refund gives back in every layer.
 //
 // Each decision, and each refund, is one atomic round trip. Its decisions
 // are those of a [core.Layered] over the same policies, field for field, and
@@ -61,10 +60,7 @@ type Layered struct {
 	same   bool       // a Ring: every layer must use the same key
 }
 
-var (
-	_ core.Refunder       = (*Layered)(nil)
-	_ core.LayeredLimiter = (*Layered)(nil)
-)
+var _ core.MultiKeyLimiter = (*Layered)(nil)
 
 // NewLayered returns a limiter that lets a request through only when every
 // policy does, enforced on Redis through client with one script. The

@@ -63,7 +63,10 @@ type Limiter struct {
 	reload reloader // a Cluster client's slot reloads (cluster.go)
 }
 
-var _ core.Refunder = (*Limiter)(nil)
+var (
+	_ core.Refunder       = (*Limiter)(nil)
+	_ core.PolicyReporter = (*Limiter)(nil)
+)
 
 // Option configures a [Limiter].
 type Option func(*options)

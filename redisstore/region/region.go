@@ -77,7 +77,7 @@ type Limiter struct {
 	closeOnce sync.Once
 }
 
-var _ core.Limiter = (*Limiter)(nil)
+var _ core.PolicyReporter = (*Limiter)(nil)
 
 // epoch is what a region decides by in one period.
 type epoch struct {
