@@ -9,15 +9,16 @@ import (
 	"strings"
 )
 
-// Bounds on the forwarding headers read by [ClientIP], so that a client
-// cannot make key computation expensive with a long header.
+// Bounds on the forwarding headers read by ClientIP, so that a client
+// cannot make key computation expensive with a long header; ClientIP's doc
+// states them.
 const (
-	// MaxForwardedEntries is how many X-Forwarded-For entries or Forwarded
+	// maxForwardedEntries is how many X-Forwarded-For entries or Forwarded
 	// elements ClientIP examines, from the right, at most.
-	MaxForwardedEntries = 32
-	// MaxForwardedBytes is how many bytes of a forwarding header ClientIP
+	maxForwardedEntries = 32
+	// maxForwardedBytes is how many bytes of a forwarding header ClientIP
 	// scans, from the right, at most.
-	MaxForwardedBytes = 4096
+	maxForwardedBytes = 4096
 )
 
 // maxNodeBytes bounds one address in a header: the longest IPv6 address
@@ -70,7 +71,9 @@ func TrustProxies(prefixes ...netip.Prefix) IPOption {
 // header. Several headers are tried in the order named.
 //
 // Name only a header that your proxy sets on every request: a header it
-// passes through unchanged is written by the client.
+// passes through unchanged is written by the client. A name that is not a
+// header field name (empty, holding a space or a colon), or that names a
+// list, makes [ClientIP] fail.
 func TrustHeader(name string) IPOption {
 	return func(c *ipConfig) error {
 		switch http.CanonicalHeaderKey(name) {
@@ -78,6 +81,9 @@ func TrustHeader(name string) IPOption {
 			return errors.New("keyfunc: TrustHeader: empty header name")
 		case "X-Forwarded-For", "Forwarded":
 			return fmt.Errorf("keyfunc: TrustHeader: %s is a list, read with TrustProxies (and UseForwarded)", name)
+		}
+		if !isFieldName(name) {
+			return fmt.Errorf("keyfunc: TrustHeader: %q is not a header field name", name)
 		}
 		c.headers = append(c.headers, name)
 		return nil
@@ -144,7 +150,10 @@ func PrivateNetworks() []netip.Prefix {
 }
 
 // ClientIP returns a [Func] keying a request by its client's IP address, or
-// an error if an option is invalid.
+// an error naming the mistake when the options cannot be built: "keyfunc:
+// ClientIP: option N is nil", an invalid option's own error (such as
+// "keyfunc: IPv6Prefix: 0 bits is not in [1, 128]"), or a header option
+// without [TrustProxies], whose header would never be read.
 //
 // Without options the client is the socket peer ([Request.RemoteAddr]) and
 // no header is read, which is right for a server that clients reach
@@ -158,8 +167,8 @@ func PrivateNetworks() []netip.Prefix {
 //     address is the client.
 //
 // An invalid entry met on the walk, a chain of trusted addresses only, or a
-// chain longer than [MaxForwardedEntries] entries or [MaxForwardedBytes]
-// bytes falls back to the socket peer. In Forwarded, for=unknown and
+// chain longer than 32 entries or 4096 bytes (all lines together, counted
+// from the right) falls back to the socket peer. In Forwarded, for=unknown and
 // obfuscated identifiers ("_hidden") are invalid entries.
 //
 // The address is normalized (port and zone removed, IPv4-mapped IPv6
@@ -181,9 +190,9 @@ func ClientIP(opts ...IPOption) (Func, error) {
 	if len(c.trusted) == 0 {
 		switch {
 		case len(c.headers) > 0:
-			return nil, errors.New("keyfunc: TrustHeader without TrustProxies: the header would never be read")
+			return nil, errors.New("keyfunc: ClientIP: TrustHeader without TrustProxies: the header would never be read")
 		case c.forwarded:
-			return nil, errors.New("keyfunc: UseForwarded without TrustProxies: the header would never be read")
+			return nil, errors.New("keyfunc: ClientIP: UseForwarded without TrustProxies: the header would never be read")
 		}
 	}
 	return c.key, nil

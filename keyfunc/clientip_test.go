@@ -25,7 +25,7 @@ func mustClientIP(t testing.TB, opts ...IPOption) Func {
 
 func TestClientIP(t *testing.T) {
 	trusted := TrustProxies(testProxies...)
-	long := strings.Repeat("10.0.0.9, ", MaxForwardedEntries-1) // with the last entry: MaxForwardedEntries trusted
+	long := strings.Repeat("10.0.0.9, ", maxForwardedEntries-1) // with the last entry: maxForwardedEntries trusted
 	tests := []struct {
 		name   string
 		opts   []IPOption
@@ -83,11 +83,11 @@ func TestClientIP(t *testing.T) {
 		{"IPv4-mapped peer trusted", []IPOption{trusted}, "[::ffff:10.0.0.1]:80",
 			http.Header{"X-Forwarded-For": {"203.0.113.7"}}, "203.0.113.7"},
 		{"chain at the entry bound", []IPOption{trusted}, "10.0.0.1:80",
-			http.Header{"X-Forwarded-For": {"203.0.113.7, " + strings.Repeat("10.0.0.9, ", MaxForwardedEntries-2) + "10.0.0.9"}}, "203.0.113.7"},
+			http.Header{"X-Forwarded-For": {"203.0.113.7, " + strings.Repeat("10.0.0.9, ", maxForwardedEntries-2) + "10.0.0.9"}}, "203.0.113.7"},
 		{"chain past the entry bound", []IPOption{trusted}, "10.0.0.1:80",
 			http.Header{"X-Forwarded-For": {"203.0.113.7, " + long + "10.0.0.9"}}, "10.0.0.1"},
 		{"entry past the byte bound", []IPOption{trusted}, "10.0.0.1:80",
-			http.Header{"X-Forwarded-For": {"203.0.113.7" + strings.Repeat(" ", MaxForwardedBytes)}}, "10.0.0.1"},
+			http.Header{"X-Forwarded-For": {"203.0.113.7" + strings.Repeat(" ", maxForwardedBytes)}}, "10.0.0.1"},
 		{"spoofed entries past the bound never read", []IPOption{trusted}, "10.0.0.1:80",
 			http.Header{"X-Forwarded-For": {strings.Repeat("6.6.6.6,", 10000) + "203.0.113.7"}}, "203.0.113.7"},
 		{"Forwarded ignored by default", []IPOption{trusted}, "10.0.0.1:80",
@@ -197,8 +197,8 @@ func TestClientIPConfig(t *testing.T) {
 		{"empty header name", []IPOption{TrustProxies(testProxies...), TrustHeader("")}, "keyfunc: TrustHeader: empty"},
 		{"XFF as header", []IPOption{TrustProxies(testProxies...), TrustHeader("x-forwarded-for")}, "keyfunc: TrustHeader: x-forwarded-for is a list"},
 		{"Forwarded as header", []IPOption{TrustProxies(testProxies...), TrustHeader("Forwarded")}, "keyfunc: TrustHeader: Forwarded is a list"},
-		{"header without proxies", []IPOption{TrustHeader("X-Real-IP")}, "keyfunc: TrustHeader without TrustProxies"},
-		{"Forwarded without proxies", []IPOption{UseForwarded()}, "keyfunc: UseForwarded without TrustProxies"},
+		{"header without proxies", []IPOption{TrustHeader("X-Real-IP")}, "keyfunc: ClientIP: TrustHeader without TrustProxies"},
+		{"Forwarded without proxies", []IPOption{UseForwarded()}, "keyfunc: ClientIP: UseForwarded without TrustProxies"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package keyfunc
 
 import (
 	"fmt"
+	"reflect"
 	"strconv"
 )
 
@@ -12,7 +13,14 @@ import (
 //
 // A missing value, a nil value or an empty string is an error wrapping
 // [ErrNoKey]; a value of another type is an error wrapping [ErrInvalidKey].
+//
+// ContextValue returns nil when key is nil or not comparable: no context
+// holds a value under such a key ([context.WithValue] refuses it), and
+// every adapter refuses a nil key function when it is built.
 func ContextValue(key any) Func {
+	if key == nil || !reflect.TypeOf(key).Comparable() {
+		return nil
+	}
 	return func(r Request) (string, error) {
 		var s string
 		switch v := r.Context().Value(key).(type) {

@@ -54,8 +54,22 @@
 // gets an error wrapping [ErrInvalidKey]. What the request then gets is
 // the adapter's decision; ratekit's adapters refuse both by default,
 // since keying such a request by something else (its address) would turn
-// an account's limit into an address's. Invalid configuration is an error
-// from the constructor; nothing here panics on request input.
+// an account's limit into an address's. Nothing here panics on request
+// input.
+//
+// A configuration mistake is never a request's error: no constructor
+// returns a Func that fails on every request. A constructor with an error
+// result returns one that names the mistake: [ClientIP] for its options,
+// [NormalizeEmail] for a nil option. A nil option is the same error
+// wherever it can be one, "keyfunc: <Func>: option N is nil". A
+// constructor without an error result returns nil for a configuration it
+// cannot build, as its doc says: [Join] of no or a nil Func, [Prefix] of
+// a nil Func, [Header] of a name no header field has, [ContextValue] of a
+// nil or uncomparable key, [Email] of an empty field name or with a nil
+// option, [RouteFunc] of nil. Every ratekit adapter refuses a nil key
+// function when it is built, so the mistake surfaces when the server
+// starts. [FromHTTP], built per request with no error result, reports a
+// nil option from its view's [Request.Field].
 //
 // # One identity, one key
 //

@@ -46,12 +46,13 @@ func FoldGmail() EmailOption {
 // A missing or empty field is an error wrapping [ErrNoKey]; an address that
 // [NormalizeEmail] rejects is an error wrapping [ErrInvalidKey]; an error
 // from [Request.Field] is returned as is.
+//
+// Email returns nil when field is empty or an option is nil: every adapter
+// refuses a nil key function when it is built.
 func Email(field string, opts ...EmailOption) Func {
-	var c emailConfig
-	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
+	c, err := emailOptions(opts)
+	if field == "" || err != nil {
+		return nil
 	}
 	return func(r Request) (string, error) {
 		v, err := r.Field(field)
@@ -83,14 +84,28 @@ func Email(field string, opts ...EmailOption) Func {
 // case-sensitive: in practice no provider does, and two keys for one
 // mailbox would let a client double its limit. A rejected address is an
 // error wrapping [ErrInvalidKey]. NormalizeEmail is idempotent.
+//
+// A nil option is an error ("keyfunc: NormalizeEmail: option N is nil"),
+// which wraps neither ErrInvalidKey nor [ErrNoKey]: the mistake is the
+// caller's, not the address's.
 func NormalizeEmail(s string, opts ...EmailOption) (string, error) {
-	var c emailConfig
-	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
+	c, err := emailOptions(opts)
+	if err != nil {
+		return "", fmt.Errorf("keyfunc: NormalizeEmail: %w", err)
 	}
 	return c.normalize(s)
+}
+
+// emailOptions applies opts, or reports the first that is nil.
+func emailOptions(opts []EmailOption) (emailConfig, error) {
+	var c emailConfig
+	for i, o := range opts {
+		if o == nil {
+			return c, fmt.Errorf("option %d is nil", i+1)
+		}
+		o(&c)
+	}
+	return c, nil
 }
 
 func (c emailConfig) normalize(s string) (string, error) {

@@ -10,15 +10,15 @@ import (
 // Forwarded (a comma-separated list of elements, each a semicolon-separated
 // list of name=value pairs). Both are walked from the right, the end written
 // by the nearest proxy, so that whatever a client put on the left is never
-// parsed, and both stop after MaxForwardedEntries entries or
-// MaxForwardedBytes bytes. Each header line is walked on its own: a list
+// parsed, and both stop after maxForwardedEntries entries or
+// maxForwardedBytes bytes. Each header line is walked on its own: a list
 // split over several lines is the same list as the lines joined with commas.
 
 // walkXFF returns the rightmost untrusted address of an X-Forwarded-For
 // list, and false if the list is absent, holds only trusted addresses, holds
 // an invalid entry before an untrusted one, or is too long.
 func walkXFF(lines []string, trusted func(netip.Addr) bool) (netip.Addr, bool) {
-	entries, budget := 0, MaxForwardedBytes
+	entries, budget := 0, maxForwardedBytes
 	for i := len(lines) - 1; i >= 0; i-- {
 		line := lines[i]
 		end := len(line)
@@ -38,7 +38,7 @@ func walkXFF(lines []string, trusted func(netip.Addr) bool) (netip.Addr, bool) {
 			if entry == "" {
 				continue // empty list elements are ignored (RFC 9110, 5.6.1)
 			}
-			if entries++; entries > MaxForwardedEntries {
+			if entries++; entries > maxForwardedEntries {
 				return netip.Addr{}, false
 			}
 			a, ok := parseNode(entry)
@@ -58,7 +58,7 @@ func walkXFF(lines []string, trusted func(netip.Addr) bool) (netip.Addr, bool) {
 // "for" parameter, or whose "for" is "unknown" or an obfuscated identifier,
 // is invalid.
 func walkForwarded(lines []string, trusted func(netip.Addr) bool) (netip.Addr, bool) {
-	entries, budget := 0, MaxForwardedBytes
+	entries, budget := 0, maxForwardedBytes
 	for i := len(lines) - 1; i >= 0; i-- {
 		line := lines[i]
 		end := len(line)
@@ -73,7 +73,7 @@ func walkForwarded(lines []string, trusted func(netip.Addr) bool) (netip.Addr, b
 			if elem == "" {
 				continue
 			}
-			if entries++; entries > MaxForwardedEntries {
+			if entries++; entries > maxForwardedEntries {
 				return netip.Addr{}, false
 			}
 			a, ok := forwardedFor(elem)

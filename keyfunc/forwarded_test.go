@@ -101,7 +101,7 @@ func TestWalkForwarded(t *testing.T) {
 }
 
 // TestWalkBounds checks that both walkers give up, falling back to the peer,
-// after MaxForwardedEntries entries or MaxForwardedBytes bytes, and that
+// after maxForwardedEntries entries or maxForwardedBytes bytes, and that
 // what lies beyond the client entry is never examined.
 func TestWalkBounds(t *testing.T) {
 	trustedN := func(n int, sep string) string {
@@ -113,15 +113,15 @@ func TestWalkBounds(t *testing.T) {
 		lines []string
 		want  string
 	}{
-		{"XFF entries in bound", walkXFF, []string{"203.0.113.7, " + trustedN(MaxForwardedEntries-1, "")}, "203.0.113.7"},
-		{"XFF entries past bound", walkXFF, []string{"203.0.113.7, " + trustedN(MaxForwardedEntries, "")}, ""},
-		{"XFF entries past bound over lines", walkXFF, []string{"203.0.113.7", trustedN(MaxForwardedEntries/2, ""), trustedN(MaxForwardedEntries/2, "")}, ""},
-		{"XFF bytes past bound", walkXFF, []string{"203.0.113.7," + strings.Repeat(" ", MaxForwardedBytes)}, ""},
-		{"XFF bytes past bound over lines", walkXFF, []string{"203.0.113.7", strings.Repeat(" ", MaxForwardedBytes/2), strings.Repeat(" ", MaxForwardedBytes/2)}, ""},
+		{"XFF entries in bound", walkXFF, []string{"203.0.113.7, " + trustedN(maxForwardedEntries-1, "")}, "203.0.113.7"},
+		{"XFF entries past bound", walkXFF, []string{"203.0.113.7, " + trustedN(maxForwardedEntries, "")}, ""},
+		{"XFF entries past bound over lines", walkXFF, []string{"203.0.113.7", trustedN(maxForwardedEntries/2, ""), trustedN(maxForwardedEntries/2, "")}, ""},
+		{"XFF bytes past bound", walkXFF, []string{"203.0.113.7," + strings.Repeat(" ", maxForwardedBytes)}, ""},
+		{"XFF bytes past bound over lines", walkXFF, []string{"203.0.113.7", strings.Repeat(" ", maxForwardedBytes/2), strings.Repeat(" ", maxForwardedBytes/2)}, ""},
 		{"XFF junk left of client", walkXFF, []string{strings.Repeat("x", 1<<20) + ",203.0.113.7"}, "203.0.113.7"},
-		{"Forwarded entries in bound", walkForwarded, []string{"for=203.0.113.7, " + strings.Repeat("for=10.0.0.9, ", MaxForwardedEntries-2) + "for=10.0.0.9"}, "203.0.113.7"},
-		{"Forwarded entries past bound", walkForwarded, []string{"for=203.0.113.7, " + strings.Repeat("for=10.0.0.9, ", MaxForwardedEntries-1) + "for=10.0.0.9"}, ""},
-		{"Forwarded bytes past bound", walkForwarded, []string{`for=203.0.113.7;x="` + strings.Repeat(",", MaxForwardedBytes) + `"`}, ""},
+		{"Forwarded entries in bound", walkForwarded, []string{"for=203.0.113.7, " + strings.Repeat("for=10.0.0.9, ", maxForwardedEntries-2) + "for=10.0.0.9"}, "203.0.113.7"},
+		{"Forwarded entries past bound", walkForwarded, []string{"for=203.0.113.7, " + strings.Repeat("for=10.0.0.9, ", maxForwardedEntries-1) + "for=10.0.0.9"}, ""},
+		{"Forwarded bytes past bound", walkForwarded, []string{`for=203.0.113.7;x="` + strings.Repeat(",", maxForwardedBytes) + `"`}, ""},
 		{"Forwarded junk left of client", walkForwarded, []string{`for="` + strings.Repeat(`\",`, 1<<18) + ", for=203.0.113.7"}, "203.0.113.7"},
 	}
 	for _, tt := range tests {

@@ -51,7 +51,15 @@ import (
 // offline. Changing the secret changes every key. secret is copied.
 //
 // A missing or empty header is an error wrapping [ErrNoKey].
+//
+// Header returns nil when name is not a header field name (empty, or
+// holding a space, a colon or another character no field name holds, RFC
+// 9110 section 5.1): no request could carry it, and every adapter refuses
+// a nil key function when it is built.
 func Header(name string, secret []byte) Func {
+	if !isFieldName(name) {
+		return nil
+	}
 	secret = append([]byte(nil), secret...)
 	prefix := "sha256:"
 	newHash := sha256.New
@@ -83,3 +91,7 @@ func Header(name string, secret []byte) Func {
 		return string(buf), nil
 	}
 }
+
+// isFieldName reports whether name is a header field name: a token (RFC
+// 9110 section 5.1).
+func isFieldName(name string) bool { return name != "" && tokenLen(name) == len(name) }

@@ -29,8 +29,12 @@ type httpConfig struct {
 // unknown.
 //
 // Default: [http.Request.Pattern], set by [http.ServeMux], with any method
-// prefix removed.
+// prefix removed. RouteFunc returns nil when f is nil, which [FromHTTP]
+// reports.
 func RouteFunc(f func(*http.Request) string) HTTPOption {
+	if f == nil {
+		return nil
+	}
 	return func(c *httpConfig) { c.route = f }
 }
 
@@ -53,12 +57,22 @@ func MaxBodyBytes(n int64) HTTPOption {
 // and replaces r.Body with a reader over the bytes read, so the handler
 // reads the body as sent, as if it had not been touched. Only a key or
 // cost function that asks for a field reads the body.
+//
+// A nil option is a mistake FromHTTP has no error result to report, and
+// the options hold the body's bound: so that a key never comes from a body
+// read with a bound other than the one meant, the view's Field fails with
+// "keyfunc: FromHTTP: option N is nil", reading nothing, and its other
+// methods read the request as they would without that option.
 func FromHTTP(r *http.Request, opts ...HTTPOption) Request {
 	h := &httpRequest{r: r}
-	for _, o := range opts {
-		if o != nil {
-			o(&h.httpConfig)
+	for i, o := range opts {
+		if o == nil {
+			if h.err == nil {
+				h.err = fmt.Errorf("keyfunc: FromHTTP: option %d is nil", i+1)
+			}
+			continue
 		}
+		o(&h.httpConfig)
 	}
 	if h.maxBody <= 0 {
 		h.maxBody = DefaultMaxBodyBytes
@@ -68,7 +82,8 @@ func FromHTTP(r *http.Request, opts ...HTTPOption) Request {
 
 type httpRequest struct {
 	httpConfig
-	r *http.Request
+	r   *http.Request
+	err error // a nil option, reported by Field
 }
 
 func (h *httpRequest) RemoteAddr() string          { return h.r.RemoteAddr }
@@ -90,6 +105,9 @@ func (h *httpRequest) Route() string {
 }
 
 func (h *httpRequest) Field(name string) (string, error) {
+	if h.err != nil {
+		return "", h.err
+	}
 	ct := h.r.Header.Get("Content-Type")
 	body, err := h.body()
 	if err != nil {

@@ -1,8 +1,7 @@
 package keyfunc
 
 import (
-	"errors"
-	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -14,19 +13,20 @@ import (
 // "c" never give the key of "a" and "b:c".
 //
 // The first error of a part is returned as is, so [errors.Is] still finds
-// [ErrNoKey] or [ErrInvalidKey]. Join with no functions returns a Func that
-// always fails with [ErrNoKey].
+// [ErrNoKey] or [ErrInvalidKey].
+//
+// Join returns nil when fns is empty or holds a nil Func (such as a
+// constructor's nil for a configuration it cannot build): there is
+// nothing to key by, and every adapter refuses a nil key function when it
+// is built.
 func Join(fns ...Func) Func {
-	fns = append([]Func(nil), fns...)
+	if len(fns) == 0 || slices.ContainsFunc(fns, func(f Func) bool { return f == nil }) {
+		return nil
+	}
+	fns = slices.Clone(fns)
 	return func(r Request) (string, error) {
-		if len(fns) == 0 {
-			return "", fmt.Errorf("%w: Join of no key functions", ErrNoKey)
-		}
 		var b []byte
 		for _, f := range fns {
-			if f == nil {
-				return "", errors.New("keyfunc: Join: nil key function")
-			}
 			k, err := f(r)
 			if err != nil {
 				return "", err
@@ -43,13 +43,16 @@ func Join(fns ...Func) Func {
 // ns, a colon, and the key ("login:ana@example.com"). Namespaces keep the
 // keys of different limits apart when they share a store. The key is
 // unambiguous: "%" and ":" in ns are escaped as "%25" and "%3A", so ns ends at
-// the key's first colon.
+// the key's first colon. An empty ns is a namespace too: the key is ":"
+// and the key of f.
+//
+// Prefix returns nil when f is nil, as [Join] does.
 func Prefix(ns string, f Func) Func {
+	if f == nil {
+		return nil
+	}
 	ns = strings.NewReplacer("%", "%25", ":", "%3A").Replace(ns) + ":"
 	return func(r Request) (string, error) {
-		if f == nil {
-			return "", errors.New("keyfunc: Prefix: nil key function")
-		}
 		k, err := f(r)
 		if err != nil {
 			return "", err
