@@ -66,10 +66,11 @@ import (
 // body does; it never holds an error's text.
 //
 // NewInterceptor panics if l is nil or an option is invalid (a nil option,
-// a malformed procedure name or nil limiter in [WithProcedures],
-// core.Fallback(nil), [WithCountIf] over a limiter that cannot give units
-// back): a configuration mistake, found when the server starts. Nothing a
-// call carries makes the interceptor panic. It is safe for concurrent use.
+// [WithClock](nil), a malformed procedure name or nil limiter in
+// [WithProcedures], core.Fallback(nil), [WithCountIf] over a limiter that
+// cannot give units back): a configuration mistake, found when the server
+// starts. Nothing a call carries makes the interceptor panic. It is safe
+// for concurrent use.
 func NewInterceptor(l core.Limiter, opts ...Option) connect.Interceptor {
 	var c config
 	for i, o := range opts {

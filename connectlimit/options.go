@@ -12,7 +12,9 @@ import (
 )
 
 // An Option configures the interceptor built by [NewInterceptor]. Each
-// option's doc says its default; a nil function means the default. They
+// option's doc says its default; a nil function given to an option means
+// the default, while a nil option, or [WithClock](nil), makes
+// [NewInterceptor] panic. They
 // are grpclimit's options in Connect's words (a procedure is gRPC's full
 // method name) and, where a call has an equivalent, httplimit's: the same
 // words mean the same thing.

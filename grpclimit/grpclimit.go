@@ -75,9 +75,10 @@ const UnknownMethod = "/*/*"
 // lists, and the handler is not called. The code the handler returns (see
 // [status.Code]) is what [WithCountIf] judges.
 //
-// It panics if l is nil or an option is invalid (a nil option, a malformed
-// method name in [WithMethods], [WithCountIf] over a limiter that cannot
-// give units back): a configuration mistake, found when the server starts.
+// It panics if l is nil or an option is invalid (a nil option,
+// [WithClock](nil), a malformed method name in [WithMethods], [WithCountIf]
+// over a limiter that cannot give units back): a configuration mistake,
+// found when the server starts.
 func UnaryServerInterceptor(l core.Limiter, opts ...Option) grpc.UnaryServerInterceptor {
 	lim, _ := mustNew("grpclimit: UnaryServerInterceptor", l, opts)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {

@@ -14,8 +14,9 @@ import (
 // An Option configures [UnaryServerInterceptor] and
 // [StreamServerInterceptor]; both take every option ([WithPerMessage]
 // means nothing to unary calls). Each option's doc says its default; a nil
-// function means the default, and a later option replaces an earlier one
-// of the same kind. The options are [httplimit]'s vocabulary in gRPC terms:
+// function given to an option means the default, while a nil option, or
+// [WithClock](nil), makes the constructors panic; a later option replaces
+// an earlier one of the same kind. The options are [httplimit]'s vocabulary in gRPC terms:
 // see its options for the full behaviour.
 type Option func(*config)
 
