@@ -20,7 +20,7 @@ import (
 // An outage is any error from the remote limiter except the caller's own
 // ([ErrEmptyKey], [ErrInvalidCost], [ErrCostTooHigh], [ErrInvalidElapsed],
 // [ErrNoRefund], or a context the caller ended), which are returned as they
-// are. Each outage error goes to the [WithStoreErrorHook] hook, and the
+// are. Each outage error goes to the [WithErrorHook] hook, and the
 // request is decided by the error policy: failing open, an allowing
 // Decision and a nil error; failing closed, or when the fallback limiter
 // fails too, an [UnavailableError] saying when to retry (docs/failure.md).
@@ -91,7 +91,7 @@ var (
 var ErrBreakerOpen = errors.New("circuit breaker open: the store was not called")
 
 // FailoverOption configures a [Failover]: [WithErrorPolicy], [WithBreaker],
-// [WithStoreErrorHook], [WithBreakerHook], [WithRemoteTimeout] or [WithClock]
+// [WithErrorHook], [WithBreakerHook], [WithTimeout] or [WithClock]
 // (observe.FailoverHooks returns the two hooks that report to an Observer).
 type FailoverOption interface{ applyFailover(*Failover) }
 
@@ -111,10 +111,10 @@ func WithBreaker(failures int, coolDown time.Duration) FailoverOption {
 	return failoverOption(func(f *Failover) { f.failures, f.coolDown = int64(failures), coolDown })
 }
 
-// WithStoreErrorHook sets a hook called with every outage error, from the
+// WithErrorHook sets a hook called with every outage error, from the
 // goroutine of the request that met it; it must be safe for concurrent use
 // and should not block (log, count). Default: none.
-func WithStoreErrorHook(hook func(error)) FailoverOption {
+func WithErrorHook(hook func(error)) FailoverOption {
 	return failoverOption(func(f *Failover) { f.hook = hook })
 }
 
@@ -126,10 +126,10 @@ func WithBreakerHook(hook func(open bool)) FailoverOption {
 	return failoverOption(func(f *Failover) { f.onBreaker = hook })
 }
 
-// WithRemoteTimeout bounds each call to the remote limiter: its context gets
+// WithTimeout bounds each call to the remote limiter: its context gets
 // this timeout, and a call that runs out is an outage. Default (or 0): only
 // the caller's context and the remote limiter's own timeouts.
-func WithRemoteTimeout(d time.Duration) FailoverOption {
+func WithTimeout(d time.Duration) FailoverOption {
 	return failoverOption(func(f *Failover) { f.timeout = d })
 }
 
@@ -161,7 +161,7 @@ func NewFailover(remote Limiter, opts ...FailoverOption) (*Failover, error) {
 	case f.coolDown <= 0:
 		return nil, fmt.Errorf("core: NewFailover: WithBreaker(..., %v): the cool-down must be positive", f.coolDown)
 	case f.timeout < 0:
-		return nil, fmt.Errorf("core: NewFailover: WithRemoteTimeout(%v): must not be negative", f.timeout)
+		return nil, fmt.Errorf("core: NewFailover: WithTimeout(%v): must not be negative", f.timeout)
 	case f.clock == nil:
 		return nil, errors.New("core: NewFailover: WithClock(nil): a clock is required")
 	}
@@ -258,7 +258,7 @@ func (f *Failover) Reset(ctx context.Context, key string) error {
 // refund (see [As]), whatever the local one can.
 //
 // A refund is a call to the store like any other: its outage errors go to
-// the [WithStoreErrorHook] hook and count towards opening the breaker. When the
+// the [WithErrorHook] hook and count towards opening the breaker. When the
 // remote refund fails with an outage error, or the open breaker keeps the
 // store from being called, the request was most likely decided during the
 // outage, by the error policy: with [Fallback], the units are given back in

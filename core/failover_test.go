@@ -75,7 +75,7 @@ func TestFailoverModes(t *testing.T) {
 			remote.Down.Store(true)
 			var hooked []error
 			f := mustFailover(t, remote, tt.opt, core.WithBreaker(2, 5*time.Second), core.WithClock(clock),
-				core.WithStoreErrorHook(func(err error) { hooked = append(hooked, err) }))
+				core.WithErrorHook(func(err error) { hooked = append(hooked, err) }))
 			for i, want := range tt.want {
 				n := int64(3)
 				if tt.name == "fallback" {
@@ -115,7 +115,7 @@ func TestFailoverBreaker(t *testing.T) {
 	remote := newFlaky(t, core.Policy{Limit: 100, Window: time.Minute}, clock)
 	var hooks atomic.Int64
 	f := mustFailover(t, remote, core.WithErrorPolicy(core.FailOpen()), core.WithBreaker(3, 5*time.Second), core.WithClock(clock),
-		core.WithStoreErrorHook(func(error) { hooks.Add(1) }))
+		core.WithErrorHook(func(error) { hooks.Add(1) }))
 	steps := []struct {
 		advance   time.Duration
 		down      bool
@@ -157,7 +157,7 @@ func TestFailoverCallerErrors(t *testing.T) {
 	remote := newFlaky(t, core.Policy{Limit: 10, Window: time.Minute}, clock)
 	var hooked atomic.Int64
 	f := mustFailover(t, remote, core.WithErrorPolicy(core.FailClosed()), core.WithBreaker(1, time.Second), core.WithClock(clock),
-		core.WithStoreErrorHook(func(error) { hooked.Add(1) }))
+		core.WithErrorHook(func(error) { hooked.Add(1) }))
 	for _, tt := range []struct {
 		key  string
 		n    int64
@@ -220,7 +220,7 @@ func TestFailoverUnavailable(t *testing.T) {
 	localDown.Down.Store(true)
 	var hooked []error
 	f := mustFailover(t, down, core.WithErrorPolicy(core.Fallback(localDown)), core.WithClock(clock),
-		core.WithStoreErrorHook(func(err error) { hooked = append(hooked, err) }))
+		core.WithErrorHook(func(err error) { hooked = append(hooked, err) }))
 	_, err := f.Allow(ctx, "k")
 	unavailable("the fallback failing too", err, time.Second, errDown)
 	if len(hooked) != 1 {
@@ -230,7 +230,7 @@ func TestFailoverUnavailable(t *testing.T) {
 	inner := mustFailover(t, down, core.WithErrorPolicy(core.FailClosed()), core.WithBreaker(1, 30*time.Second), core.WithClock(clock))
 	hooked = nil
 	outer := mustFailover(t, inner, core.WithErrorPolicy(core.FailOpen()), core.WithBreaker(1, time.Second), core.WithClock(clock),
-		core.WithStoreErrorHook(func(err error) { hooked = append(hooked, err) }))
+		core.WithErrorHook(func(err error) { hooked = append(hooked, err) }))
 	_, err = outer.Allow(ctx, "k")
 	unavailable("a Failover inside failing closed", err, 30*time.Second, errDown)
 	clock.Advance(10 * time.Second)
@@ -241,7 +241,7 @@ func TestFailoverUnavailable(t *testing.T) {
 	}
 
 	hooked = nil
-	f = mustFailover(t, timedOut{down}, core.WithClock(clock), core.WithStoreErrorHook(func(err error) { hooked = append(hooked, err) }))
+	f = mustFailover(t, timedOut{down}, core.WithClock(clock), core.WithErrorHook(func(err error) { hooked = append(hooked, err) }))
 	if d, err := f.Allow(ctx, "k"); err != nil || !d.Allowed || len(hooked) != 1 || !errors.Is(hooked[0], context.DeadlineExceeded) {
 		t.Errorf("a store's own deadline: %+v, %v, hooked %v; want an outage, failed open", d, err, hooked)
 	}
@@ -293,7 +293,7 @@ func TestNewFailoverErrors(t *testing.T) {
 		{core.WithErrorPolicy(core.Fallback(nil))},
 		{core.WithBreaker(0, time.Second)},
 		{core.WithBreaker(1, 0)},
-		{core.WithRemoteTimeout(-1)},
+		{core.WithTimeout(-1)},
 		{core.WithClock(nil)},
 	} {
 		if _, err := core.NewFailover(remote, opts...); err == nil {
@@ -331,7 +331,7 @@ func ExampleNewFailover() {
 	limiter, err := core.NewFailover(remote,
 		core.WithErrorPolicy(core.Fallback(local)),
 		core.WithBreaker(2, 10*time.Second),
-		core.WithStoreErrorHook(func(err error) { fmt.Println("store error:", err) }),
+		core.WithErrorHook(func(err error) { fmt.Println("store error:", err) }),
 		core.WithClock(clock),
 	)
 	if err != nil {

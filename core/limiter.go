@@ -143,7 +143,7 @@ func checkRequest(key string, n, maxCost int64) error {
 // [ErrCostTooHigh]), a negative elapsed time or a limiter that cannot
 // refund ([ErrInvalidElapsed], [ErrNoRefund]), or ctx itself cancelled or
 // past its deadline. A deadline of the store's own, such as a
-// [WithRemoteTimeout] running out while ctx goes on, is the store's. ctx may
+// [WithTimeout] running out while ctx goes on, is the store's. ctx may
 // be nil when there is none: then only the errors named count.
 //
 // It is the one definition every ratekit package uses: caller errors never

@@ -10,10 +10,12 @@ package core
 // It is both an [Option] and a [FailoverOption].
 type ClockOption struct{ c Clock }
 
-// WithClock sets the clock the constructed limiter reads: [New]'s once per
-// decision, [NewFailover]'s for the breaker's cool-down. A [CoarseClock]
-// trades exactness (up to its resolution) for a cheaper read. The
-// constructor fails if c is nil.
+// WithClock sets the clock the constructed limiter reads: [New]'s (and
+// each plan's of [NewTiered]) once per decision; [NewFailover]'s for the
+// breaker's cool-down and as the clock of the local limiter a
+// [FallbackShare] error policy builds (not the remote limiter's, which has
+// its own). A [CoarseClock] trades exactness (up to its resolution) for a
+// cheaper read. The constructor fails if c is nil.
 //
 // Default: [SystemClock].
 func WithClock(c Clock) ClockOption { return ClockOption{c} }

@@ -365,7 +365,7 @@ func TestFailoverRefund(t *testing.T) {
 	local := mustNew(t, p, clock)
 	var hooked []error
 	f := mustFailover(t, remote, core.WithErrorPolicy(core.Fallback(local)), core.WithBreaker(2, time.Minute), core.WithClock(clock),
-		core.WithStoreErrorHook(func(err error) { hooked = append(hooked, err) }))
+		core.WithErrorHook(func(err error) { hooked = append(hooked, err) }))
 
 	allow(t, f, "k", 2)
 	if err := f.Refund(ctx, "k", 1, 0); err != nil {

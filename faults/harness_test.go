@@ -30,7 +30,7 @@ type Config struct {
 	Keys int
 	// Pace is the pause of each worker between two decisions. Default: 1 ms.
 	Pace time.Duration
-	// RemoteTimeout is the Failover's WithRemoteTimeout. Default: 100 ms.
+	// RemoteTimeout is the Failover's WithTimeout. Default: 100 ms.
 	RemoteTimeout time.Duration
 	// CoolDown is the breaker's cool-down (WithBreaker(3, CoolDown)).
 	// Default: 500 ms.
@@ -267,8 +267,8 @@ func RunClients(ctx context.Context, newClient NewClient, cfg Config, fault Faul
 				ep = core.Fallback(lm)
 			}
 			f, err := core.NewFailover(remote{rl}, core.WithErrorPolicy(ep),
-				core.WithRemoteTimeout(cfg.RemoteTimeout), core.WithBreaker(3, cfg.CoolDown),
-				core.WithBreakerHook(m.breaker), core.WithStoreErrorHook(m.storeError))
+				core.WithTimeout(cfg.RemoteTimeout), core.WithBreaker(3, cfg.CoolDown),
+				core.WithBreakerHook(m.breaker), core.WithErrorHook(m.storeError))
 			if err != nil {
 				return nil, fmt.Errorf("faults: %w", err)
 			}

@@ -180,8 +180,9 @@ func WithLockout(base, maxLock time.Duration) Option {
 
 // WithClock sets the clock a Guard reads to measure how long an attempt
 // took, so that [Guard.Succeed] gives back exactly what still counts; give
-// it the clock of the Guard's limiters. Default (or nil):
-// [core.SystemClock].
+// it the clock of the Guard's limiters. [New] fails if c is nil.
+//
+// Default: [core.SystemClock].
 func WithClock(c core.Clock) Option { return func(g *config) { g.clock = c } }
 
 // New returns a Guard whose limiters newLimiter builds, one per policy
@@ -201,7 +202,7 @@ func New(newLimiter func(core.Policy) (core.Limiter, error), opts ...Option) (*G
 	if newLimiter == nil {
 		return nil, errors.New("guard: New: a limiter constructor is required")
 	}
-	var c config
+	c := config{clock: core.SystemClock{}}
 	for i, opt := range opts {
 		if opt == nil {
 			return nil, fmt.Errorf("guard: New: option %d is nil", i+1)
@@ -236,7 +237,7 @@ func New(newLimiter func(core.Policy) (core.Limiter, error), opts ...Option) (*G
 		return r, nil
 	}
 	if c.clock == nil {
-		c.clock = core.SystemClock{}
+		return nil, errors.New("guard: New: WithClock(nil): a clock is required")
 	}
 	g := &Guard{clock: c.clock}
 	var err error

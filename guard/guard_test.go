@@ -201,6 +201,10 @@ func TestNilOption(t *testing.T) {
 	if want := "guard: New: option 1 is nil"; err == nil || err.Error() != want {
 		t.Errorf("New with a nil option: %v, want %s", err, want)
 	}
+	_, err = guard.New(func(p core.Policy) (core.Limiter, error) { return core.New(p) }, guard.WithClock(nil))
+	if want := "guard: New: WithClock(nil): a clock is required"; err == nil || err.Error() != want {
+		t.Errorf("New with WithClock(nil): %v, want %s", err, want)
+	}
 }
 
 // onlyLimiter hides every method of a limiter but core.Limiter's.

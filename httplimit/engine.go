@@ -87,13 +87,13 @@ type Engine struct {
 // option is invalid, such as [core.Fallback](nil).
 func New(l core.Limiter, opts ...Option) (*Engine, error) {
 	if l == nil {
-		return nil, errors.New("httplimit: nil limiter")
+		return nil, errors.New("httplimit: New: a limiter is required")
 	}
-	e := &Engine{cfg: config{headers: IETFHeaders}}
+	e := &Engine{cfg: config{headers: IETFHeaders, clock: core.SystemClock{}}}
 	c := &e.cfg
-	for _, o := range opts {
+	for i, o := range opts {
 		if o == nil {
-			return nil, errors.New("httplimit: nil option")
+			return nil, fmt.Errorf("httplimit: New: option %d is nil", i+1)
 		}
 		o(c)
 	}
@@ -104,7 +104,7 @@ func New(l core.Limiter, opts ...Option) (*Engine, error) {
 		c.key = keyfunc.PeerIP
 	}
 	if c.clock == nil {
-		c.clock = core.SystemClock{}
+		return nil, errors.New("httplimit: New: WithClock(nil): a clock is required")
 	}
 	// The failover composition decides a store failure, once for every
 	// adapter; the middleware's has no breaker (MaxInt failures).

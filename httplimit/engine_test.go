@@ -38,8 +38,11 @@ func TestNewRejectsInvalidOptions(t *testing.T) {
 		opts []httplimit.Option
 		want string
 	}{
-		{"nil limiter", nil, nil, "nil limiter"},
-		{"nil option", l, []httplimit.Option{nil}, "nil option"},
+		{"nil limiter", nil, nil, "New: a limiter is required"},
+		{"nil option", l, []httplimit.Option{nil}, "New: option 1 is nil"},
+		{"nil option after a good one", l, []httplimit.Option{httplimit.WithHeaders(httplimit.IETFHeaders), nil}, "New: option 2 is nil"},
+		{"WithClock(nil)", l, []httplimit.Option{httplimit.WithClock(nil)}, "WithClock(nil): a clock is required"},
+		{"WithKey(nil)", l, []httplimit.Option{httplimit.WithKey(nil)}, "WithKey(nil): a key function is required"},
 		{"Fallback(nil)", l, []httplimit.Option{httplimit.WithErrorPolicy(core.Fallback(nil))}, "Fallback(nil)"},
 		{"FallbackShare(0)", l, []httplimit.Option{httplimit.WithErrorPolicy(core.FallbackShare(0))}, "FallbackShare(0)"},
 		{"FallbackShare, no policy", plainLimiter{}, []httplimit.Option{httplimit.WithErrorPolicy(core.FallbackShare(2))}, "no Policy to share"},

@@ -38,9 +38,19 @@ type config struct {
 // caller key. A key error wrapping [keyfunc.ErrNoKey] is handled as
 // [WithNoKey] says; any other key error as [WithInvalidKey] says.
 //
+// [New] fails if f is nil, which is what a keyfunc constructor returns for
+// a configuration it cannot build (such as [keyfunc.Join] of nothing).
+//
 // Default: [keyfunc.PeerIP], the socket peer's address; no header is
 // trusted, so a client cannot change its key with X-Forwarded-For.
-func WithKey(f keyfunc.Func) Option { return func(c *config) { c.key = f } }
+func WithKey(f keyfunc.Func) Option {
+	return func(c *config) {
+		if f == nil {
+			c.errs = append(c.errs, errors.New("httplimit: WithKey(nil): a key function is required (a keyfunc constructor returns nil for a configuration it cannot build)"))
+		}
+		c.key = f
+	}
+}
 
 // WithCost sets how many units a request spends, such as 50 for an export
 // and 1 for everything else. An error, or a cost that is not positive, is
@@ -183,8 +193,11 @@ func WithInvalidKey(p KeyPolicy) Option { return func(c *config) { c.badKey = p 
 
 // WithClock sets the clock the middleware reads: for the epoch time of
 // X-RateLimit-Reset ([XRateLimitHeaders]), the only absolute time it
-// writes, and, with [WithCountIf], to measure how long the handler took
-// before a request is given back. Give it the limiter's clock in tests.
+// writes; with [WithCountIf], to measure how long the handler took before
+// a request is given back; and as the clock of the local limiter a
+// [core.FallbackShare] error policy builds. It does not clock the limiter
+// the middleware enforces, which has its own: give both the same clock in
+// tests. [New] fails if clk is nil.
 //
 // Default: [core.SystemClock].
 func WithClock(clk core.Clock) Option { return func(c *config) { c.clock = clk } }

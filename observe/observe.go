@@ -286,9 +286,9 @@ func newObserver(name string, l core.Limiter, obs Observer, opts []Option) (obse
 		return observer{}, errors.New("observe: " + name + ": an observer is required")
 	}
 	o := options{clock: core.SystemClock{}}
-	for _, opt := range opts {
+	for i, opt := range opts {
 		if opt == nil {
-			return observer{}, errors.New("observe: " + name + ": nil option")
+			return observer{}, fmt.Errorf("observe: %s: option %d is nil", name, i+1)
 		}
 		opt(&o)
 	}
@@ -446,7 +446,7 @@ func (o *Limiter) Reset(ctx context.Context, key string) error {
 // FailoverHooks returns the options of [core.NewFailover] that report the
 // Failover's outage errors ([OpStoreError]) and circuit breaker transitions
 // ([OpBreakerOpen], [OpBreakerClose]) to obs as events of the named policy,
-// with a background context: [core.WithStoreErrorHook] and
+// with a background context: [core.WithErrorHook] and
 // [core.WithBreakerHook]. A [Limiter] around the Failover does not see
 // those errors: the Failover decides such requests by its error policy and
 // returns no error. They replace hooks set before them, and hooks set after
@@ -460,7 +460,7 @@ func FailoverHooks(obs Observer, policy string) []core.FailoverOption {
 	}
 	obs = observerFor(obs, policy)
 	return []core.FailoverOption{
-		core.WithStoreErrorHook(func(err error) {
+		core.WithErrorHook(func(err error) {
 			obs.Observe(context.Background(), Event{Op: OpStoreError, Policy: policy, Err: err})
 		}),
 		core.WithBreakerHook(func(open bool) {

@@ -144,7 +144,7 @@ func TestObservedErrors(t *testing.T) {
 	}{
 		{"nil limiter", nil, obs, nil, "observe: New: a limiter is required"},
 		{"nil observer", m, nil, nil, "observe: New: an observer is required"},
-		{"nil option", m, obs, []observe.Option{nil}, "observe: New: nil option"},
+		{"nil option", m, obs, []observe.Option{nil}, "observe: New: option 1 is nil"},
 		{"nil clock", m, obs, []observe.Option{observe.WithClock(nil)}, "observe: New: WithClock(nil): a clock is required"},
 	} {
 		_, err := observe.New(tt.l, tt.obs, tt.opts...)
@@ -161,7 +161,7 @@ func TestObservedErrors(t *testing.T) {
 }
 
 func TestObservedConformance(t *testing.T) {
-	obs := observe.Observers(&recorder{}, observe.NewSlog(nil))
+	obs := observe.Observers(&recorder{}, observe.NewSlog(nil, nil))
 	limitertest.Run(t, func(t *testing.T, p core.Policy, clock *core.ManualClock) core.Limiter {
 		return mustObserved(t, mustMemory(t, p, clock), obs, observe.WithClock(clock))
 	})

@@ -56,25 +56,11 @@ type Slog struct {
 
 var _ Observer = (*Slog)(nil)
 
-// SlogOption configures a [Slog].
-type SlogOption func(*Slog)
-
-// WithKeySalt sets the salt of the logged key hashes (see [KeyHash]); salt
-// is copied. Default: none, a plain SHA-256.
-func WithKeySalt(salt []byte) SlogOption {
-	return func(s *Slog) { s.salt = append([]byte(nil), salt...) }
-}
-
-// NewSlog returns an observer that logs to logger, or to
-// [slog.Default] when logger is nil.
-func NewSlog(logger *slog.Logger, opts ...SlogOption) *Slog {
-	s := &Slog{logger: logger}
-	for _, opt := range opts {
-		if opt != nil {
-			opt(s)
-		}
-	}
-	return s
+// NewSlog returns an observer that logs to logger, or to [slog.Default]
+// when logger is nil, with key hashes salted by salt (see [KeyHash]; salt
+// is copied, and nil means a plain SHA-256).
+func NewSlog(logger *slog.Logger, salt []byte) *Slog {
+	return &Slog{logger: logger, salt: append([]byte(nil), salt...)}
 }
 
 // Observe logs e if it is a denial, an error or a breaker transition.

@@ -41,7 +41,7 @@ func TestSlogObserver(t *testing.T) {
 	clock := core.NewManualClock(limitercheck.StartTime())
 	store := newFlaky(t, core.Policy{Name: "api", Limit: 1, Window: time.Minute}, clock)
 	var buf bytes.Buffer
-	slogObs := observe.NewSlog(newTextLogger(&buf, slog.LevelDebug), observe.WithKeySalt([]byte("pepper")))
+	slogObs := observe.NewSlog(newTextLogger(&buf, slog.LevelDebug), []byte("pepper"))
 	f := mustFailover(t, store, append([]core.FailoverOption{core.WithClock(clock), core.WithBreaker(1, time.Second), core.WithErrorPolicy(core.FailClosed())},
 		observe.FailoverHooks(slogObs, "api")...)...)
 	l := mustObserved(t, f, slogObs, observe.WithClock(clock), observe.WithRawKey(),
@@ -79,7 +79,7 @@ func TestSlogObserver(t *testing.T) {
 
 	// At Info, only the warnings are written.
 	buf.Reset()
-	slogObs = observe.NewSlog(newTextLogger(&buf, slog.LevelInfo))
+	slogObs = observe.NewSlog(newTextLogger(&buf, slog.LevelInfo), nil)
 	slogObs.Observe(ctx, observe.Event{Op: observe.OpAllow, Policy: "api", Key: "k"})
 	slogObs.Observe(ctx, observe.Event{Op: observe.OpAllow, Policy: "api", Key: "k", Decision: core.Decision{Allowed: false}})
 	slogObs.Observe(ctx, observe.Event{Op: observe.OpReset, Policy: "api", Err: errDown})
@@ -92,7 +92,7 @@ func TestSlogObserver(t *testing.T) {
 // Debug is off.
 func TestSlogObserverAllocs(t *testing.T) {
 	var buf bytes.Buffer
-	obs := observe.NewSlog(newTextLogger(&buf, slog.LevelInfo))
+	obs := observe.NewSlog(newTextLogger(&buf, slog.LevelInfo), nil)
 	e := observe.Event{Op: observe.OpAllow, Policy: "api", Key: "k"}
 	if a := testing.AllocsPerRun(100, func() { obs.Observe(ctx, e) }); a != 0 {
 		t.Errorf("%v allocs per denial at Info, want 0", a)

@@ -30,7 +30,7 @@ func Example() {
 	}
 	local, _ := core.New(core.Policy{Limit: policy.Limit / 4, Window: policy.Window})
 	limiter, err := core.NewFailover(remote, core.WithErrorPolicy(core.Fallback(local)),
-		core.WithStoreErrorHook(func(err error) { log.Print(err) }))
+		core.WithErrorHook(func(err error) { log.Print(err) }))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func TestOutage(t *testing.T) {
 	var hooked atomic.Int64
 	clock := core.NewManualClock(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))
 	f, err := core.NewFailover(remote, core.WithErrorPolicy(core.Fallback(local)), core.WithBreaker(3, coolDown),
-		core.WithStoreErrorHook(func(error) { hooked.Add(1) }), core.WithClock(clock))
+		core.WithErrorHook(func(error) { hooked.Add(1) }), core.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestUnresponsiveRedis(t *testing.T) {
 			remote := mustNew(t, client, p, WithTimeout(timeout))
 			var errs []error
 			f, err := core.NewFailover(remote, mode.opt, core.WithBreaker(2, time.Minute),
-				core.WithStoreErrorHook(func(err error) { errs = append(errs, err) }))
+				core.WithErrorHook(func(err error) { errs = append(errs, err) }))
 			if err != nil {
 				t.Fatal(err)
 			}

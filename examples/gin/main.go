@@ -103,7 +103,7 @@ func newServer(c config) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	obs := observe.Observers(metrics, observe.NewSlog(c.logger, observe.WithKeySalt(c.salt)))
+	obs := observe.Observers(metrics, observe.NewSlog(c.logger, c.salt))
 	// Events carry the raw key for the logger, which logs only its hash;
 	// the metrics never see a key.
 	obsOpts := []observe.Option{observe.WithClock(c.clock), observe.WithRawKey()}

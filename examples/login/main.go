@@ -160,7 +160,7 @@ func redisLimiters(client redis.UniversalClient, logf func(format string, args .
 		if err != nil {
 			return nil, err
 		}
-		return core.NewFailover(l, core.WithErrorPolicy(core.FailClosed()), core.WithStoreErrorHook(func(err error) { logf("%s: %v", p.Name, err) }))
+		return core.NewFailover(l, core.WithErrorPolicy(core.FailClosed()), core.WithErrorHook(func(err error) { logf("%s: %v", p.Name, err) }))
 	}
 }
 
