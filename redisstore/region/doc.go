@@ -28,6 +28,10 @@
 // the sum of the regions' capacity increases: each region's share of Burst
 // (or of Limit, for the sliding windows) after it minus before it.
 //
+// A share's units are rounded down, never up, in those finer units: a
+// region never admits more than its share, and with a window algorithm
+// and a Limit up to 31,622 it admits exactly its share in a window.
+//
 // The bound holds while every region reaches the aggregate. A region that
 // cannot keeps its last share and reports the error through
 // [WithErrorHook]; until it reaches the aggregate again, the regions may
