@@ -13,6 +13,7 @@ import (
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/guard"
 	"github.com/ratekit/ratekit/guard/guardtest"
+	"github.com/ratekit/ratekit/internal/guardcheck"
 )
 
 // newMemoryGuard returns a Guard on memory limiters reading clock.
@@ -100,12 +101,12 @@ func TestGuardConcurrentFailures(t *testing.T) {
 	}
 	// One lockout: the next is the second level. The successes left
 	// nothing on ipB.
-	guardtest.RunSteps(t, clock, g, []guardtest.Step{
-		{Op: guardtest.Peek, Account: ana, IP: ipA, Want: blocked(time.Minute, guard.ByLockout)},
-		{Advance: time.Minute, Op: guardtest.Fail, Account: ana, IP: ipA, N: 3},
-		{Op: guardtest.Peek, Account: ana, IP: ipA, Want: blocked(2*time.Minute, guard.ByLockout)},
-		{Op: guardtest.Fail, Account: "v%d@example.com", IP: ipB, N: 49},
-		{Op: guardtest.Peek, Account: "u0@example.com", IP: ipB, Want: allowed},
+	guardcheck.RunSteps(t, clock, g, []guardcheck.Step{
+		{Op: guardcheck.Peek, Account: ana, IP: ipA, Want: blocked(time.Minute, guard.ByLockout)},
+		{Advance: time.Minute, Op: guardcheck.Fail, Account: ana, IP: ipA, N: 3},
+		{Op: guardcheck.Peek, Account: ana, IP: ipA, Want: blocked(2*time.Minute, guard.ByLockout)},
+		{Op: guardcheck.Fail, Account: "v%d@example.com", IP: ipB, N: 49},
+		{Op: guardcheck.Peek, Account: "u0@example.com", IP: ipB, Want: allowed},
 	})
 }
 
@@ -123,12 +124,12 @@ func TestGuardKeysNamespaced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	guardtest.RunSteps(t, clock, g, []guardtest.Step{
-		{Op: guardtest.Fail, Account: "x", IP: "a:b", N: 2},
-		{Op: guardtest.Peek, Account: "y", IP: "x", Want: allowed}, // account "x" is not IP "x"
-		{Op: guardtest.Peek, Account: "x", IP: "a:b", Want: blocked(time.Hour, guard.ByAccount)},
-		{Op: guardtest.Peek, Account: "xa", IP: ":b", Want: allowed}, // pair ("x", "a:b") is not ("xa", ":b")
-		{Op: guardtest.Peek, Account: "q", IP: "a:b", Want: blocked(time.Hour, guard.ByIP)},
+	guardcheck.RunSteps(t, clock, g, []guardcheck.Step{
+		{Op: guardcheck.Fail, Account: "x", IP: "a:b", N: 2},
+		{Op: guardcheck.Peek, Account: "y", IP: "x", Want: allowed}, // account "x" is not IP "x"
+		{Op: guardcheck.Peek, Account: "x", IP: "a:b", Want: blocked(time.Hour, guard.ByAccount)},
+		{Op: guardcheck.Peek, Account: "xa", IP: ":b", Want: allowed}, // pair ("x", "a:b") is not ("xa", ":b")
+		{Op: guardcheck.Peek, Account: "q", IP: "a:b", Want: blocked(time.Hour, guard.ByIP)},
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/guard"
 	"github.com/ratekit/ratekit/guard/guardtest"
+	"github.com/ratekit/ratekit/internal/guardcheck"
 	"github.com/ratekit/ratekit/internal/limitercheck"
 )
 
@@ -90,14 +91,14 @@ func TestGuardAcrossServers(t *testing.T) {
 		return guard.Decision{RetryAfter: d, BlockedBy: guard.ByLockout}
 	}
 	for _, g := range guards {
-		guardtest.RunSteps(t, clock, g, []guardtest.Step{
-			{Op: guardtest.Peek, Account: ana, IP: ipA, Want: locked(time.Minute)},
+		guardcheck.RunSteps(t, clock, g, []guardcheck.Step{
+			{Op: guardcheck.Peek, Account: ana, IP: ipA, Want: locked(time.Minute)},
 		})
 	}
-	guardtest.RunSteps(t, clock, guards[1], []guardtest.Step{
-		{Advance: time.Minute, Op: guardtest.Peek, Account: ana, IP: ipA, Want: guard.Decision{Allowed: true}},
-		{Op: guardtest.Fail, Account: ana, IP: ipA, N: 3},
-		{Op: guardtest.Peek, Account: ana, IP: ipA, Want: locked(2 * time.Minute)},
-		{Advance: 2 * time.Minute, Op: guardtest.Peek, Account: ana, IP: ipA, Want: guard.Decision{Allowed: true}},
+	guardcheck.RunSteps(t, clock, guards[1], []guardcheck.Step{
+		{Advance: time.Minute, Op: guardcheck.Peek, Account: ana, IP: ipA, Want: guard.Decision{Allowed: true}},
+		{Op: guardcheck.Fail, Account: ana, IP: ipA, N: 3},
+		{Op: guardcheck.Peek, Account: ana, IP: ipA, Want: locked(2 * time.Minute)},
+		{Advance: 2 * time.Minute, Op: guardcheck.Peek, Account: ana, IP: ipA, Want: guard.Decision{Allowed: true}},
 	})
 }

@@ -2,20 +2,20 @@
 // [github.com/ratekit/ratekit/guard.Guard]: a store that a Guard's
 // limiters may live on runs [Run] with a [Factory] that builds a Guard on
 // it, and gets the Guard's every behaviour checked, step by step, on a
-// manual clock. [RunSteps] runs a step table of one's own.
+// manual clock.
 package guardtest
 
 import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/guard"
+	"github.com/ratekit/ratekit/internal/guardcheck"
 )
 
 // Factory builds the [guard.Guard] under test with opts, its limiters on
@@ -43,7 +43,7 @@ func Run(t *testing.T, newGuard Factory) {
 		t.Run(sc.name, func(t *testing.T) {
 			clock := core.NewManualClock(start)
 			opts := append([]guard.Option{guard.WithClock(clock)}, sc.opts...)
-			RunSteps(t, clock, newGuard(t, clock, opts...), sc.steps)
+			guardcheck.RunSteps(t, clock, newGuard(t, clock, opts...), sc.steps)
 		})
 	}
 	t.Run("parallel guesses", func(t *testing.T) {
@@ -157,92 +157,21 @@ func parallel(t *testing.T, g *guard.Guard) {
 	}
 }
 
-// Op is what a [Step] does.
-type Op uint8
-
-// The operations of a step table.
-const (
-	// Peek calls Peek, which must decide the step's Want.
-	Peek Op = iota
-	// Check calls Check, which must decide Want; the attempt's outcome is
-	// never told.
-	Check
-	// Fail calls Check and, if it allowed the attempt, Fail.
-	Fail
-	// Succeed calls Check and, if it allowed the attempt, Succeed.
-	Succeed
-)
-
-// String returns "peek", "check", "fail" or "succeed".
-func (o Op) String() string { return [...]string{"peek", "check", "fail", "succeed"}[o] }
-
-// Step is one step of a step table: move the clock by Advance, then run Op
-// N times (at least once) for Account and IP; "%d" in Account is replaced
-// by 0, 1, … N-1. A peek or a check must decide Want (Allowed, RetryAfter
-// and BlockedBy).
-type Step struct {
-	Advance time.Duration
-	Op      Op
-	Account string
-	IP      string
-	N       int
-	Want    guard.Decision
-}
-
 var allowed = guard.Decision{Allowed: true}
 
 func blocked(retry time.Duration, by guard.Limit) guard.Decision {
 	return guard.Decision{RetryAfter: retry, BlockedBy: by}
 }
 
-// RunSteps runs steps against g, whose limiters read clock, and fails t at
-// the first step that errs or decides other than wanted. Its messages give
-// the time since RunSteps began.
-func RunSteps(t *testing.T, clock *core.ManualClock, g *guard.Guard, steps []Step) {
-	t.Helper()
-	began := clock.Now()
-	for i, s := range steps {
-		clock.Advance(s.Advance)
-		for j := range max(s.N, 1) {
-			account := s.Account
-			if strings.Contains(account, "%d") {
-				account = fmt.Sprintf(account, j)
-			}
-			var got guard.Decision
-			var err error
-			if s.Op == Peek {
-				got, err = g.Peek(ctx, account, s.IP)
-			} else {
-				got, err = g.Check(ctx, account, s.IP)
-			}
-			switch {
-			case err != nil:
-			case s.Op == Peek || s.Op == Check:
-				if got.Allowed != s.Want.Allowed || got.RetryAfter != s.Want.RetryAfter || got.BlockedBy != s.Want.BlockedBy {
-					t.Fatalf("step %d (at +%v): %v(%q, %q) = %+v, want %+v",
-						i, clock.Now().Sub(began), s.Op, account, s.IP, got, s.Want)
-				}
-			case s.Op == Fail:
-				err = g.Fail(ctx, got)
-			case s.Op == Succeed:
-				err = g.Succeed(ctx, got)
-			}
-			if err != nil {
-				t.Fatalf("step %d: %v(%q, %q): %v", i, s.Op, account, s.IP, err)
-			}
-		}
-	}
-}
-
 // lockoutRounds fails account n times per round, checks that the round
 // locks it for each wait in turn, and waits it out.
-func lockoutRounds(account, ip string, n int, by guard.Limit, waits ...time.Duration) []Step {
-	var steps []Step
+func lockoutRounds(account, ip string, n int, by guard.Limit, waits ...time.Duration) []guardcheck.Step {
+	var steps []guardcheck.Step
 	for _, w := range waits {
 		steps = append(steps,
-			Step{Op: Fail, Account: account, IP: ip, N: n},
-			Step{Op: Peek, Account: account, IP: ip, Want: blocked(w, by)},
-			Step{Advance: w, Op: Peek, Account: account, IP: ip, Want: allowed},
+			guardcheck.Step{Op: guardcheck.Fail, Account: account, IP: ip, N: n},
+			guardcheck.Step{Op: guardcheck.Peek, Account: account, IP: ip, Want: blocked(w, by)},
+			guardcheck.Step{Advance: w, Op: guardcheck.Peek, Account: account, IP: ip, Want: allowed},
 		)
 	}
 	return steps
@@ -265,101 +194,101 @@ var shortWindow = guard.WithAccountPolicy(core.Policy{Algorithm: core.SlidingLog
 var scenarios = []struct {
 	name  string
 	opts  []guard.Option
-	steps []Step
+	steps []guardcheck.Step
 }{
-	{"5 failures block the account from every IP for 15m", nil, []Step{
-		{Op: Fail, Account: ana, IP: ipA, N: 4},
-		{Op: Peek, Account: ana, IP: ipA, Want: allowed},
-		{Op: Fail, Account: ana, IP: ipA},
-		{Op: Peek, Account: ana, IP: ipA, Want: blocked(15*time.Minute, guard.ByAccount)},
-		{Op: Peek, Account: ana, IP: ipB, Want: blocked(15*time.Minute, guard.ByAccount)},
-		{Op: Peek, Account: bob, IP: ipA, Want: allowed},
-		{Advance: 15*time.Minute - time.Microsecond, Op: Peek, Account: ana, IP: ipB, Want: blocked(time.Microsecond, guard.ByAccount)},
-		{Advance: time.Microsecond, Op: Peek, Account: ana, IP: ipB, Want: allowed},
+	{"5 failures block the account from every IP for 15m", nil, []guardcheck.Step{
+		{Op: guardcheck.Fail, Account: ana, IP: ipA, N: 4},
+		{Op: guardcheck.Peek, Account: ana, IP: ipA, Want: allowed},
+		{Op: guardcheck.Fail, Account: ana, IP: ipA},
+		{Op: guardcheck.Peek, Account: ana, IP: ipA, Want: blocked(15*time.Minute, guard.ByAccount)},
+		{Op: guardcheck.Peek, Account: ana, IP: ipB, Want: blocked(15*time.Minute, guard.ByAccount)},
+		{Op: guardcheck.Peek, Account: bob, IP: ipA, Want: allowed},
+		{Advance: 15*time.Minute - time.Microsecond, Op: guardcheck.Peek, Account: ana, IP: ipB, Want: blocked(time.Microsecond, guard.ByAccount)},
+		{Advance: time.Microsecond, Op: guardcheck.Peek, Account: ana, IP: ipB, Want: allowed},
 	}},
-	{"50 failures from one IP over 50 accounts block the IP only", nil, []Step{
-		{Op: Fail, Account: user, IP: ipA, N: 49},
-		{Op: Peek, Account: "user50@example.com", IP: ipA, Want: allowed},
-		{Op: Fail, Account: "user49@example.com", IP: ipA},
-		{Op: Peek, Account: "user50@example.com", IP: ipA, Want: blocked(15*time.Minute, guard.ByIP)},
-		{Op: Peek, Account: user, IP: ipA, N: 50, Want: blocked(15*time.Minute, guard.ByIP)},
-		{Op: Peek, Account: user, IP: ipB, N: 50, Want: allowed},
-		{Advance: 15 * time.Minute, Op: Peek, Account: "user50@example.com", IP: ipA, Want: allowed},
+	{"50 failures from one IP over 50 accounts block the IP only", nil, []guardcheck.Step{
+		{Op: guardcheck.Fail, Account: user, IP: ipA, N: 49},
+		{Op: guardcheck.Peek, Account: "user50@example.com", IP: ipA, Want: allowed},
+		{Op: guardcheck.Fail, Account: "user49@example.com", IP: ipA},
+		{Op: guardcheck.Peek, Account: "user50@example.com", IP: ipA, Want: blocked(15*time.Minute, guard.ByIP)},
+		{Op: guardcheck.Peek, Account: user, IP: ipA, N: 50, Want: blocked(15*time.Minute, guard.ByIP)},
+		{Op: guardcheck.Peek, Account: user, IP: ipB, N: 50, Want: allowed},
+		{Advance: 15 * time.Minute, Op: guardcheck.Peek, Account: "user50@example.com", IP: ipA, Want: allowed},
 	}},
-	{"peek counts nothing", nil, []Step{
-		{Op: Peek, Account: ana, IP: ipA, N: 100, Want: allowed},
-		{Op: Fail, Account: ana, IP: ipA, N: 4},
-		{Op: Peek, Account: ana, IP: ipA, N: 100, Want: allowed},
-		{Op: Fail, Account: ana, IP: ipA},
-		{Op: Peek, Account: ana, IP: ipA, Want: blocked(15*time.Minute, guard.ByAccount)},
+	{"peek counts nothing", nil, []guardcheck.Step{
+		{Op: guardcheck.Peek, Account: ana, IP: ipA, N: 100, Want: allowed},
+		{Op: guardcheck.Fail, Account: ana, IP: ipA, N: 4},
+		{Op: guardcheck.Peek, Account: ana, IP: ipA, N: 100, Want: allowed},
+		{Op: guardcheck.Fail, Account: ana, IP: ipA},
+		{Op: guardcheck.Peek, Account: ana, IP: ipA, Want: blocked(15*time.Minute, guard.ByAccount)},
 	}},
-	{"a check counts its attempt until it is told", nil, []Step{
-		{Op: Check, Account: ana, IP: ipA, N: 5, Want: allowed},
-		{Op: Check, Account: ana, IP: ipB, Want: blocked(15*time.Minute, guard.ByAccount)},
-		{Op: Succeed, Account: bob, IP: ipA, N: 45},
-		{Op: Peek, Account: bob, IP: ipA, Want: allowed},
+	{"a check counts its attempt until it is told", nil, []guardcheck.Step{
+		{Op: guardcheck.Check, Account: ana, IP: ipA, N: 5, Want: allowed},
+		{Op: guardcheck.Check, Account: ana, IP: ipB, Want: blocked(15*time.Minute, guard.ByAccount)},
+		{Op: guardcheck.Succeed, Account: bob, IP: ipA, N: 45},
+		{Op: guardcheck.Peek, Account: bob, IP: ipA, Want: allowed},
 	}},
 	{"a blocked check counts nothing anywhere", []guard.Option{
 		guard.WithIPPolicy(core.Policy{Algorithm: core.SlidingLog, Limit: 2, Window: time.Minute}),
-	}, []Step{
-		{Op: Fail, Account: ana, IP: ipA, N: 2},
-		{Op: Check, Account: bob, IP: ipA, N: 10, Want: blocked(time.Minute, guard.ByIP)},
+	}, []guardcheck.Step{
+		{Op: guardcheck.Fail, Account: ana, IP: ipA, N: 2},
+		{Op: guardcheck.Check, Account: bob, IP: ipA, N: 10, Want: blocked(time.Minute, guard.ByIP)},
 		// bob's account holds none of the 10: 5 failures from elsewhere
 		// still fit.
-		{Op: Fail, Account: bob, IP: ipB, N: 2},
-		{Op: Fail, Account: bob, IP: "192.0.2.1", N: 2},
-		{Op: Peek, Account: bob, IP: "192.0.2.2", Want: allowed},
-		{Op: Fail, Account: bob, IP: "192.0.2.2"},
-		{Op: Peek, Account: bob, IP: "192.0.2.3", Want: blocked(15*time.Minute, guard.ByAccount)},
+		{Op: guardcheck.Fail, Account: bob, IP: ipB, N: 2},
+		{Op: guardcheck.Fail, Account: bob, IP: "192.0.2.1", N: 2},
+		{Op: guardcheck.Peek, Account: bob, IP: "192.0.2.2", Want: allowed},
+		{Op: guardcheck.Fail, Account: bob, IP: "192.0.2.2"},
+		{Op: guardcheck.Peek, Account: bob, IP: "192.0.2.3", Want: blocked(15*time.Minute, guard.ByAccount)},
 	}},
-	{"success clears the account's failures", nil, []Step{
-		{Op: Fail, Account: ana, IP: ipA, N: 4},
-		{Advance: time.Minute, Op: Succeed, Account: ana, IP: ipA},
-		{Op: Fail, Account: ana, IP: ipA, N: 4},
-		{Op: Peek, Account: ana, IP: ipA, Want: allowed},
-		{Op: Fail, Account: ana, IP: ipA},
-		{Op: Peek, Account: ana, IP: ipA, Want: blocked(15*time.Minute, guard.ByAccount)},
+	{"success clears the account's failures", nil, []guardcheck.Step{
+		{Op: guardcheck.Fail, Account: ana, IP: ipA, N: 4},
+		{Advance: time.Minute, Op: guardcheck.Succeed, Account: ana, IP: ipA},
+		{Op: guardcheck.Fail, Account: ana, IP: ipA, N: 4},
+		{Op: guardcheck.Peek, Account: ana, IP: ipA, Want: allowed},
+		{Op: guardcheck.Fail, Account: ana, IP: ipA},
+		{Op: guardcheck.Peek, Account: ana, IP: ipA, Want: blocked(15*time.Minute, guard.ByAccount)},
 	}},
-	{"success leaves the IP's failures", nil, []Step{
-		{Op: Fail, Account: user, IP: ipA, N: 49},
-		{Op: Succeed, Account: user, IP: ipA, N: 49},
-		{Op: Peek, Account: ana, IP: ipA, Want: allowed},
-		{Op: Fail, Account: ana, IP: ipA},
-		{Op: Peek, Account: bob, IP: ipA, Want: blocked(15*time.Minute, guard.ByIP)},
+	{"success leaves the IP's failures", nil, []guardcheck.Step{
+		{Op: guardcheck.Fail, Account: user, IP: ipA, N: 49},
+		{Op: guardcheck.Succeed, Account: user, IP: ipA, N: 49},
+		{Op: guardcheck.Peek, Account: ana, IP: ipA, Want: allowed},
+		{Op: guardcheck.Fail, Account: ana, IP: ipA},
+		{Op: guardcheck.Peek, Account: bob, IP: ipA, Want: blocked(15*time.Minute, guard.ByIP)},
 	}},
-	{"retry-after is the largest of the blocking limits", nil, []Step{
-		{Op: Fail, Account: user, IP: ipA, N: 45},
-		{Advance: 5 * time.Minute, Op: Fail, Account: ana, IP: ipA, N: 5},
-		{Op: Peek, Account: ana, IP: ipA, Want: blocked(15*time.Minute, guard.ByAccount)},
-		{Op: Peek, Account: bob, IP: ipA, Want: blocked(10*time.Minute, guard.ByIP)},
-		{Advance: 5 * time.Minute, Op: Fail, Account: "other%d@example.com", IP: ipB, N: 50},
-		{Op: Peek, Account: ana, IP: ipB, Want: blocked(15*time.Minute, guard.ByIP)},
-		{Op: Peek, Account: ana, IP: ipA, Want: blocked(10*time.Minute, guard.ByAccount)}, // a tie: the account's
-		{Advance: 6 * time.Minute, Op: Peek, Account: ana, IP: ipA, Want: blocked(4*time.Minute, guard.ByAccount)},
+	{"retry-after is the largest of the blocking limits", nil, []guardcheck.Step{
+		{Op: guardcheck.Fail, Account: user, IP: ipA, N: 45},
+		{Advance: 5 * time.Minute, Op: guardcheck.Fail, Account: ana, IP: ipA, N: 5},
+		{Op: guardcheck.Peek, Account: ana, IP: ipA, Want: blocked(15*time.Minute, guard.ByAccount)},
+		{Op: guardcheck.Peek, Account: bob, IP: ipA, Want: blocked(10*time.Minute, guard.ByIP)},
+		{Advance: 5 * time.Minute, Op: guardcheck.Fail, Account: "other%d@example.com", IP: ipB, N: 50},
+		{Op: guardcheck.Peek, Account: ana, IP: ipB, Want: blocked(15*time.Minute, guard.ByIP)},
+		{Op: guardcheck.Peek, Account: ana, IP: ipA, Want: blocked(10*time.Minute, guard.ByAccount)}, // a tie: the account's
+		{Advance: 6 * time.Minute, Op: guardcheck.Peek, Account: ana, IP: ipA, Want: blocked(4*time.Minute, guard.ByAccount)},
 	}},
 	{"account+IP limit", []guard.Option{
 		guard.WithAccountPolicy(core.Policy{Algorithm: core.SlidingLog, Limit: 20, Window: 15 * time.Minute}),
 		guard.WithAccountIPPolicy(core.Policy{Algorithm: core.SlidingLog, Limit: 3, Window: 15 * time.Minute}),
-	}, []Step{
-		{Op: Fail, Account: ana, IP: ipA, N: 3},
-		{Op: Peek, Account: ana, IP: ipA, Want: blocked(15*time.Minute, guard.ByAccountIP)},
-		{Op: Peek, Account: ana, IP: ipB, Want: allowed},
-		{Op: Peek, Account: bob, IP: ipA, Want: allowed},
-		{Op: Succeed, Account: ana, IP: ipB},
-		{Op: Peek, Account: ana, IP: ipA, Want: blocked(15*time.Minute, guard.ByAccountIP)},
-		{Op: Succeed, Account: ana, IP: ipA}, // blocked: never checked
-		{Op: Peek, Account: ana, IP: ipA, Want: blocked(15*time.Minute, guard.ByAccountIP)},
-		{Advance: 15 * time.Minute, Op: Peek, Account: ana, IP: ipA, Want: allowed},
+	}, []guardcheck.Step{
+		{Op: guardcheck.Fail, Account: ana, IP: ipA, N: 3},
+		{Op: guardcheck.Peek, Account: ana, IP: ipA, Want: blocked(15*time.Minute, guard.ByAccountIP)},
+		{Op: guardcheck.Peek, Account: ana, IP: ipB, Want: allowed},
+		{Op: guardcheck.Peek, Account: bob, IP: ipA, Want: allowed},
+		{Op: guardcheck.Succeed, Account: ana, IP: ipB},
+		{Op: guardcheck.Peek, Account: ana, IP: ipA, Want: blocked(15*time.Minute, guard.ByAccountIP)},
+		{Op: guardcheck.Succeed, Account: ana, IP: ipA}, // blocked: never checked
+		{Op: guardcheck.Peek, Account: ana, IP: ipA, Want: blocked(15*time.Minute, guard.ByAccountIP)},
+		{Advance: 15 * time.Minute, Op: guardcheck.Peek, Account: ana, IP: ipA, Want: allowed},
 	}},
 	{"lockout doubles and caps, never permanent", []guard.Option{shortWindow, guard.WithLockout(time.Minute, time.Hour)},
 		append(lockoutRounds(ana, ipA, 3, guard.ByLockout,
 			time.Minute, 2*time.Minute, 4*time.Minute, 8*time.Minute, 16*time.Minute, 32*time.Minute, time.Hour, time.Hour, time.Hour),
-			Step{Op: Fail, Account: ana, IP: ipA, N: 2},
-			Step{Op: Peek, Account: ana, IP: ipA, Want: allowed},
-			Step{Op: Fail, Account: ana, IP: ipA},
-			Step{Op: Peek, Account: ana, IP: ipA, Want: blocked(time.Hour, guard.ByLockout)},
-			Step{Advance: time.Hour - time.Microsecond, Op: Peek, Account: ana, IP: ipA, Want: blocked(time.Microsecond, guard.ByLockout)},
-			Step{Advance: time.Microsecond, Op: Peek, Account: ana, IP: ipA, Want: allowed},
+			guardcheck.Step{Op: guardcheck.Fail, Account: ana, IP: ipA, N: 2},
+			guardcheck.Step{Op: guardcheck.Peek, Account: ana, IP: ipA, Want: allowed},
+			guardcheck.Step{Op: guardcheck.Fail, Account: ana, IP: ipA},
+			guardcheck.Step{Op: guardcheck.Peek, Account: ana, IP: ipA, Want: blocked(time.Hour, guard.ByLockout)},
+			guardcheck.Step{Advance: time.Hour - time.Microsecond, Op: guardcheck.Peek, Account: ana, IP: ipA, Want: blocked(time.Microsecond, guard.ByLockout)},
+			guardcheck.Step{Advance: time.Microsecond, Op: guardcheck.Peek, Account: ana, IP: ipA, Want: allowed},
 		)},
 	{"lockout on the default limits: after 5 failures, one per lock until the hour's are forgotten", []guard.Option{guard.WithLockout(time.Minute, time.Hour)},
 		append(append(lockoutRounds(ana, ipA, 5, guard.ByAccount, 15*time.Minute), // the first lock, 1m, hidden
@@ -367,13 +296,13 @@ var scenarios = []struct {
 			lockoutRounds(ana, ipB, 5, guard.ByLockout, 2*time.Minute, 4*time.Minute, 8*time.Minute, 16*time.Minute, 32*time.Minute)...),
 			// At +77m the first 5 are forgotten: 5 again, then an hour.
 			lockoutRounds(ana, ipA, 5, guard.ByLockout, time.Hour, time.Hour)...)},
-	{"staying under the account's limit still locks", []guard.Option{guard.WithLockout(time.Minute, time.Hour)}, []Step{
-		{Op: Fail, Account: ana, IP: ipA, N: 4},
-		{Op: Peek, Account: ana, IP: ipA, Want: allowed},
-		{Advance: 15 * time.Minute, Op: Fail, Account: ana, IP: ipA, N: 4}, // the hour's 5th locks; the rest wait
-		{Op: Peek, Account: ana, IP: ipB, Want: blocked(time.Minute, guard.ByLockout)},
-		{Advance: time.Minute, Op: Fail, Account: ana, IP: ipA, N: 4},
-		{Op: Peek, Account: ana, IP: ipB, Want: blocked(2*time.Minute, guard.ByLockout)},
+	{"staying under the account's limit still locks", []guard.Option{guard.WithLockout(time.Minute, time.Hour)}, []guardcheck.Step{
+		{Op: guardcheck.Fail, Account: ana, IP: ipA, N: 4},
+		{Op: guardcheck.Peek, Account: ana, IP: ipA, Want: allowed},
+		{Advance: 15 * time.Minute, Op: guardcheck.Fail, Account: ana, IP: ipA, N: 4}, // the hour's 5th locks; the rest wait
+		{Op: guardcheck.Peek, Account: ana, IP: ipB, Want: blocked(time.Minute, guard.ByLockout)},
+		{Advance: time.Minute, Op: guardcheck.Fail, Account: ana, IP: ipA, N: 4},
+		{Op: guardcheck.Peek, Account: ana, IP: ipB, Want: blocked(2*time.Minute, guard.ByLockout)},
 	}},
 	{"lockout level holds while the failures go on", []guard.Option{shortWindow, guard.WithLockout(time.Minute, time.Hour)},
 		// Past the first lockout's day: every lock an hour.
@@ -381,27 +310,27 @@ var scenarios = []struct {
 			slices.Repeat([]time.Duration{time.Hour}, 30)...)...)},
 	{"lockout level falls back a step per 2 hours without a lockout", []guard.Option{shortWindow, guard.WithLockout(time.Minute, time.Hour)},
 		append(append(lockoutRounds(ana, ipA, 3, guard.ByLockout, time.Minute, 2*time.Minute, 4*time.Minute, 8*time.Minute, 16*time.Minute, 32*time.Minute, time.Hour, time.Hour, time.Hour),
-			Step{Advance: 4 * time.Hour, Op: Peek, Account: ana, IP: ipA, Want: allowed}),
+			guardcheck.Step{Advance: 4 * time.Hour, Op: guardcheck.Peek, Account: ana, IP: ipA, Want: allowed}),
 			lockoutRounds(ana, ipA, 3, guard.ByLockout, 16*time.Minute, 32*time.Minute, time.Hour)...)},
 	{"lockout level forgotten after a quiet day", []guard.Option{shortWindow, guard.WithLockout(time.Minute, time.Hour)},
 		append(append(lockoutRounds(ana, ipA, 3, guard.ByLockout, time.Minute, 2*time.Minute, 4*time.Minute),
-			Step{Advance: 24 * time.Hour, Op: Peek, Account: ana, IP: ipA, Want: allowed}),
+			guardcheck.Step{Advance: 24 * time.Hour, Op: guardcheck.Peek, Account: ana, IP: ipA, Want: allowed}),
 			lockoutRounds(ana, ipA, 3, guard.ByLockout, time.Minute, 2*time.Minute)...)},
 	{"success resets the lockout level", []guard.Option{shortWindow, guard.WithLockout(time.Minute, time.Hour)},
 		append(append(lockoutRounds(ana, ipA, 3, guard.ByLockout, time.Minute, 2*time.Minute, 4*time.Minute),
-			Step{Op: Succeed, Account: ana, IP: ipA}),
+			guardcheck.Step{Op: guardcheck.Succeed, Account: ana, IP: ipA}),
 			lockoutRounds(ana, ipA, 3, guard.ByLockout, time.Minute, 2*time.Minute)...)},
-	{"attempts on a locked account count nothing", []guard.Option{shortWindow, guard.WithLockout(time.Minute, time.Hour)}, []Step{
-		{Op: Fail, Account: ana, IP: ipA, N: 3},
-		{Op: Peek, Account: ana, IP: ipA, Want: blocked(time.Minute, guard.ByLockout)},
-		{Advance: 30 * time.Second, Op: Fail, Account: ana, IP: ipA, N: 3},
-		{Op: Check, Account: ana, IP: ipB, Want: blocked(30*time.Second, guard.ByLockout)},
-		{Advance: 30 * time.Second, Op: Peek, Account: ana, IP: ipA, Want: allowed},
-		{Op: Fail, Account: ana, IP: ipA, N: 3},
-		{Op: Peek, Account: ana, IP: ipA, Want: blocked(2*time.Minute, guard.ByLockout)},
+	{"attempts on a locked account count nothing", []guard.Option{shortWindow, guard.WithLockout(time.Minute, time.Hour)}, []guardcheck.Step{
+		{Op: guardcheck.Fail, Account: ana, IP: ipA, N: 3},
+		{Op: guardcheck.Peek, Account: ana, IP: ipA, Want: blocked(time.Minute, guard.ByLockout)},
+		{Advance: 30 * time.Second, Op: guardcheck.Fail, Account: ana, IP: ipA, N: 3},
+		{Op: guardcheck.Check, Account: ana, IP: ipB, Want: blocked(30*time.Second, guard.ByLockout)},
+		{Advance: 30 * time.Second, Op: guardcheck.Peek, Account: ana, IP: ipA, Want: allowed},
+		{Op: guardcheck.Fail, Account: ana, IP: ipA, N: 3},
+		{Op: guardcheck.Peek, Account: ana, IP: ipA, Want: blocked(2*time.Minute, guard.ByLockout)},
 	}},
-	{"accounts are counted whether they exist or not", nil, []Step{
-		{Op: Fail, Account: "nobody@example.com", IP: ipA, N: 5},
-		{Op: Peek, Account: "nobody@example.com", IP: ipB, Want: blocked(15*time.Minute, guard.ByAccount)},
+	{"accounts are counted whether they exist or not", nil, []guardcheck.Step{
+		{Op: guardcheck.Fail, Account: "nobody@example.com", IP: ipA, N: 5},
+		{Op: guardcheck.Peek, Account: "nobody@example.com", IP: ipB, Want: blocked(15*time.Minute, guard.ByAccount)},
 	}},
 }
