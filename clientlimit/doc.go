@@ -7,6 +7,9 @@
 //		clientlimit.WithLimiter(quota), // optional: a core.Limiter, on Redis for a fleet
 //	)}
 //
+// [NewTransport] panics on a configuration mistake, found when the
+// program starts; [New] returns it as an error.
+//
 // A [Transport] does three things per key (the request's host by default):
 //
 //   - Pace: with [WithLimiter], each request first takes its units, waiting

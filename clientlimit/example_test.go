@@ -16,7 +16,7 @@ import (
 // sent again and succeeds. Then the server asks for an hour: its 429 is
 // returned as it is, and the next call to it fails at once, unsent,
 // instead of blocking for an hour.
-func ExampleNewTransport() {
+func ExampleNew() {
 	var calls atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch calls.Add(1) {
@@ -32,7 +32,10 @@ func ExampleNewTransport() {
 	}))
 	defer srv.Close()
 
-	tr := clientlimit.NewTransport(nil, clientlimit.WithMaxWait(10*time.Millisecond))
+	tr, err := clientlimit.New(nil, clientlimit.WithMaxWait(10*time.Millisecond))
+	if err != nil {
+		panic(err)
+	}
 	client := &http.Client{Transport: tr}
 	for range 3 {
 		res, err := client.Get(srv.URL)

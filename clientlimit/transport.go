@@ -28,7 +28,7 @@ var ErrWaitTooLong = errors.New("wait too long")
 const backoffBase = time.Second
 
 // Transport is an [http.RoundTripper] for calls to rate-limited servers.
-// Create one with [NewTransport].
+// Create one with [New].
 //
 // Before sending a request it waits for its own limiter ([WithLimiter]),
 // for the time the server last asked this key to hold off (Retry-After,
@@ -53,6 +53,7 @@ type Transport struct {
 	maxWait    time.Duration
 	maxKeys    int
 	observer   func(Event)
+	errs       []error // mistakes the options found, reported by New
 	keys       *lru.Cache[string, *keyState]
 
 	waits, retries, refused, malformed atomic.Uint64
@@ -61,10 +62,11 @@ type Transport struct {
 
 var _ http.RoundTripper = (*Transport)(nil)
 
-// NewTransport returns a Transport that sends requests through base (nil:
-// [http.DefaultTransport]), configured by opts. It panics if an option is
-// invalid: a configuration mistake, found when the program starts.
-func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
+// New returns a Transport that sends requests through base (nil:
+// [http.DefaultTransport]), configured by opts, or an error naming the
+// first invalid option: "clientlimit: New: option N is nil", or the
+// option's own ("clientlimit: WithMaxWait(0s): must be positive").
+func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 	if base == nil {
 		base = http.DefaultTransport
 	}
@@ -78,14 +80,30 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 	}
 	for i, opt := range opts {
 		if opt == nil {
-			panic(fmt.Sprintf("clientlimit: NewTransport: option %d is nil", i+1))
+			return nil, fmt.Errorf("clientlimit: New: option %d is nil", i+1)
 		}
 		opt(t)
 	}
 	if err := t.check(); err != nil {
+		return nil, err
+	}
+	t.errs = nil
+	t.keys, _ = lru.New[string, *keyState](t.maxKeys) // size checked positive
+	return t, nil
+}
+
+// NewTransport is like [New] but panics where New returns an error, so
+// that a client is built in one expression:
+//
+//	client := &http.Client{Transport: clientlimit.NewTransport(nil, clientlimit.WithLimiter(quota))}
+//
+// A configuration mistake is then found when the program starts, as
+// [regexp.MustCompile] finds a bad pattern.
+func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
+	t, err := New(base, opts...)
+	if err != nil {
 		panic(err.Error())
 	}
-	t.keys, _ = lru.New[string, *keyState](t.maxKeys) // size checked positive
 	return t
 }
 
@@ -114,7 +132,7 @@ const (
 	// sent again after Wait.
 	EventRetry
 	// EventRefused: a request was not sent: it would have waited Wait,
-	// longer than MaxWait or its context allow. Err is returned.
+	// longer than [WithMaxWait] or its context allow. Err is returned.
 	EventRefused
 	// EventMalformed: the field Header of a response could not be read
 	// and was ignored, or was longer than the transport reads and was read
@@ -133,6 +151,11 @@ func (k EventKind) String() string {
 }
 
 // Event is one thing a [Transport] did or saw, reported to [WithObserver].
+// Kind says what; Request, the request as the caller gave it, and Key are
+// always set, and the other fields as their kind's doc says: Wait for a
+// wait, a retry or a refusal, Status for EventRetry, Header for
+// EventMalformed, Err for EventRefused. An observer must not keep Request
+// nor change it.
 type Event struct {
 	Kind    EventKind
 	Request *http.Request // the request as the caller gave it

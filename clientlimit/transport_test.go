@@ -636,25 +636,76 @@ func TestCanceled(t *testing.T) {
 	})
 }
 
-func TestOptionsPanic(t *testing.T) {
-	for name, opt := range map[string]Option{
-		"nil option":     nil,
-		"WithKey(nil)":   WithKey(nil),
-		"WithCost(nil)":  WithCost(nil),
-		"negative retry": WithMaxRetries(-1),
-		"zero wait":      WithMaxWait(0),
-		"zero keys":      WithMaxKeys(0),
-	} {
-		func() {
+// Every configuration mistake is an error from New, naming it, and a
+// panic from NewTransport with the same message.
+func TestNewErrors(t *testing.T) {
+	l, err := core.New(core.Policy{Name: "p", Algorithm: core.TokenBucket, Limit: 1, Window: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		opts []Option
+		want string
+	}{
+		{"nil option", []Option{nil}, "clientlimit: New: option 1 is nil"},
+		{"nil option after one", []Option{WithMaxRetries(1), nil}, "clientlimit: New: option 2 is nil"},
+		{"WithLimiter(nil)", []Option{WithLimiter(nil)}, "clientlimit: WithLimiter(nil): "},
+		{"WithKey(nil)", []Option{WithKey(nil)}, "clientlimit: WithKey(nil): "},
+		{"WithCost(nil)", []Option{WithCost(nil)}, "clientlimit: WithCost(nil): "},
+		{"WithObserver(nil)", []Option{WithObserver(nil)}, "clientlimit: WithObserver(nil): "},
+		{"negative retries", []Option{WithMaxRetries(-1)}, "clientlimit: WithMaxRetries(-1): "},
+		{"zero wait", []Option{WithMaxWait(0)}, "clientlimit: WithMaxWait(0s): "},
+		{"negative wait", []Option{WithMaxWait(-time.Second)}, "clientlimit: WithMaxWait(-1s): "},
+		{"zero keys", []Option{WithMaxKeys(0)}, "clientlimit: WithMaxKeys(0): "},
+		{"a mistake among valid options", []Option{WithLimiter(l), WithMaxKeys(-1), WithMaxWait(time.Second)}, "clientlimit: WithMaxKeys(-1): "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr, err := New(nil, tt.opts...)
+			if err == nil || !strings.HasPrefix(err.Error(), tt.want) || tr != nil {
+				t.Fatalf("New = %v, %v; want nil and an error starting %q", tr, err, tt.want)
+			}
 			defer func() {
-				if r := recover(); r == nil || !strings.HasPrefix(fmt.Sprint(r), "clientlimit: ") {
-					t.Errorf("%s: recovered %v", name, r)
+				if r := recover(); fmt.Sprint(r) != err.Error() {
+					t.Errorf("NewTransport panicked with %v; want %q", r, err)
 				}
 			}()
-			NewTransport(nil, opt)
-		}()
+			NewTransport(nil, tt.opts...)
+		})
 	}
-	if NewTransport(nil).base != http.DefaultTransport {
-		t.Error("nil base: not http.DefaultTransport")
+	tr, err := New(nil, WithLimiter(l), WithObserver(func(Event) {}), WithMaxRetries(0), WithMaxWait(time.Second), WithMaxKeys(1))
+	if err != nil || tr.base != http.DefaultTransport {
+		t.Errorf("New(nil, valid options) = %v, %v; want a Transport on http.DefaultTransport", tr, err)
+	}
+}
+
+// A key function's "" and a cost function's 0 are the request's mistakes:
+// the request fails, unsent, with the error that names them.
+func TestRequestKeyAndCostErrors(t *testing.T) {
+	l, err := core.New(core.Policy{Name: "p", Algorithm: core.TokenBucket, Limit: 1, Window: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newFake(func(int, *http.Request) (int, http.Header) { return 200, nil })
+	for _, tc := range []struct {
+		name string
+		opt  Option
+		want error
+	}{
+		{"empty key", WithKey(func(*http.Request) string { return "" }), core.ErrEmptyKey},
+		{"zero cost", WithCost(func(*http.Request) int64 { return 0 }), core.ErrInvalidCost},
+	} {
+		tr, err := New(srv, WithLimiter(l), tc.opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest(http.MethodGet, "http://api.test/", nil)
+		if _, err := tr.RoundTrip(req); !errors.Is(err, tc.want) || !strings.HasPrefix(err.Error(), "clientlimit: ") {
+			t.Errorf("%s: RoundTrip error %v; want one wrapping %v", tc.name, err, tc.want)
+		}
+	}
+	if n := len(srv.arrivals()); n != 0 {
+		t.Errorf("the server saw %d requests; want none", n)
 	}
 }

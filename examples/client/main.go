@@ -127,7 +127,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		tr := clientlimit.NewTransport(nil, clientlimit.WithLimiter(quota))
+		tr, err := clientlimit.New(nil, clientlimit.WithLimiter(quota))
+		if err != nil {
+			return err
+		}
 		defer tr.CloseIdleConnections()
 		client := &http.Client{Transport: tr, Timeout: time.Minute}
 		wg.Go(func() {
