@@ -25,7 +25,8 @@ const (
 // with a zone and a port is far shorter.
 const maxNodeBytes = 128
 
-// An IPOption configures [ClientIP].
+// An IPOption configures [ClientIP], which applies the options in order
+// and fails with the error of the first one that is nil or invalid.
 type IPOption func(*ipConfig) error
 
 type ipConfig struct {

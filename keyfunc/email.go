@@ -17,7 +17,9 @@ import (
 // well under this.
 const maxEmailBytes = 1024
 
-// An EmailOption configures [Email] and [NormalizeEmail].
+// An EmailOption configures [Email] and [NormalizeEmail]. A nil one is a
+// mistake both report: Email by returning nil, NormalizeEmail with an
+// error.
 type EmailOption func(*emailConfig)
 
 type emailConfig struct {

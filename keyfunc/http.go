@@ -12,10 +12,12 @@ import (
 )
 
 // DefaultMaxBodyBytes is how much of a request body [FromHTTP] reads, at
-// most, to find a field; see [MaxBodyBytes].
+// most, to find a field; see [MaxBodyBytes]. Every adapter's bound
+// defaults to it, so that a field reads alike in every framework.
 const DefaultMaxBodyBytes = 1 << 20
 
-// An HTTPOption configures the [Request] built by [FromHTTP].
+// An HTTPOption configures the [Request] built by [FromHTTP]. A nil one
+// makes the view's Field fail, as FromHTTP says.
 type HTTPOption func(*httpConfig)
 
 type httpConfig struct {
