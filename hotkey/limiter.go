@@ -1,14 +1,10 @@
 package hotkey
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/ratekit/ratekit/core"
 )
-
-// decideFunc is AllowN or Peek of a limiter, so that one body serves both.
-type decideFunc func(l core.Limiter, ctx context.Context, key string, n int64) (core.Decision, error)
 
 // checkRequest validates a request's key and cost as core's limiters do,
 // wrapping the same sentinel errors.
