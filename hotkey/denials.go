@@ -11,43 +11,30 @@ import (
 	"github.com/ratekit/ratekit/core"
 )
 
-// DenialCache is a [core.Limiter] that remembers the denials of a remote limiter
-// (such as the Redis store) and answers repeated requests of a denied key
-// from memory, with no remote call, until the denial's RetryAfter has
-// passed. A client hammering a key past its limit then costs one remote call
-// per RetryAfter, not one per request.
+// DenialCache is a [core.Limiter] that remembers the denials of a remote
+// limiter (such as the Redis store) and answers repeated requests of a
+// denied key from memory until the denial's RetryAfter has passed, so that a
+// client hammering a key past its limit costs one remote call per
+// RetryAfter, not one per request.
 //
-// Only a request of the same cost as the remembered denial is answered from
-// memory, and its Decision is always the one the remote limiter would give;
-// other requests go to the remote limiter. An allowed request,
-// [DenialCache.Reset] and [DenialCache.Refund] forget the key's denial; a
-// Reset or Refund made elsewhere is not seen, so the key stays denied here
-// until the denial's RetryAfter at the latest. Memory is bounded by
-// [WithMaxKeys] (default [DefaultMaxKeys]).
+// A remote denial of n units at t with RetryAfter r is remembered until t+r.
+// Until then, requests for the key of the same cost n are denied from memory
+// with the Decision the remote limiter would give: traffic can only push t+r
+// later, so t+r-now is the exact RetryAfter; Remaining, Limit and Policy are
+// the remote denial's. Requests of other costs go to the remote limiter. One
+// denial is remembered per key, the smallest cost's while it lasts.
+//
+// An allowed request, [DenialCache.Reset] and [DenialCache.Refund] forget the
+// key's denial; a Reset or Refund made elsewhere is not seen, so the key
+// stays denied here until t+r at the latest. Memory is bounded by
+// [WithMaxKeys] (default [DefaultMaxKeys]); a denial forgotten to make room
+// costs a remote call, never a wrong decision. Over a [core.LayeredLimiter]
+// it reports every layer's Decision ([DenialCache.AllowLayers]).
 //
 // A DenialCache is safe for concurrent use. Create one with
 // [NewDenialCache].
 type DenialCache struct {
-	// The rule. When the remote limiter denies n units of a key at time t with
-	// RetryAfter r, the cache remembers "n units denied until t+r". Until then, a
-	// request for the key (AllowN or Peek) of the same cost n is denied from
-	// memory: other traffic can only push t+r later, so t+r-now is still the
-	// exact RetryAfter if nothing else arrives. Its Decision has that RetryAfter;
-	// its Remaining, Limit and Policy are those of the remote denial, and its
-	// ResetAfter the remote one counted down. A request of another cost goes to
-	// the remote limiter: a smaller one might pass before t+r, and a larger one,
-	// though sure to be denied, has a later RetryAfter that only the remote
-	// limiter knows. One denial is remembered per key: the one of the smallest
-	// cost while it lasts, else the latest. Requests of one cost, the common case
-	// (cost 1), are therefore answered from memory. A denial with a zero
-	// RetryAfter is not remembered.
-	//
-	// An allowed AllowN forgets the key's denial because the key's state changed,
-	// so t+r may no longer be exact. A denial the remote limiter decided while a
-	// Reset or Refund ran is not remembered. A clock that moves back before t
-	// forgets the denial too. When memory is full, the least recently used denial
-	// is forgotten to make room, which costs one remote call later and changes no
-	// decision.
+	// Which denials are remembered, and why each rule holds: docs/scale.md.
 
 	remote  core.Limiter
 	ref     core.Refunder       // remote, when it can refund
@@ -55,16 +42,11 @@ type DenialCache struct {
 	clock   core.Clock
 	denials table[denial]
 
-	// forgets counts, per slot of keys (by their hash), the denials
-	// forgotten because a Refund or a Reset gave their key room. A remote
-	// denial is remembered only if its slot's count did not move while the
-	// remote limiter decided it: otherwise it may predate the change and,
-	// remembered after the change was forgotten, would deny a key that has
-	// room until its RetryAfter. (An allowed AllowN only takes room, so a
-	// denial decided before it stays true; it forgets the key's denial
-	// without counting.) Slots rather than keys: no record outlives a
-	// denial; a refund of another key in the same slot costs at worst one
-	// denial not remembered, that is one more remote call.
+	// forgets counts, per slot of keys (by hash), the denials forgotten
+	// because a Refund or Reset gave their key room. A remote denial is
+	// remembered only if its slot's count did not move while it was decided:
+	// otherwise it may predate the change. Slots rather than keys, so that
+	// no record outlives a denial.
 	forgets [denialSlots]atomic.Uint64
 
 	hits atomic.Uint64
@@ -134,9 +116,11 @@ func (c *DenialCache) Allow(ctx context.Context, key string) (core.Decision, err
 	return c.AllowN(ctx, key, 1)
 }
 
-// AllowN denies the request from memory if a denial of the same cost is
-// remembered (see [DenialCache]), and otherwise asks the remote limiter, remembering a
-// denial. Errors of the remote limiter are returned as they are.
+// AllowN denies n units of key from memory while a remote denial of the
+// same cost is remembered, with that denial's Decision and its RetryAfter
+// counted down. Otherwise it asks the remote limiter and remembers a denial,
+// or forgets the key's denial when allowed. Errors of the remote limiter
+// are returned as they are.
 func (c *DenialCache) AllowN(ctx context.Context, key string, n int64) (core.Decision, error) {
 	ld, err := c.decide(ctx, key, n, true, false)
 	return ld.Decision, err

@@ -10,60 +10,28 @@ import (
 	"github.com/ratekit/ratekit/core"
 )
 
-// Leased is a [core.Limiter] that takes units from a remote limiter (such as the
-// Redis store) in batches per key and spends them locally, so that a hot key
-// costs one remote call per batch instead of one per request. A lease
-// expires after [WithLeaseTime] (default [DefaultLeaseTime]); units left
-// then are dropped, not returned ([Leased.Stats] counts them).
+// Leased is a [core.Limiter] that takes units from a remote limiter (such as
+// the Redis store) in batches per key and spends them in process, so that a
+// hot key costs about one remote call per batch instead of one per request.
 //
-// With N instances, a key is allowed in any span of time at most what the
-// remote policy allows plus N×batch. A key's take size adapts between its
-// cost and batch, so a key that is not hot leases only what it spends. Costs
-// above batch, and leaky-bucket requests, go to the remote limiter as they
-// are; denials are the remote limiter's Decisions.
+// A request its key's lease covers is allowed from memory; otherwise the
+// lease is topped up with a remote AllowN, and a remote denial is the
+// request's Decision. A key's take size grows from its cost to batch while
+// its leases are spent in time, so a quiet key leases only what it spends.
+// Costs above batch go to the remote limiter as they are.
 //
-// A Leased is not a [core.Refunder]. It is safe for concurrent use: requests for
-// one key share one remote call while its lease is topped up. Create one
-// with [NewLeased].
+// With N instances, a key is allowed in any span at most what the remote
+// policy allows plus N×batch. Units left when a lease expires ([WithLeaseTime],
+// default [DefaultLeaseTime]), or when its key is evicted ([WithMaxKeys]) or
+// Reset, are dropped, not returned ([Leased.Stats] counts them). A key at its
+// limit is decided remotely about once per request: put a [DenialCache] in
+// front. Leased takes no leaky bucket (a lease cannot honour a Delay) and is
+// not a [core.Refunder] (its units were counted when taken, not when spent).
+//
+// A Leased is safe for concurrent use: requests for one key share one top-up,
+// and one waiting for it honours its context. Create one with [NewLeased].
 type Leased struct {
-	// A key at 20,000 per minute costs about 20,000/batch remote calls a minute
-	// per instance.
-	//
-	// Leases. Per key, a Leased keeps a lease: units taken from the remote
-	// limiter (counted there, as allowed requests) that this process may spend
-	// until the lease expires. A request whose cost the lease holds is allowed
-	// from memory, with no remote call. Otherwise the lease is topped up: the
-	// remote limiter is asked, with one AllowN, for the units that bring the
-	// lease to the key's take size (never more than batch in all, and at least
-	// the cost); if it denies them, it is asked once more for exactly the units
-	// missing, so that a key near its limit is not starved by the batch size. If
-	// that is denied too, the request is denied with the remote limiter's
-	// Decision.
-	//
-	// The take size starts at the request's cost (the first request of a key
-	// takes only what it spends), doubles, up to batch, each time a lease is
-	// spent before it expires, and halves when a lease expires with units left
-	// or the remote limiter denies a batch. A key at or over its limit is
-	// therefore decided by the remote limiter about once per request; put a
-	// DenialCache in front to answer its denials from memory.
-	//
-	// Over-admission: a lease holds at most batch units, so N instances hold at
-	// most N×batch units of one key that the remote limiter counted earlier than
-	// they are spent. Units left when a lease expires (or when the key is evicted
-	// from memory, or Reset) were counted remotely and are lost for that window.
-	// A short lease time keeps leased units from being hoarded across a quiet
-	// spell and spent in a later burst.
-	//
-	// Decisions: an allowed Decision's Remaining is the units this instance's
-	// lease still holds plus what the remote limiter reported left at the last
-	// take: exact for a single instance, an overestimate by what other instances
-	// took since. Limit, Policy and ResetAfter are those of the last remote
-	// Decision for the key (ResetAfter counted down since). A denied Decision is
-	// the remote limiter's, its Remaining plus the units still leased; its
-	// RetryAfter is the remote limiter's for the units missing. A leaky bucket's
-	// Delay is something a lease could not honour, hence the pass-through.
-	// A request waiting for a top-up by another request for its key honours
-	// its context.
+	// How a lease is taken, grown and spent, and why: docs/scale.md.
 
 	remote    core.Limiter
 	batch     int64
@@ -80,17 +48,6 @@ var (
 	_ core.PolicyReporter = (*Leased)(nil)
 	_ core.Wrapper        = (*Leased)(nil)
 )
-
-// Leased has no Refund method. A request spends units that the remote
-// limiter counted when the lease was taken, maybe long before, so a remote
-// refund with the request's elapsed time would claim a later counting time
-// than the true one: a fixed or sliding window could give back units
-// counted in a window the take never touched, more room than the request
-// ever used. Putting the units back in the local lease instead is sound only
-// while that same lease lasts, and leases are topped up, merged and dropped
-// without a record of which request spent from which take. Routes that
-// count before running and give back need a limiter that counts each
-// request itself.
 
 // lease is one key's leased units. sem (capacity 1) locks the fields.
 type lease struct {
@@ -189,8 +146,14 @@ func (l *Leased) Allow(ctx context.Context, key string) (core.Decision, error) {
 }
 
 // AllowN spends n units of key's lease, topping it up from the remote
-// limiter when it holds fewer. See [Leased] for what the Decision means.
-// Errors of the remote limiter are returned as they are.
+// limiter when it holds fewer: one AllowN for the units that bring it to the
+// key's take size and, if that is denied, one for exactly the units missing.
+// An allowed Decision's Remaining is the units the lease still holds plus
+// what the remote limiter reported left at the last take (exact for one
+// instance, an overestimate by what other instances took since); its Limit,
+// Policy and ResetAfter are the last remote Decision's. A denied Decision is
+// the remote limiter's, its Remaining plus the units still leased. Errors of
+// the remote limiter are returned as they are.
 func (l *Leased) AllowN(ctx context.Context, key string, n int64) (core.Decision, error) {
 	if key == "" || n <= 0 {
 		return l.invalid(key, n)
@@ -238,9 +201,8 @@ func (l *Leased) AllowN(ctx context.Context, key string, n int64) (core.Decision
 
 // Peek reports what AllowN would decide now, counting nothing: from the
 // lease when it holds n units, else by asking the remote limiter about the
-// units missing. Its Remaining is the key's as it is, as for a Decision of
-// AllowN (see [Leased]): the units leased plus what the remote limiter
-// reports left.
+// units missing. Its Remaining is the units leased plus what the remote
+// limiter reports left.
 func (l *Leased) Peek(ctx context.Context, key string, n int64) (core.Decision, error) {
 	if key == "" || n <= 0 {
 		return l.invalid(key, n)
