@@ -12,50 +12,33 @@ import (
 )
 
 // Failover is a [Limiter] that decides by a remote limiter (such as the
-// Redis store) while it works and by an [ErrorPolicy] when it does not: fail
-// open, fail closed, or a local fallback limiter. A circuit breaker
-// ([WithBreaker], default 3 consecutive outages and a 5 s cool-down) stops
-// calling a store that keeps failing, then lets one request probe it.
+// Redis store) while it works and by an [ErrorPolicy] when it does not. The
+// HTTP middleware and the RPC interceptors build on it, so a request gets
+// the same answer under any of them.
 //
-// An outage is any error from the remote limiter except the caller's own
-// ([ErrEmptyKey], [ErrInvalidCost], [ErrCostTooHigh], [ErrInvalidElapsed],
-// [ErrNoRefund], or a context the caller ended), which are returned as they
-// are. Each outage error goes to the [WithErrorHook] hook, and the
-// request is decided by the error policy: failing open, an allowing
-// Decision and a nil error; failing closed, or when the fallback limiter
-// fails too, an [UnavailableError] saying when to retry (docs/failure.md).
-// The HTTP middleware and the RPC interceptors build on a Failover, so a
-// request gets the same answer under any of them.
+// An outage is any error of the remote limiter but the caller's own
+// ([CallerError]), which is returned as it is. Each outage error goes to the
+// [WithErrorHook] hook, and the error policy decides the request:
 //
-// A Failover is a [LayeredLimiter] ([Failover.AllowLayers]), so it does not
-// hide the layers of a layered limiter it wraps. It is safe for concurrent
-// use. Create one with [NewFailover].
+//   - [FailOpen]: allowed with a nil error, as a new key would be
+//     (Remaining is the policy's capacity less n, ResetAfter 0);
+//   - [Fallback]: the local limiter's Decision;
+//   - [FailClosed], or a Fallback limiter that fails too: an
+//     [UnavailableError] saying when to retry.
+//
+// Limit and Policy are those the remote limiter reports ([PolicyReporter]),
+// or zero if it reports none (FailOpen then accepts any cost).
+//
+// A circuit breaker ([WithBreaker], default 3 consecutive outages and a 5 s
+// cool-down) stops calling a failing store: requests are decided by the
+// error policy at once until, after each cool-down, one request probes the
+// store and its success closes the breaker.
+//
+// A Failover passes on its remote limiter's [LayeredLimiter] and [Refunder]
+// capabilities. It is safe for concurrent use. Create one with
+// [NewFailover].
 type Failover struct {
-	// Decisions in an outage. Failing open, the Decision is that of a new key
-	// (Remaining is the policy's capacity less n, ResetAfter 0); failing closed,
-	// the error is an UnavailableError whose RetryAfter is the time until the
-	// breaker next lets a request through to the store (one second when the
-	// breaker is closed). The Decision's Limit and Policy are the remote limiter's, when it has a
-	// Policy method (both stores do) that returns a valid Policy. A wrapper whose
-	// Policy method returns the zero Policy, as hotkey.DenialCache, hotkey.Leased and observe.Limiter
-	// do when theirs is unknown, has no policy here either: FailOpen and
-	// FailClosed then accept any cost, and their Decisions have a zero Limit and
-	// Policy.
-	//
-	// Breaker. While it is open, the store is not called: every request is
-	// decided by the error policy at once. After the cool-down one request probes
-	// the store; its success closes the breaker, its failure keeps it open for
-	// another cool-down. While the breaker is closed, a request costs one atomic
-	// load on top of the remote call: no lock is taken.
-
-	// A Failover has these methods whatever its remote limiter, rather than
-	// only over a layered one: the methods of a Go type cannot depend on the
-	// arguments of its constructor, and a second type for layered remotes
-	// would leave NewFailover of a layered limiter hiding its layers. The cost
-	// falls on AllowLayers and PeekLayers over a limiter that is not layered:
-	// one allocation, the one-element Layers (and HTTP middleware that writes
-	// each layer's fields may allocate for them). AllowN and Peek are
-	// unchanged.
+	// Why every Failover has AllowLayers and PeekLayers: docs/failure.md.
 
 	remote    Limiter
 	local     Limiter        // nil unless the error policy is Fallback
@@ -75,7 +58,7 @@ type Failover struct {
 	onBreaker func(open bool)
 
 	fails     atomic.Int64 // consecutive outage errors
-	openUntil atomic.Int64 // Unix ns when the next probe may go; 0 when closed
+	openUntil atomic.Int64 // Unix ns when the next probe may go; 0 when closed (one load a request)
 	probing   atomic.Bool  // a probe is in flight
 }
 
@@ -182,10 +165,12 @@ func (f *Failover) Allow(ctx context.Context, key string) (Decision, error) {
 	return f.AllowN(ctx, key, 1)
 }
 
-// AllowN asks the remote limiter and, when it fails or the breaker is open,
-// decides by the error policy: allowed as a new key would be under
-// [FailOpen], by the local limiter under [Fallback], and refused with an
-// [UnavailableError] under FailClosed or when the local limiter fails too.
+// AllowN returns the remote limiter's Decision, or its error when that is
+// the caller's own ([CallerError]). In an outage, or while the breaker is
+// open, the error policy decides: under [FailOpen] allowed as a new key would
+// be, with a nil error; under [Fallback] by the local limiter; under
+// [FailClosed], or when the local limiter fails too, refused with an
+// [UnavailableError] saying when to retry.
 func (f *Failover) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
 	ld, _, _, err := f.check(ctx, key, n, Limiter.AllowN, nil, false)
 	return ld.Decision, err

@@ -13,37 +13,30 @@ import (
 const DefaultMaxKeys = 1 << 20
 
 // Memory is the in-process [Limiter]: one [Policy] enforced over any number
-// of keys held in memory. Create one with [New].
+// of keys held in memory, with the decisions the Redis store makes. Create
+// one with [New]; the zero value is not usable.
 //
-// A key's check-and-update is atomic, and requests for different keys rarely
-// wait for each other. Keys are held as seeded hashes, never as the caller's
-// strings. The number of keys never exceeds the maximum ([WithMaxKeys],
-// default [DefaultMaxKeys]); keys that have been fresh for a window are swept
-// by new keys, with no background goroutine. A new key in a full shard evicts
-// the entry holding the fewest units; [Memory.Stats] counts those evictions,
-// the only way this limiter forgets usage.
+// Per key it keeps the algorithm's state: one int64 for the token and leaky
+// buckets, two for the fixed window, an int64 and two counters for the
+// sliding window, and for the sliding log one entry per distinct request
+// time in the last window. Keys are held as seeded 128-bit hashes, never as
+// the caller's strings: at a million keys, about 50 bytes a key for the
+// buckets and 67 for the windows.
 //
-// A Memory is safe for concurrent use. Its methods ignore ctx: they never
-// block on anything but a shard's mutex.
+// The number of keys never exceeds [WithMaxKeys] (default [DefaultMaxKeys]).
+// New keys sweep keys that have been fresh (a full bucket, an empty window)
+// for a window, with no background goroutine, so memory follows the keys in
+// use. A new key in a full shard takes a fresh entry's place, which changes
+// no decision, or else evicts the entry holding the fewest units, so keys
+// minted one request each go before a key at its limit; [Memory.Stats] counts
+// those evictions, the only way a Memory forgets usage.
+//
+// A key's check-and-update is atomic; requests for different keys rarely
+// wait for each other. A Memory is safe for concurrent use. Its methods
+// ignore ctx.
 type Memory struct {
-	// State per key: the token and leaky buckets keep one int64, the fixed
-	// window two, the sliding window an int64 and two counters, the sliding log
-	// one entry per distinct request time in the last window.
-	//
-	// Keys live in a sharded hash table (64 shards, fewer for a small maximum,
-	// each behind its own mutex). A key is kept as a 128-bit seeded hash of it
-	// beside its state in a slot the garbage collector does not scan. A key's
-	// state is created exactly once, by the first request that is allowed.
-	// Memory grows with the most keys held at once, never past what the maximum
-	// needs. New keys sweep keys that have been fresh (a full bucket, an empty
-	// window) for a window (a bucket: for the time it takes to fill), so memory
-	// follows the keys in use when clients come and go. A new key in a full
-	// shard takes the place of a fresh entry, which decides exactly as a new key
-	// would, if one is among the 16 entries the shard looks at (and up to 8 more
-	// it passes because they were requested since it last looked, and 16 more
-	// added since); otherwise it evicts, of the entries looked at, the one that
-	// holds the fewest units, so keys that made one request go before a key that
-	// has used up its limit. The sliding log's entries are held out of line.
+	// The table that holds the keys, and its figures: store.go and
+	// docs/algorithms.md.
 
 	policy Policy
 	clock  Clock

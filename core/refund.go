@@ -82,10 +82,16 @@ func elapsedMicros(elapsed time.Duration) int64 {
 var _ Refunder = (*Memory)(nil)
 
 // Refund gives back n units that AllowN counted for key at most elapsed
-// ago; see [Refunder] for the contract and the package source (refund.go)
-// for what each algorithm gives back. It fails for the arguments AllowN
-// rejects and for a negative elapsed; a key the limiter does not hold is
-// left alone. Like AllowN, it reads the clock once and ignores ctx.
+// ago ([Refunder]), as much of them as still counts, with s = now - elapsed
+// the earliest time they can have been counted: the buckets give back what
+// the refill has not already returned since s; the fixed and sliding
+// windows give back n units when s lies in the current window (for the
+// sliding window, the previous one too) and nothing when it lies in an
+// older one; the sliding log removes up to n units from its entries at s or
+// later, oldest first, while s is still in the window. It fails for the
+// arguments AllowN rejects and for a negative elapsed; a key the limiter
+// does not hold is left alone. Like AllowN, it reads the clock once and
+// ignores ctx.
 func (m *Memory) Refund(_ context.Context, key string, n int64, elapsed time.Duration) error {
 	if err := checkRefund(key, n, m.cost, elapsed); err != nil {
 		return err

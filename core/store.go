@@ -66,31 +66,8 @@ import (
 // new entries it passes); failing that, it evicts the entry looked at that
 // holds the fewest units, counted as lossy (see makeRoom).
 //
-// # Figures
-//
-// On a 2-vCPU AMD EPYC VM shared with other work, GOMAXPROCS=2, medians
-// of 5 to 8 interleaved runs:
-//
-//   - 1e6 keys walked in order (BenchmarkManyKeys): the table's floor (the
-//     two hashes, the shard lock, the probe) 54 ns; the token bucket's
-//     decision 104 ns on a manual clock, 115 on the system clock, 113 on a
-//     1 ms CoarseClock. The lock's atomic instructions already order each
-//     decision after the previous one's cache misses, so the system
-//     clock's fenced read adds about 11 ns here; on a hot key it is the
-//     largest part (35 ns a decision on a manual clock, 55 on the system
-//     clock).
-//   - The same walk against the other libraries, every one in the same
-//     run, system clock (benchmarks/RESULTS.md): 177 ns against
-//     go-limiter's 268, the fastest peer (1.52x); strided, so that the key
-//     itself is a cache miss too, 309 against 472 (1.53x).
-//   - A flood of new keys through a full store (BenchmarkNewKeys): 162 ns
-//     a key, 0 B/op, against 379 ns and 70 B/op for the simplelru store
-//     this table replaced, measured in turn in the same session.
-//   - Memory at 1e6 keys, everything included: 50 bytes a key for the
-//     buckets, 67 for the windows, 98 for a sliding log of one entry (its
-//     32-byte logState and a ring of one 12-byte slot, a 16-byte
-//     allocation, out of line). The
-//     collector scans none of it but the sliding log's logStates.
+// What this costs, in time and bytes a key, is measured in docs/benchmarks.md
+// (BenchmarkManyKeys, BenchmarkNewKeys, BenchmarkMemoryPerKey).
 type store[S any, A algorithm[S]] struct {
 	alg          A
 	idle         int64  // µs an entry must have been fresh before a new key sweeps it away
