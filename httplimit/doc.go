@@ -30,6 +30,27 @@
 // body over [WithMaxBodyBytes]) are refused with 400, whatever the error
 // policy. See [Engine] for the responses.
 //
+// # Options
+//
+// Who is limited: [WithKey], and [WithNoKey] and [WithInvalidKey] with a
+// [KeyPolicy] ([RefuseKey], [FallbackKey], [SkipKey]; a request served
+// without its own key is reported as [ErrKeyFallback]). What it costs:
+// [WithCost], [WithMaxBodyBytes]. Which requests: [WithSkip], and
+// [WithCountIf] ([Failures]) to keep counted only some outcomes. Failures:
+// [WithErrorPolicy], [WithErrorHook]. Rollout: [WithDryRun]. Output:
+// [WithHeaders], a [HeaderStyle], and [WithDenied]. Time: [WithClock].
+//
+// # Responses
+//
+// A refusal is a [Response]: a status, headers and an RFC 9457 problem body
+// ([Problem], of [ContentTypeProblem]) whose type is one of the Problem
+// constants, such as [ProblemRateLimited]. Headers and bodies name a policy
+// by [PolicyName]. A handler that decides without the middleware, such as a
+// login handler, answers a denial with [WriteDenied] or builds it with
+// [DeniedResponse]; [RetryAfterSeconds] is the Retry-After of a wait. A
+// user's own adapter writes headers through a [HeaderWriter], or a
+// [HeaderReader] to expose them to a browser's script.
+//
 // # Browsers (CORS)
 //
 // Put the CORS middleware in front of the limit: it answers preflights

@@ -24,54 +24,19 @@ import (
 // [New].
 //
 // Allowed requests get the rate headers of [WithHeaders] (by default
-// [IETFHeaders]: RateLimit-Policy and RateLimit, one member per layer when
-// the limiter is a [core.LayeredLimiter]). A denied request gets 429 Too Many
-// Requests with Retry-After, Cache-Control: no-store and an
+// [IETFHeaders], one member per layer when the limiter is a
+// [core.LayeredLimiter]; [HeaderStyle] gives their values). A denied request
+// gets 429 Too Many Requests with Retry-After, Cache-Control: no-store and an
 // application/problem+json body of type [ProblemRateLimited]; the handler is
-// not called. The other refusals are listed with the problem types. Check
-// waits a leaky bucket's Delay, and gives up when the request's context ends
-// first.
+// not called. The other refusals are listed with the problem types. A failing
+// limiter is decided by a [core.Failover] over it, with the [WithErrorPolicy]
+// policy and no circuit breaker of its own (give it a Failover as the limiter
+// for one). Check waits a leaky bucket's Delay; when the request's context
+// ends first it gives up, and the slot stays taken.
 //
 // Nothing a request carries makes the Engine panic, and no error text is
 // ever written to a client. An Engine is safe for concurrent use.
 type Engine struct {
-	// Responses (docs/http.md and docs/tiers.md say the same for users). For a
-	// policy named "api" of 100 per minute with 42 units left, IETFHeaders are:
-	//
-	//	RateLimit-Policy: "api";q=100;w=60
-	//	RateLimit: "api";r=42;t=12
-	//
-	// q is the policy's Limit and w its Window in seconds, rounded up. r is the
-	// units left, never above q, never negative, and 0 on a denial. t is, when
-	// allowed, the seconds until the key is as if new (the Decision's ResetAfter,
-	// rounded up) and, when denied, the Retry-After value. An unnamed policy is
-	// called DefaultPolicyName. Retry-After is the Decision's RetryAfter in whole
-	// seconds, rounded up, at least 1.
-	//
-	// Layered limits: when the limiter is a core.LayeredLimiter, found once by
-	// New, the IETF fields list every layer, in layer order, one List member each:
-	//
-	//	RateLimit-Policy: "burst";q=10;w=1, "daily";q=1000;w=86400
-	//	RateLimit: "burst";r=5;t=1, "daily";r=900;t=3600
-	//
-	// Each member is written as above from its layer's Decision. On a denial the
-	// layers that denied have r=0 and t their own Retry-After; the layers that
-	// would have allowed the request show what they have left (nothing was
-	// counted) and their reset time as if the request had been counted. Members
-	// are named by their policies; when two layers have the same name, the later
-	// one is called "name-2" ("-3", and so on, skipping names taken by other
-	// layers). The triples (LegacyHeaders, XRateLimitHeaders) stay single-valued
-	// and describe the most restrictive layer, and a 429's problem body names the
-	// layer that denied, as its member is named.
-	//
-	// A leaky bucket's wait cut short by the request's context does not give back
-	// the slot it held.
-
-	// Store failure: every request is decided by a core.Failover over the
-	// limiter, with the error policy of WithErrorPolicy and no circuit
-	// breaker of its own (a Failover given as the limiter brings one); see
-	// docs/failure.md.
-
 	f     *core.Failover // over the limiter: decides every request
 	cfg   config
 	last  atomic.Pointer[policyHeaders]

@@ -213,7 +213,29 @@ func WithClock(clk core.Clock) Option { return func(c *config) { c.clock = clk }
 func WithMaxBodyBytes(n int64) Option { return func(c *config) { c.maxBody = n } }
 
 // HeaderStyle is a set of rate header styles for [WithHeaders]; combine them
-// with | or by passing several.
+// with | or by passing several. For a policy named "api" of 100 per minute
+// with 42 units left, [IETFHeaders] are:
+//
+//	RateLimit-Policy: "api";q=100;w=60
+//	RateLimit: "api";r=42;t=12
+//
+// q is the policy's Limit and w its Window in seconds, rounded up. r is the
+// units left, from 0 to q; t the seconds until the key is as if new (the
+// Decision's ResetAfter, rounded up). On a denial r is 0 and t is the
+// Retry-After value: the Decision's RetryAfter in whole seconds, rounded up,
+// at least 1. An unnamed policy is called [DefaultPolicyName]. Over a
+// [core.LayeredLimiter] the IETF fields have one member per layer, in layer
+// order:
+//
+//	RateLimit-Policy: "burst";q=10;w=1, "daily";q=1000;w=86400
+//	RateLimit: "burst";r=5;t=1, "daily";r=900;t=3600
+//
+// On a denial the layers that denied have r=0 and their own Retry-After as
+// t; the others show their state as it is, since nothing was counted. A
+// layer named as an earlier one is called "name-2" ("-3", and so on,
+// skipping names other layers have). The triples ([LegacyHeaders],
+// [XRateLimitHeaders]) describe the most restrictive layer, and a 429's
+// problem body names the layer that denied, as its member is named.
 type HeaderStyle uint8
 
 const (
@@ -221,14 +243,14 @@ const (
 	NoHeaders HeaderStyle = 0
 	// IETFHeaders writes the IETF httpapi fields, RFC 9651 structured-field
 	// Lists: RateLimit-Policy: "name";q=<limit>;w=<window seconds> and
-	// RateLimit: "name";r=<remaining>;t=<seconds>. See [Engine] for the
-	// values.
+	// RateLimit: "name";r=<remaining>;t=<seconds>.
 	IETFHeaders HeaderStyle = 1 << iota
 	// LegacyHeaders writes the earlier draft's triple RateLimit-Limit,
-	// RateLimit-Remaining and RateLimit-Reset (delta seconds).
+	// RateLimit-Remaining and RateLimit-Reset: q, r and t as above.
 	LegacyHeaders
 	// XRateLimitHeaders writes X-RateLimit-Limit, X-RateLimit-Remaining and
-	// X-RateLimit-Reset (Unix epoch seconds, as GitHub does).
+	// X-RateLimit-Reset: q, r, and the time t ends in Unix epoch seconds,
+	// rounded up, as GitHub does.
 	XRateLimitHeaders
 
 	allHeaders = IETFHeaders | LegacyHeaders | XRateLimitHeaders
