@@ -14,10 +14,12 @@
 //   - [NewSlog] is an Observer that logs denials and store errors through
 //     log/slog, with keys hashed by [KeyHash], never in the clear.
 //
-// [New] and [NewShadow] take the options [WithPolicyName], [WithKeyClass],
-// [WithRawKey] and [WithClock]; [NewSlog] takes [WithKeySalt]. Prometheus
-// and OpenTelemetry metrics are Observers in the ratekitprom and ratekitotel
-// modules.
+// An Event says what happened ([Op]) and what it came to ([Event.Outcome],
+// an [Outcome]). [New] and [NewShadow] take the options [WithPolicyName],
+// [WithKeyClass], [WithRawKey] and [WithClock]; [NewSlog] takes the salt of
+// its [KeyHash]. A Limiter and a Shadow pass on the capabilities of the
+// limiter they enforce ([core.As]). Prometheus and OpenTelemetry metrics are
+// Observers in the ratekitprom and ratekitotel modules.
 package observe
 
 import (
@@ -43,7 +45,7 @@ const (
 	OpReset
 	// OpStoreError reports an outage error that a [core.Failover] met and
 	// decided by its failure mode, so that its caller got no error; Err is
-	// the store's error. See [WithObserver].
+	// the store's error. See [FailoverHooks].
 	OpStoreError
 	// OpBreakerOpen reports that a [core.Failover]'s circuit breaker opened.
 	OpBreakerOpen
@@ -96,7 +98,7 @@ func (o Outcome) String() string {
 
 // Event is one thing an [Observer] is told: a decision of a [Limiter] or
 // [Shadow] limiter, or a store error or breaker transition of a [core.Failover]
-// (see [WithObserver]).
+// (see [FailoverHooks]).
 type Event struct {
 	// Op says what happened.
 	Op Op
@@ -162,7 +164,7 @@ type Observer interface {
 
 // A PolicyObserver is an [Observer] that can prepare, once, for the events
 // of one policy, such as a metrics observer resolving that policy's series
-// ahead of time. [New], [NewShadow] and [WithObserver] call
+// ahead of time. [New], [NewShadow] and [FailoverHooks] call
 // ObserverFor once when they know the policy name of every event they will
 // report, and report to the Observer it returns instead.
 type PolicyObserver interface {
@@ -414,10 +416,9 @@ func (o *Limiter) Peek(ctx context.Context, key string, n int64) (core.Decision,
 // when it is a [core.LayeredLimiter], after reporting its Decision as an
 // [OpAllow] event, as AllowN does. A limiter that is not layered counts as
 // one layer: AllowLayers returns [core.MostRestrictive] of its AllowN Decision,
-// which HTTP middleware writes exactly as the Decision alone. (A Limiter
-// has these methods whatever it observes, so that observing a layered
-// limiter does not hide its layers; see [core.Failover] for why. Over a limiter
-// that is not layered they cost one allocation more than AllowN.)
+// which HTTP middleware writes exactly as the Decision alone, at the cost of
+// one allocation more than AllowN. [core.As] finds a [core.LayeredLimiter]
+// in a Limiter only when the observed limiter is one.
 func (o *Limiter) AllowLayers(ctx context.Context, key string, n int64) (core.LayeredDecision, error) {
 	start := o.w.now()
 	ld, err := layersOf(ctx, o.l, o.lay, key, n, true)
@@ -453,7 +454,8 @@ func (o *Limiter) Reset(ctx context.Context, key string) error {
 // them replace theirs; to keep a hook of your own, call it from an
 // [ObserverFunc] in obs.
 //
-//	f, err := core.NewFailover(remote, core.FailOpen(), observe.FailoverHooks(obs, "api")...)
+//	opts := append(observe.FailoverHooks(obs, "api"), core.WithErrorPolicy(core.FallbackShare(4)))
+//	f, err := core.NewFailover(remote, opts...)
 func FailoverHooks(obs Observer, policy string) []core.FailoverOption {
 	if obs == nil {
 		return nil

@@ -19,8 +19,8 @@ import (
 // enforcing: it sees every request and counts the ones it allows, so its
 // denials are exactly those it would have made in production.
 //
-// The enforced decisions are not reported: make the enforced limiter an
-// [Limiter] one (with the same observer) to see both, as the example of
+// The enforced decisions are not reported: wrap the enforced limiter in a
+// [Limiter] ([New], with the same observer) to see both, as the example of
 // [NewShadow] does.
 //
 // A Shadow is safe for concurrent use. Create one with [NewShadow].
