@@ -156,11 +156,14 @@ func WithAccountIPPolicy(p core.Policy) Option { return func(c *config) { c.pair
 // the attempt, so that attempts in parallel wait for it, and
 // [Guard.Succeed] lifts it. Staying under the account's limit does not
 // avoid it, and once the lock has grown to maxLock an attacker gets at
-// most Limit attempts per maxLock.
+// most Limit attempts per maxLock: with the default account policy and
+// WithLockout(time.Minute, time.Hour), at most 10 in any hour and 5 an
+// hour once the lock has grown, against 480 a day without a lockout.
 //
 // The level falls back one step per 2·S without a lock: a lock less than
-// 2·S after the previous one is never shorter, so the lock holds while
-// the failures go on (docs/login.md has the figures). [Guard.Succeed]
+// 2·S after the previous one is never shorter (a ramp may repeat a step, at
+// most once per 2·S, rather than double), so the lock holds while the
+// failures go on (docs/login.md has the figures). [Guard.Succeed]
 // resets it. A lock always ends after its time: never permanent. A lock
 // shorter than what is left of the account's Window changes nothing: the
 // larger wait decides.
@@ -168,13 +171,8 @@ func WithAccountIPPolicy(p core.Policy) Option { return func(c *config) { c.pair
 // base and maxLock must be whole microseconds with 0 < base <= maxLock <=
 // [core.MaxWindow]/2. Default: no lockout.
 func WithLockout(base, maxLock time.Duration) Option {
-	// Without a lockout, a patient attacker may try the account's Limit
-	// every Window forever (480 passwords a day at 5 per 15 minutes); with
-	// WithLockout(time.Minute, time.Hour), at most 10 in any hour and 5 an
-	// hour once the lock has grown (docs/login.md; guardtest's siege and
-	// TestLockoutAnyStrategy check it). The level is a token bucket, so a
-	// ramp of locks may repeat one step (at most once per 2·S) instead of
-	// doubling; see lockout.go.
+	// guardtest's siege and TestLockoutAnyStrategy check the bounds above;
+	// the level is a token bucket (lockout.go).
 	return func(c *config) { c.lockBase, c.lockMax = base, maxLock }
 }
 
