@@ -11,6 +11,7 @@ package chilimit
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 
@@ -23,10 +24,14 @@ import (
 // and go on to next; refused ones get the [httplimit.Engine] response.
 //
 // [httplimit.WithKey] functions see chi's route pattern (such as
-// "/items/{id}") as the route when chi routed the request, else
-// [http.Request.Pattern] as set by [http.ServeMux]. chi knows the pattern
-// only after routing: in middleware added with r.With, or r.Use inside
-// r.Group, not in r.Use on the top-level router, which runs before routing.
+// "/items/{id}") as the route when chi routes the request, else
+// [http.Request.Pattern] as set by [http.ServeMux]. Where the middleware
+// runs before chi has matched the route (r.Use on the top-level router, or
+// on a router mounted with r.Route or r.Mount), the route is found by
+// matching the request against the router's tree, as chi is about to: the
+// key is the same in every place the middleware can be added. A request
+// that no route serves (404, or a method chi does not know: 405) has no
+// route.
 //
 // New panics if l is nil or an option is invalid (see [httplimit.New]): a
 // configuration mistake, found when the server starts.
@@ -35,11 +40,32 @@ func New(l core.Limiter, opts ...httplimit.Option) func(http.Handler) http.Handl
 	return func(next http.Handler) http.Handler { return e.Handler(next, route) }
 }
 
-// route returns chi's route pattern, or "" when chi did not route the
-// request (the engine then reads the ServeMux pattern).
+// route returns the request's chi route pattern, or "" when chi does not
+// route it (the engine then reads the ServeMux pattern) or no route matches.
+// A pattern chi has not finished matching (none yet, or a mounted router's
+// prefix ending in "/*") is found on the root router's tree; a HEAD that no
+// route serves takes its GET route, as keyfunc.Route folds HEAD into GET.
 func route(r *http.Request) string {
-	if rc := chi.RouteContext(r.Context()); rc != nil {
+	rc := chi.RouteContext(r.Context())
+	if rc == nil {
+		return ""
+	}
+	if n := len(rc.RoutePatterns); n > 0 && !strings.HasSuffix(rc.RoutePatterns[n-1], "/*") {
 		return rc.RoutePattern()
 	}
-	return ""
+	if rc.Routes == nil {
+		return ""
+	}
+	path := r.URL.RawPath
+	if path == "" {
+		path = r.URL.Path
+	}
+	if path == "" {
+		path = "/"
+	}
+	p := rc.Routes.Find(chi.NewRouteContext(), r.Method, path)
+	if p == "" && r.Method == http.MethodHead {
+		p = rc.Routes.Find(chi.NewRouteContext(), http.MethodGet, path)
+	}
+	return p
 }

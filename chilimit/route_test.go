@@ -51,8 +51,15 @@ func TestRouteKeysUseThePattern(t *testing.T) {
 	})
 	r.With(mw).Handle("/any/{id}", ok) // every method: one key
 	top := chi.NewRouter()
-	top.Use(mw) // before routing: no pattern yet
+	top.Use(mw) // before routing: the route is found on the tree
 	top.Get("/top/{id}", ok)
+	top.Handle("/all/{id}", ok)
+	mounted := chi.NewRouter()
+	mounted.Route("/api", func(r chi.Router) {
+		r.Use(mw) // inside a mounted router: its prefix is not the route
+		r.Get("/x/{id}", ok)
+		r.Route("/v2", func(r chi.Router) { r.Post("/y/{id}", ok) })
+	})
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /mux/{id}", mw(ok))
@@ -67,7 +74,13 @@ func TestRouteKeysUseThePattern(t *testing.T) {
 		{r, "GET", "/grouped/7", "/grouped/{id}"},
 		{r, "PUT", "/any/7", "/any/{id}"},
 		{r, "DELETE", "/any/8", "/any/{id}"},
-		{top, "GET", "/top/7", "error"},
+		{top, "GET", "/top/7", "/top/{id}"},
+		{top, "HEAD", "/top/7", "/top/{id}"},
+		{top, "PATCH", "/all/1", "/all/{id}"},
+		{top, "PURGE", "/all/1", "error"}, // a method chi does not know: 405, no key
+		{top, "GET", "/nowhere", "error"},
+		{mounted, "GET", "/api/x/3", "/api/x/{id}"},
+		{mounted, "POST", "/api/v2/y/4", "/api/v2/y/{id}"},
 		{mux, "GET", "/mux/9", "/mux/{id}"},
 		{mux, "HEAD", "/mux/9", "/mux/{id}"},
 	} {
