@@ -2,13 +2,8 @@ package core
 
 import "reflect"
 
-// A Limiter may have optional capabilities, each a named interface that
-// embeds Limiter: [Refunder] (it gives units back), [LayeredLimiter] (it
-// reports every layer's Decision), [PolicyReporter] (it knows its
-// [Policy]) and [Wrapper] (it passes requests to another limiter). Find
-// one with [As], never with a type assertion of your own: a wrapper has the
-// methods of every capability whatever it wraps, and only As knows whether
-// what it wraps has the capability too.
+// The capabilities of a Limiter, and As that finds them: see the package
+// doc's Capabilities section.
 
 // PolicyReporter is a [Limiter] that knows the [Policy] it decides by:
 // [Memory], the Redis store's limiters and every wrapper in ratekit over
@@ -38,7 +33,8 @@ type Wrapper interface {
 }
 
 // As returns l as a T, a capability interface ([Refunder],
-// [LayeredLimiter], [PolicyReporter]), and true when l has that capability:
+// [LayeredLimiter], [MultiKeyLimiter], [PolicyReporter]), and true when l
+// has that capability:
 // l implements T and, when l is a [Wrapper], so does every limiter along
 // its Unwrap chain. A [PolicyReporter] must also report a valid Policy. It
 // returns the zero T and false otherwise, and for a nil l.

@@ -59,29 +59,65 @@
 //
 // # Stores
 //
-// [New] builds a [Memory] limiter: keys kept as seeded 128-bit hashes beside
-// their states in sharded open-addressing tables, one mutex per shard,
-// recency kept by reference bits (CLOCK) so that a request moves nothing,
-// memory bounded by [WithMaxKeys], fresh keys (full buckets, empty windows)
-// dropped first at no cost to correctness, and [Memory.Stats] to watch
-// evictions. Time comes from the injected [Clock], read once per
-// decision and measured monotonically; tests use a [ManualClock] and never
-// sleep. The conformance suite in core/limitertest holds every store to the
-// same decisions.
+// [New] builds a [Memory] limiter for one Policy, configured by [Option]
+// values ([WithClock], [WithMaxKeys]): keys kept as seeded 128-bit hashes in
+// sharded tables, memory bounded by WithMaxKeys (default [DefaultMaxKeys]),
+// fresh keys (full buckets, empty windows) dropped first at no cost to
+// correctness, and [Memory.Stats] ([Stats]) to watch evictions. A Policy is
+// written as a value or read with [ParsePolicy] ([ParseAlgorithm] and
+// [Algorithms] for the names), within [MaxLimit], [MinWindow] and
+// [MaxWindow]; an invalid one is a [PolicyError]. The conformance suite in
+// core/limitertest holds every store to the same decisions.
+//
+// # Time
+//
+// A limiter reads its [Clock] once per decision: [SystemClock] by default,
+// measured monotonically; a [CoarseClock] for a cheaper read at a stated
+// resolution; a [ManualClock] in tests, which never sleep. [WithClock] sets
+// it. [Wait] blocks until a limiter allows, for workers and API clients.
 //
 // # Around a limiter
 //
 // [NewLayered] enforces several policies on one key (10 per second and 1,000
-// per hour), counting a request in every layer or in none. [NewTiered]
-// picks a key's policy from its plan (free, pro) on every request.
-// [NewFailover] wraps a remote limiter (Redis) with an [ErrorPolicy] for when
-// it is down, behind a circuit breaker. A limiter that can give units back
-// is a [Refunder]; the optional capabilities ([Refunder], [LayeredLimiter],
-// [PolicyReporter]) are found with [As], which sees through wrappers (a
-// [Wrapper] has Unwrap), a user's own wrapper included. Package
-// hotkey holds the wrappers that take load off a remote store (leases and a
-// denial cache); packages observe and guard hold observability and the
-// login guard.
+// per hour), counting a request in every layer or in none, and reports each
+// layer in a [LayeredDecision] ([MostRestrictive] picks the layer that
+// decides). [NewTiered] picks a key's policy from its plan ([PlanFunc]) on
+// every request. [NewFailover] wraps a remote limiter (Redis) with an
+// [ErrorPolicy] for when it is down ([FailOpen], [FailClosed], [Fallback],
+// [FallbackShare]), behind a circuit breaker, configured by [FailoverOption]
+// values; a request it refuses gets an [UnavailableError]. Package hotkey
+// holds the wrappers that take load off a remote store (leases and a denial
+// cache); packages observe and guard hold observability and the login guard.
+//
+// # Capabilities
+//
+// Beyond the Limiter methods, a limiter may have optional capabilities, each
+// a named interface that embeds Limiter:
+//
+//   - [Refunder]: it gives units back, so that a request can be counted
+//     before it runs and given back after;
+//   - [LayeredLimiter]: it reports every layer's Decision, for one header
+//     member per layer;
+//   - [MultiKeyLimiter]: a layered limiter that keys each layer apart (the
+//     layered limiters themselves only; wrappers do not pass it on);
+//   - [PolicyReporter]: it knows its Policy;
+//   - [Wrapper]: it passes requests to another limiter, which Unwrap returns.
+//
+// Find a capability with [As], never with a type assertion of your own: a
+// wrapper ([Failover], the hotkey and observe limiters) has the methods of
+// every capability whatever it wraps, and As follows Unwrap, as [errors.As]
+// does, to tell whether the limiter it wraps has the capability too. A
+// user's own wrapper takes part by implementing Unwrap.
+//
+// # Errors
+//
+// A denial is a Decision, never an error. The caller's errors are
+// [ErrEmptyKey], [ErrInvalidCost], [ErrCostTooHigh], [ErrInvalidElapsed] and
+// [ErrNoRefund], which [CallerError] tells from a store's; a constructor
+// rejects a policy with an error wrapping [ErrInvalidPolicy]; [Tiered]
+// reports [ErrUnknownPlan]. Any other error is a store's: a Failover that
+// refuses a request because its store fails returns an [UnavailableError]
+// (wrapping [ErrBreakerOpen] when the store was not called).
 //
 // # Example
 //

@@ -20,14 +20,18 @@ var ErrUnknownPlan = errors.New("unknown plan")
 
 // Tiered is a [Limiter] that chooses the policy of each request by its key's
 // plan ("free", "pro"). It holds one [Memory] limiter per plan, not one per
-// user.
+// user, so memory is bounded by the number of plans times the maximum number
+// of keys ([WithMaxKeys]).
 //
 // Each request is decided, and counted, by the plan its key is on at that
 // moment ([PlanFunc] is asked every time), so a plan change applies to the
 // next request. Each plan counts only the usage it decided: a key never gets
 // more from one plan than that plan allows, and a key whose plan flips gets
-// at most the sum of its plans' limits. To give an upgraded key a fresh
-// start, call [Tiered.Reset] when its plan changes.
+// at most the sum of its plans' limits, whoever picks the plan (a header
+// included). A key's first request on a new plan starts from that plan's
+// count for it, empty unless it was on that plan within the last window. To
+// give an upgraded key a fresh start, call [Tiered.Reset] when its plan
+// changes.
 //
 // A cost above the plan's capacity is [ErrCostTooHigh]. A PlanFunc error, or
 // a plan with no policy ([ErrUnknownPlan]), is returned wrapped, with a zero
@@ -35,16 +39,6 @@ var ErrUnknownPlan = errors.New("unknown plan")
 //
 // A Tiered is safe for concurrent use. Create one with [NewTiered].
 type Tiered struct {
-	// With one Memory limiter per plan, memory is bounded by the number of plans
-	// times the maximum number of keys.
-	//
-	// A key moved from free to pro is decided by pro's policy on its very next
-	// request: no limiter is rebuilt and no state decided under another policy is
-	// ever applied to it. A key's first request on pro starts from pro's count for
-	// that key, which is empty unless the key was on pro within the last window;
-	// its free usage stays with free, where it expires on free's schedule. The
-	// sum-of-limits bound covers a client that picks its plan with a header too.
-
 	plans  map[string]*Memory
 	planOf PlanFunc
 }

@@ -15,10 +15,10 @@ import (
 // processes waits on one quota).
 //
 // When denied, Wait sleeps the Decision's RetryAfter plus a random jitter
-// (below RetryAfter and 1s) and asks again; it never asks before
-// RetryAfter. The jitter spreads waiters denied together, on one Redis key
-// say, and shrinks for a waiter denied again, so that waiters in a loop
-// take turns. When allowed with a Delay
+// (below RetryAfter, the time the policy takes to free n units, and 1s) and
+// asks again; it never asks before RetryAfter. The jitter spreads waiters
+// denied together, on one Redis key say, and shrinks for a waiter denied
+// again, so that waiters in a loop take turns. When allowed with a Delay
 // (the leaky bucket's place in the queue), it sleeps the Delay before
 // returning. It returns at once, having waited for nothing:
 //   - with an error wrapping [context.DeadlineExceeded] when ctx has a
