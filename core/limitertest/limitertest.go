@@ -3,7 +3,21 @@
 // [Run] and so proves the same decisions for the same policy, traffic and
 // clock: the exact semantics of each algorithm, exact RetryAfter, no lost
 // progress, all-or-nothing costs, Peek and Reset, errors for bad input, and
-// atomicity under concurrency.
+// atomicity under concurrency. A store's own test gives Run a [NewLimiter]:
+//
+//	func TestConformance(t *testing.T) {
+//		limitertest.Run(t, func(t *testing.T, p core.Policy, clock *core.ManualClock) core.Limiter {
+//			l, err := core.New(p, core.WithClock(clock))
+//			if err != nil {
+//				t.Fatal(err)
+//			}
+//			return l
+//		})
+//	}
+//
+// A store that gives units back ([core.Refunder]) runs [RunRefund] too, and
+// a layered one ([core.MultiKeyLimiter]) [RunLayered] with a
+// [NewLayeredFunc].
 //
 // The suite drives time with a [core.ManualClock]; it never sleeps. Time
 // resolution is one microsecond, the resolution of Redis's TIME: every store
