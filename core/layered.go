@@ -91,7 +91,7 @@ type MultiKeyLimiter interface {
 }
 
 // LayeredDecision is what a [Layered] limiter decided for one request: the
-// Decision of the most restrictive layer (see [Layered]), embedded, and
+// Decision of the most restrictive layer (see [Layered.AllowN]), embedded, and
 // every layer's own.
 type LayeredDecision struct {
 	// Decision is the most restrictive layer's, as [Layered.AllowN]
