@@ -39,3 +39,33 @@ func Example() {
 	// 200 "api";r=0;t=60
 	// 429 "api";r=0;t=30 Retry-After: 30
 }
+
+// One request per minute per user, the user being what an authentication
+// middleware stored with c.Set: alice and bob share an address but not a
+// limit.
+func ExampleWithKey() {
+	limiter, err := core.New(core.Policy{Name: "user", Limit: 1, Window: time.Minute})
+	if err != nil {
+		panic(err)
+	}
+
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.Use(func(c *gin.Context) { c.Set("user", c.GetHeader("X-User")) }) // authentication, say
+	r.Use(ginlimit.New(limiter, ginlimit.WithKey(func(c *gin.Context) (string, error) {
+		return c.GetString("user"), nil
+	})))
+	r.GET("/hello", func(c *gin.Context) { c.String(200, "hello") })
+
+	for _, user := range []string{"alice", "bob", "alice"} {
+		w := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", "/hello", nil)
+		req.Header.Set("X-User", user)
+		r.ServeHTTP(w, req)
+		fmt.Println(user, w.Code)
+	}
+	// Output:
+	// alice 200
+	// bob 200
+	// alice 429
+}

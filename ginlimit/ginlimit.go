@@ -19,14 +19,18 @@ import (
 // [httplimit.Option] values opts. Allowed requests get the rate headers and
 // go on to the next handler; refused ones get the [httplimit.Engine]
 // response and the chain is aborted. [httplimit.WithKey] functions see gin's
-// route pattern (c.FullPath(), such as "/items/:id") as the route.
+// route pattern (c.FullPath(), such as "/items/:id") as the route; this
+// package's [WithKey], [WithCost] and [WithSkip] see gin's context itself,
+// so that a value earlier middleware set with c.Set is a key.
 //
 // New panics if l is nil or an option is invalid (see [httplimit.New]): a
 // configuration mistake, found when the server starts.
 func New(l core.Limiter, opts ...httplimit.Option) gin.HandlerFunc {
 	e := httplimit.MustNew(l, opts...)
 	return func(c *gin.Context) {
-		res := e.Check(httpview.New(c.Request, c.FullPath()))
+		v := httpview.New(c.Request, c.FullPath())
+		v.Native = c
+		res := e.Check(v)
 		if !res.WriteHTTP(c.Writer) {
 			c.Abort()
 			return

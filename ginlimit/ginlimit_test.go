@@ -3,12 +3,18 @@ package ginlimit_test
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/ginlimit"
+	"github.com/ratekit/ratekit/httplimit"
 	"github.com/ratekit/ratekit/internal/adaptertest"
+	"github.com/ratekit/ratekit/keyfunc"
 )
 
 func init() { gin.SetMode(gin.ReleaseMode) }
@@ -48,3 +54,62 @@ var driver = adaptertest.Driver{
 func TestBehaviour(t *testing.T) { adaptertest.Run(t, driver) }
 
 func TestEndToEnd(t *testing.T) { adaptertest.RunEndToEnd(t, driver) }
+
+// A user an authentication middleware stored with c.Set is the key: alice
+// and bob, on one address, each get their own limit of 1; a request with no
+// user is refused, not keyed by its address.
+func TestNativeKey(t *testing.T) {
+	l, err := core.New(core.Policy{Limit: 1, Window: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := gin.New()
+	r.Use(func(c *gin.Context) {
+		if u := c.GetHeader("X-User"); u != "" {
+			c.Set("user", u)
+		}
+	})
+	r.Use(ginlimit.New(l,
+		ginlimit.WithKey(func(c *gin.Context) (string, error) {
+			if u := c.GetString("user"); u != "" {
+				return u, nil
+			}
+			return "", keyfunc.ErrNoKey
+		}),
+		ginlimit.WithCost(func(c *gin.Context) (int64, error) { return 1, nil }),
+		ginlimit.WithSkip(func(c *gin.Context) bool { return c.GetString("user") == "root" }),
+	))
+	r.GET("/", func(c *gin.Context) { c.String(200, "ok") })
+	for _, tc := range []struct {
+		user string
+		want int
+	}{{"alice", 200}, {"bob", 200}, {"alice", 429}, {"", 400}, {"root", 200}, {"root", 200}} {
+		w := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", "/", nil)
+		if tc.user != "" {
+			req.Header.Set("X-User", tc.user)
+		}
+		r.ServeHTTP(w, req)
+		if w.Code != tc.want {
+			t.Errorf("user %q: %d, want %d", tc.user, w.Code, tc.want)
+		}
+	}
+}
+
+// Outside ginlimit's middleware a native key function is not called: the
+// request is refused, not keyed by something else.
+func TestNativeKeyOutside(t *testing.T) {
+	l, err := core.New(core.Policy{Limit: 1, Window: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	called := false
+	var hooked error
+	h := httplimit.Middleware(l, ginlimit.WithKey(func(*gin.Context) (string, error) { called = true; return "k", nil }),
+		httplimit.WithErrorHook(func(_ keyfunc.Request, err error) { hooked = err }))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+	if called || w.Code != 400 || hooked == nil || !strings.Contains(hooked.Error(), "ginlimit") {
+		t.Errorf("outside ginlimit: called %v, status %d, hook %v; want not called, 400, a ginlimit error", called, w.Code, hooked)
+	}
+}

@@ -35,6 +35,24 @@ type Request struct {
 
 	// Slots is the Engine's room for this request's header values.
 	Slots Slots
+
+	// Native is the framework's own request context (*gin.Context for
+	// ginlimit), set by an adapter whose native options read it with
+	// [NativeOf]; nil otherwise.
+	Native any
+}
+
+// NativeOf returns the framework context of type T that an adapter set on
+// r's view, and false when r is not such a view (a native option used
+// outside its adapter's middleware).
+func NativeOf[T any](r keyfunc.Request) (T, bool) {
+	var zero T
+	v, ok := r.(*Request)
+	if !ok {
+		return zero, false
+	}
+	t, ok := v.Native.(T)
+	return t, ok
 }
 
 var _ keyfunc.Request = (*Request)(nil)
