@@ -37,7 +37,8 @@ import (
 // Nothing a request carries makes the Engine panic, and no error text is
 // ever written to a client. An Engine is safe for concurrent use.
 type Engine struct {
-	f     *core.Failover // over the limiter: decides every request
+	f     *core.Failover      // over the limiter: decides every request
+	lay   core.LayeredLimiter // the limiter, when it is layered
 	cfg   config
 	last  atomic.Pointer[policyHeaders]
 	lastL atomic.Pointer[layerHeaders]
@@ -78,6 +79,7 @@ func New(l core.Limiter, opts ...Option) (*Engine, error) {
 		return nil, fmt.Errorf("httplimit: WithErrorPolicy: %w", err)
 	}
 	e.f = f
+	e.lay, _ = core.As[core.LayeredLimiter](l)
 	if c.noKey.kind == keyDefault {
 		c.noKey = RefuseKey()
 	}
@@ -395,6 +397,7 @@ func (e *Engine) decide(res *Result) bool {
 	switch {
 	case errors.Is(err, core.ErrCostTooHigh):
 		res.refuse(costTooHighResponse(res.cost, res.d))
+		e.peekState(res)
 	case errors.Is(err, core.ErrEmptyKey):
 		res.refuse(invalidKeyResponse())
 	case errors.Is(err, core.ErrInvalidCost):
@@ -413,6 +416,31 @@ func (e *Engine) decide(res *Result) bool {
 		res.refuse(unavailableResponse(res.retry))
 	}
 	return false
+}
+
+// peekState records the key's state as it is, counting nothing, so that a
+// refusal that decided nothing (a cost above what the policy allows)
+// carries the rate headers as every other answer does. A limiter that
+// fails to answer leaves the refusal without them.
+func (e *Engine) peekState(res *Result) {
+	ctx := res.req.Context()
+	var ld core.LayeredDecision
+	var err error
+	if e.lay != nil {
+		ld, err = e.lay.PeekLayers(ctx, res.key, 1)
+	} else {
+		ld.Decision, err = e.f.Unwrap().Peek(ctx, res.key, 1)
+	}
+	if err != nil || ld.Limit <= 0 {
+		return
+	}
+	res.d, res.layers, res.layer, res.rate = ld.Decision, nil, 0, true
+	if ld.Layer >= 0 && ld.Layer < len(ld.Layers) {
+		res.layers, res.layer = ld.Layers, ld.Layer
+	}
+	for _, l := range res.layers {
+		res.rate = res.rate && l.Limit > 0
+	}
 }
 
 // outcome settles a decided request: served (after a leaky bucket's

@@ -16,9 +16,9 @@ const (
 	// ProblemRateLimited: 429, the limit is reached; retry after the
 	// Retry-After header's seconds.
 	ProblemRateLimited = "https://pkg.go.dev/github.com/ratekit/ratekit/httplimit#ProblemRateLimited"
-	// ProblemCostTooHigh: 429 without Retry-After; the request costs more
-	// than the policy can ever allow ([core.ErrCostTooHigh]), so retrying it
-	// cannot help.
+	// ProblemCostTooHigh: 429 without Retry-After, with the rate headers of
+	// the key as it is; the request costs more than the policy can ever
+	// allow ([core.ErrCostTooHigh]), so retrying it cannot help.
 	ProblemCostTooHigh = "https://pkg.go.dev/github.com/ratekit/ratekit/httplimit#ProblemCostTooHigh"
 	// ProblemUnavailable: 503 with Retry-After; the limiter failed and the
 	// error policy is [core.FailClosed] (or [core.Fallback] failed too).

@@ -105,8 +105,8 @@ func abuseCases() []Case {
 			withWant(cost("1e3"), with(invalidCost, hooks(1, 0))),
 			withWant(cost("%00"), with(invalidCost, hooks(2, 0)))),
 		callerErrors("huge cost is too high, never served", queryCost,
-			withWant(cost("9223372036854775807"), Want{Status: 429, Problem: httplimit.ProblemCostTooHigh, RetryAfter: "-", NoRate: true, Hooks: true, Errors: 1}),
-			withWant(cost("2"), Want{Status: 429, Problem: httplimit.ProblemCostTooHigh, RetryAfter: "-", NoRate: true, Hooks: true, Errors: 2}),
+			withWant(cost("9223372036854775807"), with(Want{Status: 429, Problem: httplimit.ProblemCostTooHigh, RetryAfter: "-", Hooks: true, Errors: 1}, rate("api", 1, 60, 1, 0))),
+			withWant(cost("2"), with(Want{Status: 429, Problem: httplimit.ProblemCostTooHigh, RetryAfter: "-", Hooks: true, Errors: 2}, rate("api", 1, 60, 1, 0))),
 			withWant(cost("1"), ok)),
 		{
 			Name: "abuse/cost function error refused under fail open",

@@ -201,7 +201,9 @@ func Cases() []Case {
 			App: func(t *testing.T, env *Env) *App {
 				return use(env.Limiter(t, core.Policy{Limit: 100, Window: time.Minute}), opts(env, httplimit.WithCost(func(keyfunc.Request) (int64, error) { return 150, nil }))...)
 			},
-			Steps: steps(Want{Status: 429, Problem: httplimit.ProblemCostTooHigh, RetryAfter: "-", NoRate: true, Hooks: true, Errors: 1}),
+			// The refusal carries the key's rate headers as it is: nothing
+			// was counted.
+			Steps: steps(with(Want{Status: 429, Problem: httplimit.ProblemCostTooHigh, RetryAfter: "-", Hooks: true, Errors: 1}, rate("default", 100, 60, 100, 0))),
 		},
 		{
 			Name: "cost/error refused whatever the error policy",
