@@ -4,10 +4,26 @@
 //	e.Use(echolimit.New(limiter))
 //
 // It is glue around [httplimit.Engine]: the options, headers and responses
-// are [httplimit]'s, the same in every framework.
+// are [httplimit]'s, the same in every framework. Beside them, [WithKey],
+// [WithCost] and [WithSkipper] take functions of echo's own context, so that
+// a value earlier middleware set with c.Set is a key. They keep ratekit's
+// words for what is limited (key, cost) rather than the names of echo's
+// RateLimiterConfig (IdentifierExtractor), so that a configuration reads
+// the same in every framework, and take echo's own function types, so an
+// extractor or a [github.com/labstack/echo/v4/middleware.Skipper] an app
+// already has plugs in; the skipper keeps echo's name, the one every echo
+// middleware config uses.
+//
+// A refused request is an error, as with echo's own limiter: the
+// middleware returns an [*echo.HTTPError] and echo's HTTPErrorHandler
+// answers it. [ErrorHandler] writes the refusal as httplimit does in every
+// other framework, for an app whose own error handler would lose its
+// problem body.
 package echolimit
 
 import (
+	"errors"
+
 	"github.com/labstack/echo/v4"
 
 	"github.com/ratekit/ratekit/core"
@@ -16,10 +32,26 @@ import (
 )
 
 // New returns echo middleware that limits requests with l, configured by the
-// [httplimit.Option] values opts. Allowed requests get the rate headers and
-// go on to the next handler; refused ones get the [httplimit.Engine]
-// response. [httplimit.WithKey] functions see echo's route pattern (c.Path(),
-// such as "/items/:id") as the route.
+// [httplimit.Option] values opts and this package's. Allowed requests get
+// the rate headers and go on to the next handler. [httplimit.WithKey]
+// functions see echo's route pattern (c.Path(), such as "/items/:id") as the
+// route; this package's [WithKey], [WithCost] and [WithSkipper] see echo's
+// context itself.
+//
+// A refused request (429 for a denial, 400 for a request without a valid
+// key or cost, 503 when the limiter cannot decide) is not passed on: the
+// middleware sets the refusal's headers on the response (the rate headers,
+// Retry-After, Cache-Control and its Content-Type,
+// [httplimit.ContentTypeProblem]) and returns an [*echo.HTTPError] with its
+// status, as echo's own RateLimiter does. Its Message marshals to JSON as
+// the refusal's problem body, so echo's default HTTPErrorHandler answers
+// exactly what httplimit writes in other frameworks (its JSON encoder adds
+// a newline, and indents it in debug mode); fmt prints it as the problem's
+// title and detail. A custom error handler that answers in another format
+// sets its own Content-Type; one that would lose the problem body can be
+// wrapped with [ErrorHandler]. A denial answered by an [httplimit.WithDenied]
+// function is the app's own response, not a problem: it is written as it
+// is, and the middleware returns nil.
 //
 // With [httplimit.WithCountIf], an error returned by the handler is passed to
 // echo's HTTPErrorHandler here, so that the status it answers with is the
@@ -31,9 +63,12 @@ func New(l core.Limiter, opts ...httplimit.Option) echo.MiddlewareFunc {
 	e := httplimit.MustNew(l, opts...)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			res := e.Check(httpview.New(c.Request(), c.Path()))
-			if !res.WriteHTTP(c.Response()) {
-				return nil
+			v := httpview.New(c.Request(), c.Path())
+			v.Native = c
+			res := e.Check(v)
+			res.WriteHeaders(c.Response().Header())
+			if !res.Serve() {
+				return refuse(c, &res)
 			}
 			if !res.Counting() {
 				return next(c)
@@ -46,3 +81,59 @@ func New(l core.Limiter, opts ...httplimit.Option) echo.MiddlewareFunc {
 		}
 	}
 }
+
+// ErrorHandler returns an echo HTTPErrorHandler that writes a refusal of
+// this package's middleware as httplimit writes it in every framework, its
+// status and problem body as they are (the headers are already on the
+// response), and passes every other error to next, nil meaning echo's
+// DefaultHTTPErrorHandler:
+//
+//	e.HTTPErrorHandler = echolimit.ErrorHandler(e.HTTPErrorHandler)
+//
+// It is for an app whose error handler answers every error in a format of
+// its own, which would lose the problem body.
+func ErrorHandler(next echo.HTTPErrorHandler) echo.HTTPErrorHandler {
+	return func(err error, c echo.Context) {
+		var he *echo.HTTPError
+		if errors.As(err, &he) {
+			if r, ok := he.Message.(*refusal); ok {
+				if resp := c.Response(); !resp.Committed {
+					resp.WriteHeader(he.Code)
+					resp.Write(r.body)
+				}
+				return
+			}
+		}
+		if next == nil {
+			c.Echo().DefaultHTTPErrorHandler(err, c)
+			return
+		}
+		next(err, c)
+	}
+}
+
+// refusal is the Message of the error a refused request returns.
+type refusal struct {
+	body []byte
+	text string
+}
+
+// refuse answers a refused request whose headers are set: the error for
+// echo's error handler, or nil after writing a WithDenied function's
+// response, which alone has a problem without a title.
+func refuse(c echo.Context, res *httplimit.Result) error {
+	resp, p := res.Response(), res.Problem()
+	if p.Title == "" {
+		c.Response().WriteHeader(resp.Status)
+		c.Response().Write(resp.Body)
+		return nil
+	}
+	msg := &refusal{body: resp.Body, text: p.Title + ": " + p.Detail}
+	return &echo.HTTPError{Code: resp.Status, Message: msg}
+}
+
+// MarshalJSON returns the problem body.
+func (r *refusal) MarshalJSON() ([]byte, error) { return r.body, nil }
+
+// String returns the problem's title and detail, for logs.
+func (r *refusal) String() string { return r.text }
