@@ -75,7 +75,7 @@ func NewInterceptor(l core.Limiter, opts ...Option) connect.Interceptor {
 	var c config
 	for i, o := range opts {
 		if o == nil {
-			panic(fmt.Errorf("connectlimit: NewInterceptor: option %d is nil", i))
+			panic(fmt.Errorf("connectlimit: NewInterceptor: option %d is nil", i+1))
 		}
 		o(&c)
 	}

@@ -563,8 +563,10 @@ func TestCostTooHigh(t *testing.T) {
 					return 1, nil
 				})))
 			_, err := sayCall(s.say(proto.opts), "hi")
+			// The key's rate metadata as it is: nothing was counted.
 			checkRefusal(t, "unary", err, refusal{code: connect.CodeResourceExhausted, retry: -1, quota: []string{"policy:api"},
-				message: "This request costs 3 units; the policy allows at most 2 at once, so retrying cannot help."})
+				message: "This request costs 3 units; the policy allows at most 2 at once, so retrying cannot help.",
+				meta:    map[string][]string{"Ratelimit": {`"api";r=2;t=0`}, "Ratelimit-Policy": {`"api";q=2;w=60`}}})
 			if n := s.calls.Load(); n != 0 {
 				t.Errorf("handler called %d times, want 0", n)
 			}
@@ -799,9 +801,13 @@ func TestNewInterceptorMessages(t *testing.T) {
 		opts []connectlimit.Option
 		want string
 	}{
-		{[]connectlimit.Option{nil}, "connectlimit: NewInterceptor: option 0 is nil"},
-		{[]connectlimit.Option{connectlimit.WithPerMessage(), nil}, "connectlimit: NewInterceptor: option 1 is nil"},
+		{[]connectlimit.Option{nil}, "connectlimit: NewInterceptor: option 1 is nil"},
+		{[]connectlimit.Option{connectlimit.WithPerMessage(), nil}, "connectlimit: NewInterceptor: option 2 is nil"},
 		{[]connectlimit.Option{connectlimit.WithClock(nil)}, "connectlimit: NewInterceptor: WithClock(nil): a clock is required"},
+		{[]connectlimit.Option{connectlimit.WithKey(nil)}, "connectlimit: NewInterceptor: WithKey(nil): a function is required"},
+		{[]connectlimit.Option{connectlimit.WithCost(nil)}, "connectlimit: NewInterceptor: WithCost(nil): a function is required"},
+		{[]connectlimit.Option{connectlimit.WithProcedureFunc(nil)}, "connectlimit: NewInterceptor: WithProcedureFunc(nil): a function is required"},
+		{[]connectlimit.Option{connectlimit.WithDryRun(nil)}, "connectlimit: NewInterceptor: WithDryRun(nil): a function is required"},
 		{[]connectlimit.Option{connectlimit.WithClock(core.SystemClock{}), connectlimit.WithClock(nil)}, "connectlimit: NewInterceptor: WithClock(nil): a clock is required"},
 	} {
 		got := func() (p any) {

@@ -12,9 +12,10 @@ import (
 )
 
 // An Option configures the interceptor built by [NewInterceptor]. Each
-// option's doc says its default; a nil function given to an option means
-// the default, while a nil option, or [WithClock](nil), makes
-// [NewInterceptor] panic. They
+// option's doc says its default, which is what leaving the option out
+// gives; a nil option, a nil function given to an option, or
+// [WithClock](nil) is a configuration mistake, for which [NewInterceptor]
+// panics. They
 // are grpclimit's options in Connect's words (a procedure is gRPC's full
 // method name) and, where a call has an equivalent, httplimit's: the same
 // words mean the same thing.
@@ -44,7 +45,9 @@ type config struct {
 //
 // Default: [keyfunc.PeerIP], the peer's address; no header is trusted, so
 // a client cannot change its key with X-Forwarded-For.
-func WithKey(f keyfunc.Func) Option { return func(c *config) { c.Key = f } }
+func WithKey(f keyfunc.Func) Option {
+	return func(c *config) { c.Key = f; c.Need("WithKey", f == nil) }
+}
 
 // WithProcedures gives procedures limiters of their own, by full
 // procedure name ("/pkg.Service/Method"); every other procedure uses the
@@ -70,7 +73,7 @@ func WithProcedures(m map[string]core.Limiter) Option {
 //
 // Default: every procedure not in WithProcedures uses the one limiter.
 func WithProcedureFunc(f func(procedure string) core.Limiter) Option {
-	return func(c *config) { c.MethodFunc = f }
+	return func(c *config) { c.MethodFunc = f; c.Need("WithProcedureFunc", f == nil) }
 }
 
 // WithCost sets how many units a call spends (with [WithPerMessage], each
@@ -83,7 +86,7 @@ func WithProcedureFunc(f func(procedure string) core.Limiter) Option {
 //
 // Default: every call costs 1.
 func WithCost(f func(ctx context.Context, procedure string) (int64, error)) Option {
-	return func(c *config) { c.Cost = f }
+	return func(c *config) { c.Cost = f; c.Need("WithCost", f == nil) }
 }
 
 // WithSkip sets which calls are not limited at all, such as health checks:
@@ -92,7 +95,7 @@ func WithCost(f func(ctx context.Context, procedure string) (int64, error)) Opti
 //
 // Default: no call is skipped.
 func WithSkip(f func(ctx context.Context, procedure string) bool) Option {
-	return func(c *config) { c.Skip = f }
+	return func(c *config) { c.Skip = f; c.Need("WithSkip", f == nil) }
 }
 
 // WithErrorPolicy sets what a call gets when the limiter fails (a store is
@@ -113,12 +116,12 @@ func WithErrorPolicy(p core.ErrorPolicy) Option {
 // WithDryRun makes the interceptor decide, count and set rate headers as
 // usual, but never refuse: a denied call is reported to f and then served
 // (its headers say r=0, without Retry-After), and a leaky bucket's Delay is
-// not waited. Use it to try a new limit on live traffic. f may be nil to
-// only set headers.
+// not waited. Use it to try a new limit on live traffic; a function that
+// does nothing only sets headers.
 //
 // Default: off; denied calls get [connect.CodeResourceExhausted].
 func WithDryRun(f func(ctx context.Context, procedure string, d core.Decision)) Option {
-	return func(c *config) { c.DryRun, c.DryRunFunc = true, f }
+	return func(c *config) { c.DryRun, c.DryRunFunc = true, f; c.Need("WithDryRun", f == nil) }
 }
 
 // WithCountIf counts only the calls whose final code f accepts, such as
@@ -136,7 +139,7 @@ func WithDryRun(f func(ctx context.Context, procedure string, d core.Decision)) 
 //
 // Default: every allowed call is counted, before the handler.
 func WithCountIf(f func(code connect.Code) bool) Option {
-	return func(c *config) { c.CountIf = rpclimit.CountIf(f) }
+	return func(c *config) { c.CountIf = rpclimit.CountIf(f); c.Need("WithCountIf", f == nil) }
 }
 
 // WithErrorHook sets a function called with each error the interceptor
@@ -164,7 +167,7 @@ func WithCountIf(f func(code connect.Code) bool) Option {
 //
 // Default: errors are not reported.
 func WithErrorHook(f func(ctx context.Context, procedure string, err error)) Option {
-	return func(c *config) { c.ErrorHook = f }
+	return func(c *config) { c.ErrorHook = f; c.Need("WithErrorHook", f == nil) }
 }
 
 // WithClock sets the clock the interceptor reads: [WithCountIf] measures

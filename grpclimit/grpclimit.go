@@ -160,7 +160,7 @@ func mustNew(who string, l core.Limiter, opts []Option) (lim *rpclimit.Limiter, 
 	var cfg config
 	for i, o := range opts {
 		if o == nil {
-			panic(fmt.Errorf("%s: option %d is nil", who, i))
+			panic(fmt.Errorf("%s: option %d is nil", who, i+1))
 		}
 		o(&cfg)
 	}

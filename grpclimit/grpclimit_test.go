@@ -406,9 +406,16 @@ func TestConstructorMessages(t *testing.T) {
 		opts []grpclimit.Option
 		want string
 	}{
-		{[]grpclimit.Option{nil}, "option 0 is nil"},
-		{[]grpclimit.Option{grpclimit.WithPerMessage(), nil}, "option 1 is nil"},
+		{[]grpclimit.Option{nil}, "option 1 is nil"},
+		{[]grpclimit.Option{grpclimit.WithPerMessage(), nil}, "option 2 is nil"},
 		{[]grpclimit.Option{grpclimit.WithClock(nil)}, "WithClock(nil): a clock is required"},
+		{[]grpclimit.Option{grpclimit.WithKey(nil)}, "WithKey(nil): a function is required"},
+		{[]grpclimit.Option{grpclimit.WithCost(nil)}, "WithCost(nil): a function is required"},
+		{[]grpclimit.Option{grpclimit.WithSkip(nil)}, "WithSkip(nil): a function is required"},
+		{[]grpclimit.Option{grpclimit.WithDryRun(nil)}, "WithDryRun(nil): a function is required"},
+		{[]grpclimit.Option{grpclimit.WithCountIf(nil)}, "WithCountIf(nil): a function is required"},
+		{[]grpclimit.Option{grpclimit.WithErrorHook(nil)}, "WithErrorHook(nil): a function is required"},
+		{[]grpclimit.Option{grpclimit.WithMethodFunc(nil)}, "WithMethodFunc(nil): a function is required"},
 		{[]grpclimit.Option{grpclimit.WithClock(core.SystemClock{}), grpclimit.WithClock(nil)}, "WithClock(nil): a clock is required"},
 	} {
 		for who, build := range map[string]func(){
@@ -436,17 +443,21 @@ func TestCallerErrors(t *testing.T) {
 	invalidKey := func(keyfunc.Request) (string, error) {
 		return "", fmt.Errorf("tenant %q: %w", "a\x00b", keyfunc.ErrInvalidKey)
 	}
+	noRate := map[string]string{"ratelimit": "", "ratelimit-policy": "", "retry-after": ""}
 	for _, tt := range []struct {
 		name  string
 		opt   grpclimit.Option
 		want  refusal
 		hooks int
+		md    map[string]string
 	}{
-		{"invalid key", grpclimit.WithKey(invalidKey), refusal{codes.InvalidArgument, 0, ""}, 1},
-		{"missing key", grpclimit.WithKey(keyfunc.Header("X-API-Key", []byte("secret"))), refusal{codes.InvalidArgument, 0, ""}, 1},
-		{"cost 0", grpclimit.WithCost(func(context.Context, string) (int64, error) { return 0, nil }), refusal{codes.InvalidArgument, 0, ""}, 1},
-		{"cost error", grpclimit.WithCost(func(context.Context, string) (int64, error) { return 0, errors.New("no size") }), refusal{codes.InvalidArgument, 0, ""}, 1},
-		{"cost too high", grpclimit.WithCost(func(context.Context, string) (int64, error) { return 5, nil }), refusal{codes.ResourceExhausted, 0, "policy:api"}, 1},
+		{"invalid key", grpclimit.WithKey(invalidKey), refusal{codes.InvalidArgument, 0, ""}, 1, noRate},
+		{"missing key", grpclimit.WithKey(keyfunc.Header("X-API-Key", []byte("secret"))), refusal{codes.InvalidArgument, 0, ""}, 1, noRate},
+		{"cost 0", grpclimit.WithCost(func(context.Context, string) (int64, error) { return 0, nil }), refusal{codes.InvalidArgument, 0, ""}, 1, noRate},
+		{"cost error", grpclimit.WithCost(func(context.Context, string) (int64, error) { return 0, errors.New("no size") }), refusal{codes.InvalidArgument, 0, ""}, 1, noRate},
+		{"cost too high", grpclimit.WithCost(func(context.Context, string) (int64, error) { return 5, nil }), refusal{codes.ResourceExhausted, 0, "policy:api"}, 1,
+			// The key's rate metadata as it is: nothing was counted.
+			map[string]string{"ratelimit": `"api";r=2;t=0`, "ratelimit-policy": `"api";q=2;w=60`, "retry-after": ""}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var h hookLog
@@ -454,7 +465,7 @@ func TestCallerErrors(t *testing.T) {
 				tt.opt, grpclimit.WithErrorPolicy(core.FailOpen()), grpclimit.WithErrorHook(h.hook))
 			_, md, err := say(t, conn, "x")
 			checkRefusal(t, tt.name, err, tt.want)
-			checkMD(t, tt.name, md, map[string]string{"ratelimit": "", "ratelimit-policy": "", "retry-after": ""})
+			checkMD(t, tt.name, md, tt.md)
 			if n := svc.calls.Load(); n != 0 {
 				t.Errorf("handler called %d times", n)
 			}

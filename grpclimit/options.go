@@ -13,11 +13,12 @@ import (
 
 // An Option configures [UnaryServerInterceptor] and
 // [StreamServerInterceptor]; both take every option ([WithPerMessage]
-// means nothing to unary calls). Each option's doc says its default; a nil
-// function given to an option means the default, while a nil option, or
-// [WithClock](nil), makes the constructors panic; a later option replaces
-// an earlier one of the same kind. The options are [httplimit]'s vocabulary in gRPC terms:
-// see its options for the full behaviour.
+// means nothing to unary calls). Each option's doc says its default, which
+// is what leaving the option out gives; a nil option, a nil function given
+// to an option, or [WithClock](nil) is a configuration mistake, for which
+// the constructors panic. A later option replaces an earlier one of the
+// same kind. The options are [httplimit]'s vocabulary in gRPC terms: see
+// its options for the full behaviour.
 type Option func(*config)
 
 // config is what the options set: the interceptors share their options
@@ -43,7 +44,9 @@ type config = rpclimit.Config
 // [keyfunc.ClientIP]([keyfunc.TrustProxies](...)): it reads the metadata
 // from the right, and only when the peer is a trusted proxy. A server on a
 // Unix socket, whose peers have no IP address, needs a key of its own.
-func WithKey(f keyfunc.Func) Option { return func(c *config) { c.Key = f } }
+func WithKey(f keyfunc.Func) Option {
+	return func(c *config) { c.Key = f; c.Need("WithKey", f == nil) }
+}
 
 // WithMethods gives methods limits of their own: the limiter of each full
 // method name ("/pkg.Service/Method") in m counts that method's calls
@@ -77,7 +80,7 @@ func WithMethods(m map[string]core.Limiter) Option {
 //
 // Default: every method not in WithMethods uses the interceptor's limiter.
 func WithMethodFunc(f func(fullMethod string) core.Limiter) Option {
-	return func(c *config) { c.MethodFunc = f }
+	return func(c *config) { c.MethodFunc = f; c.Need("WithMethodFunc", f == nil) }
 }
 
 // WithCost sets how many units a call spends (with [WithPerMessage], each
@@ -88,7 +91,7 @@ func WithMethodFunc(f func(fullMethod string) core.Limiter) Option {
 //
 // Default: every call costs 1.
 func WithCost(f func(ctx context.Context, fullMethod string) (int64, error)) Option {
-	return func(c *config) { c.Cost = f }
+	return func(c *config) { c.Cost = f; c.Need("WithCost", f == nil) }
 }
 
 // WithSkip sets which calls are not limited at all, such as health checks:
@@ -97,7 +100,7 @@ func WithCost(f func(ctx context.Context, fullMethod string) (int64, error)) Opt
 //
 // Default: no call is skipped.
 func WithSkip(f func(ctx context.Context, fullMethod string) bool) Option {
-	return func(c *config) { c.Skip = f }
+	return func(c *config) { c.Skip = f; c.Need("WithSkip", f == nil) }
 }
 
 // WithErrorPolicy sets what a call gets when the limiter fails (a store is
@@ -117,11 +120,12 @@ func WithErrorPolicy(p core.ErrorPolicy) Option {
 // WithDryRun makes the interceptors decide, count and set rate metadata as
 // usual, but never refuse: a denied call is reported to f and then served
 // (without retry-after), and a leaky bucket's Delay is not waited. Use it
-// to try a new limit on live traffic. f may be nil to only set metadata.
+// to try a new limit on live traffic; a function that does nothing only
+// sets metadata.
 //
 // Default: off; denied calls are refused.
 func WithDryRun(f func(ctx context.Context, fullMethod string, d core.Decision)) Option {
-	return func(c *config) { c.DryRun, c.DryRunFunc = true, f }
+	return func(c *config) { c.DryRun, c.DryRunFunc = true, f; c.Need("WithDryRun", f == nil) }
 }
 
 // WithCountIf counts only the calls whose status code f accepts, such as
@@ -136,7 +140,7 @@ func WithDryRun(f func(ctx context.Context, fullMethod string, d core.Decision))
 //
 // Default: every allowed call is counted, before the handler.
 func WithCountIf(f func(code codes.Code) bool) Option {
-	return func(c *config) { c.CountIf = rpclimit.CountIf(f) }
+	return func(c *config) { c.CountIf = rpclimit.CountIf(f); c.Need("WithCountIf", f == nil) }
 }
 
 // Failures reports whether code is an error (any code but OK), for
@@ -168,7 +172,7 @@ func Failures(code codes.Code) bool { return code != codes.OK }
 //
 // Default: errors are not reported.
 func WithErrorHook(f func(ctx context.Context, fullMethod string, err error)) Option {
-	return func(c *config) { c.ErrorHook = f }
+	return func(c *config) { c.ErrorHook = f; c.Need("WithErrorHook", f == nil) }
 }
 
 // WithClock sets the clock the interceptors read: [WithCountIf] measures

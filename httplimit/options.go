@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -12,7 +13,8 @@ import (
 // An Option configures the middleware built by [New] and by every adapter
 // (ginlimit, echolimit, chilimit, fiberlimit): the options are one
 // vocabulary, the same names in every framework. Each option's doc says its
-// default; a nil function means the default.
+// default, which is what leaving the option out gives; a nil function is a
+// configuration mistake, for which [New] fails.
 type Option func(*config)
 
 type config struct {
@@ -61,7 +63,7 @@ func WithKey(f keyfunc.Func) Option {
 //
 // Default: every request costs 1.
 func WithCost(f func(keyfunc.Request) (int64, error)) Option {
-	return func(c *config) { c.cost = f }
+	return func(c *config) { c.cost = f; c.need("WithCost", f == nil) }
 }
 
 // WithSkip sets which requests are not limited at all, such as health checks
@@ -69,7 +71,9 @@ func WithCost(f func(keyfunc.Request) (int64, error)) Option {
 // is served without being counted and without rate headers.
 //
 // Default: no request is skipped.
-func WithSkip(f func(keyfunc.Request) bool) Option { return func(c *config) { c.skip = f } }
+func WithSkip(f func(keyfunc.Request) bool) Option {
+	return func(c *config) { c.skip = f; c.need("WithSkip", f == nil) }
+}
 
 // WithDenied replaces the response to a request denied by the limiter (the
 // default is 429 with a [ProblemRateLimited] problem+json body). f returns
@@ -80,7 +84,7 @@ func WithSkip(f func(keyfunc.Request) bool) Option { return func(c *config) { c.
 //
 // Default: [DeniedResponse].
 func WithDenied(f func(r keyfunc.Request, d core.Decision) Response) Option {
-	return func(c *config) { c.denied = f }
+	return func(c *config) { c.denied = f; c.need("WithDenied", f == nil) }
 }
 
 // WithErrorPolicy sets what a request gets when the limiter fails (a store
@@ -109,22 +113,18 @@ func WithErrorPolicy(p core.ErrorPolicy) Option { return func(c *config) { c.onE
 //
 // Default: errors are not reported.
 func WithErrorHook(f func(r keyfunc.Request, err error)) Option {
-	return func(c *config) { c.errorHook = f }
+	return func(c *config) { c.errorHook = f; c.need("WithErrorHook", f == nil) }
 }
 
 // WithDryRun makes the middleware decide, count and set rate headers as
 // usual, but never block: a denied request is reported to f and then served
 // (without Retry-After), and a leaky bucket's Delay is not waited. Use it to
-// try a new limit on live traffic. f may be nil to only set headers.
+// try a new limit on live traffic; a function that does nothing only sets
+// headers.
 //
 // Default: off; denied requests get 429.
 func WithDryRun(f func(r keyfunc.Request, d core.Decision)) Option {
-	return func(c *config) {
-		c.dryRun = f
-		if f == nil {
-			c.dryRun = func(keyfunc.Request, core.Decision) {}
-		}
-	}
+	return func(c *config) { c.dryRun = f; c.need("WithDryRun", f == nil) }
 }
 
 // WithHeaders sets which rate headers are written on allowed and denied
@@ -158,7 +158,9 @@ func WithHeaders(styles ...HeaderStyle) Option {
 // the check. The rate headers describe the state with this request counted.
 //
 // Default: every allowed request is counted, before the handler.
-func WithCountIf(f func(status int) bool) Option { return func(c *config) { c.countIf = f } }
+func WithCountIf(f func(status int) bool) Option {
+	return func(c *config) { c.countIf = f; c.need("WithCountIf", f == nil) }
+}
 
 // Failures reports whether status is an error (400 or above), for
 // [WithCountIf].
@@ -207,10 +209,24 @@ func WithClock(clk core.Clock) Option { return func(c *config) { c.clock = clk }
 // and at most n after decoding a gzip or deflate Content-Encoding, so that a
 // small compressed body cannot inflate into memory before the limit
 // decides. A body over the bound, or in another encoding, is refused as
-// [WithInvalidKey] says. n <= 0 means the default.
+// [WithInvalidKey] says. 0 means the default; [New] fails if n is negative.
 //
 // Default: [keyfunc.DefaultMaxBodyBytes] (1 MiB).
-func WithMaxBodyBytes(n int64) Option { return func(c *config) { c.maxBody = n } }
+func WithMaxBodyBytes(n int64) Option {
+	return func(c *config) {
+		c.maxBody = n
+		if n < 0 {
+			c.errs = append(c.errs, fmt.Errorf("httplimit: WithMaxBodyBytes(%d): must not be negative", n))
+		}
+	}
+}
+
+// need records a configuration mistake when an option's function is nil.
+func (c *config) need(option string, isNil bool) {
+	if isNil {
+		c.errs = append(c.errs, errors.New("httplimit: "+option+"(nil): a function is required"))
+	}
+}
 
 // HeaderStyle is a set of rate header styles for [WithHeaders]; combine them
 // with | or by passing several. For a policy named "api" of 100 per minute

@@ -166,7 +166,7 @@ func New(opts ...Option) (*Metrics, error) {
 	c := config{view: metricsview.DefaultConfig()}
 	for i, opt := range opts {
 		if opt == nil {
-			return nil, fmt.Errorf("ratekitotel: New: option %d is nil", i)
+			return nil, fmt.Errorf("ratekitotel: New: option %d is nil", i+1)
 		}
 		opt(&c)
 	}

@@ -142,8 +142,8 @@ func TestErrors(t *testing.T) {
 		err  error
 		want string
 	}{
-		{"nil option", newErr(nil), "ratekitotel: New: option 0 is nil"},
-		{"nil option after a good one", newErr(ratekitotel.WithMaxPolicies(2), nil), "ratekitotel: New: option 1 is nil"},
+		{"nil option", newErr(nil), "ratekitotel: New: option 1 is nil"},
+		{"nil option after a good one", newErr(ratekitotel.WithMaxPolicies(2), nil), "ratekitotel: New: option 2 is nil"},
 		{"nil provider", newErr(ratekitotel.WithMeterProvider(nil)), "ratekitotel: New: WithMeterProvider(nil): a MeterProvider is required"},
 		{"max policies", newErr(ratekitotel.WithMaxPolicies(0)), "ratekitotel: New: WithMaxPolicies(0): must be at least 1"},
 		{"buckets", newErr(ratekitotel.WithLatencyBuckets([]float64{1, 1})), "ratekitotel: New: WithLatencyBuckets: bounds must increase, 1 then 1"},

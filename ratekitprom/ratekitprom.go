@@ -147,7 +147,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 	c := metricsview.DefaultConfig()
 	for i, opt := range opts {
 		if opt == nil {
-			return nil, fmt.Errorf("ratekitprom: New: option %d is nil", i)
+			return nil, fmt.Errorf("ratekitprom: New: option %d is nil", i+1)
 		}
 		opt(&c)
 	}

@@ -140,8 +140,8 @@ func TestErrors(t *testing.T) {
 		want string
 	}{
 		{"second Metrics", func() error { _, err := ratekitprom.New(reg); return err }(), "ratekitprom: register: duplicate metrics collector registration attempted"},
-		{"nil option", func() error { _, err := ratekitprom.New(nil, nil); return err }(), "ratekitprom: New: option 0 is nil"},
-		{"nil option after a good one", func() error { _, err := ratekitprom.New(nil, ratekitprom.WithMaxPolicies(2), nil); return err }(), "ratekitprom: New: option 1 is nil"},
+		{"nil option", func() error { _, err := ratekitprom.New(nil, nil); return err }(), "ratekitprom: New: option 1 is nil"},
+		{"nil option after a good one", func() error { _, err := ratekitprom.New(nil, ratekitprom.WithMaxPolicies(2), nil); return err }(), "ratekitprom: New: option 2 is nil"},
 		{"max policies", func() error { _, err := ratekitprom.New(nil, ratekitprom.WithMaxPolicies(0)); return err }(), "ratekitprom: New: WithMaxPolicies(0): must be at least 1"},
 		{"buckets", func() error {
 			_, err := ratekitprom.New(nil, ratekitprom.WithLatencyBuckets([]float64{1, 1}))

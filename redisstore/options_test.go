@@ -30,8 +30,8 @@ func TestOptionErrors(t *testing.T) {
 		opts []Option
 		want string // the message, after "redisstore: <constructor>: "
 	}{
-		{"nil option", []Option{nil}, "option 0 is nil"},
-		{"nil option after a good one", []Option{WithTimeout(time.Second), nil}, "option 1 is nil"},
+		{"nil option", []Option{nil}, "option 1 is nil"},
+		{"nil option after a good one", []Option{WithTimeout(time.Second), nil}, "option 2 is nil"},
 		{"nil clock", []Option{WithClock(nil)}, "WithClock(nil): a clock is required"},
 		{"nil clock after a clock", []Option{WithClock(core.SystemClock{}), WithClock(nil)}, "WithClock(nil): a clock is required"},
 		{"prefix with a brace", []Option{WithPrefix("a{b")}, `WithPrefix("a{b"): must not contain '{' or '}'`},

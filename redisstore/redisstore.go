@@ -170,7 +170,7 @@ func applyOptions(fn string, opts []Option) (options, error) {
 	o := options{prefix: DefaultPrefix, margin: DefaultExpiryMargin, batching: true}
 	for i, opt := range opts {
 		if opt == nil {
-			return o, fmt.Errorf("redisstore: %s: option %d is nil", fn, i)
+			return o, fmt.Errorf("redisstore: %s: option %d is nil", fn, i+1)
 		}
 		opt(&o)
 	}

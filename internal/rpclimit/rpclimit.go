@@ -99,6 +99,16 @@ type Config struct {
 	// PerMessage charges every message a client streams, not only the
 	// stream's start (the interceptors read it; Check does not).
 	PerMessage bool
+	// NilFuncs names the options given a nil function, each a
+	// configuration mistake New reports.
+	NilFuncs []string
+}
+
+// Need records in c that option was given a nil function, when isNil.
+func (c *Config) Need(option string, isNil bool) {
+	if isNil {
+		c.NilFuncs = append(c.NilFuncs, option)
+	}
 }
 
 // CountIf returns f over the uint32 codes of [Config.CountIf], for gRPC's
@@ -137,6 +147,9 @@ func New(who string, l core.Limiter, cfg Config) (*Limiter, error) {
 	if cfg.ClockSet && cfg.Clock == nil {
 		return nil, fmt.Errorf("%s: WithClock(nil): a clock is required", who)
 	}
+	if len(cfg.NilFuncs) > 0 {
+		return nil, fmt.Errorf("%s: %s(nil): a function is required", who, cfg.NilFuncs[0])
+	}
 	var opts []httplimit.Option
 	if cfg.Key != nil {
 		opts = append(opts, httplimit.WithKey(cfg.Key))
@@ -153,11 +166,8 @@ func New(who string, l core.Limiter, cfg Config) (*Limiter, error) {
 		opts = append(opts, httplimit.WithErrorPolicy(*cfg.ErrorPolicy))
 	}
 	if cfg.DryRun {
-		var report func(keyfunc.Request, core.Decision)
-		if f := cfg.DryRunFunc; f != nil {
-			report = func(r keyfunc.Request, d core.Decision) { f(r.Context(), r.Route(), d) }
-		}
-		opts = append(opts, httplimit.WithDryRun(report))
+		f := cfg.DryRunFunc
+		opts = append(opts, httplimit.WithDryRun(func(r keyfunc.Request, d core.Decision) { f(r.Context(), r.Route(), d) }))
 	}
 	if f := cfg.CountIf; f != nil {
 		// The engine's "status" is the call's code here: Done is given

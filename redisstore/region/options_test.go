@@ -20,8 +20,8 @@ func TestOptionErrors(t *testing.T) {
 		opts []Option
 		want string
 	}{
-		{"nil option", []Option{nil}, "region: New: option 0 is nil"},
-		{"nil option after a good one", []Option{WithFloor(1), nil}, "region: New: option 1 is nil"},
+		{"nil option", []Option{nil}, "region: New: option 1 is nil"},
+		{"nil option after a good one", []Option{WithFloor(1), nil}, "region: New: option 2 is nil"},
 		{"nil clock", []Option{WithClock(nil)}, "region: New: WithClock(nil): a clock is required"},
 		{"nil clock after a clock", []Option{WithClock(core.SystemClock{}), WithClock(nil)}, "region: New: WithClock(nil): a clock is required"},
 		{"short period", []Option{WithPeriod(time.Millisecond)}, "region: New: WithPeriod(1ms): must be at least 10ms, in whole microseconds"},

@@ -286,7 +286,7 @@ func applyOptions(global core.Policy, n int64, opts []Option) (options, error) {
 	o := options{period: DefaultPeriod, prefix: DefaultPrefix, clock: core.SystemClock{}}
 	for i, opt := range opts {
 		if opt == nil {
-			return o, fmt.Errorf("region: New: option %d is nil", i)
+			return o, fmt.Errorf("region: New: option %d is nil", i+1)
 		}
 		opt(&o)
 	}
