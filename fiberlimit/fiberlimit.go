@@ -4,35 +4,50 @@
 //	app.Use(fiberlimit.New(limiter))
 //
 // It is glue around [httplimit.Engine]: the options, headers and responses
-// are [httplimit]'s, the same in every framework.
+// are [httplimit]'s, the same in every framework. The options of this
+// package are the same options over fiber's own context, named as fiber's
+// limiter middleware names its fields: [WithKeyGenerator], [WithCost],
+// [WithNext] and [WithLimitReached]. For fiber v3, see fiber3limit.
 package fiberlimit
 
 import (
-	"bytes"
 	"context"
-	"fmt"
-	"io"
+	"reflect"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/httplimit"
-	"github.com/ratekit/ratekit/internal/bodyfield"
+	"github.com/ratekit/ratekit/internal/fastbody"
 	"github.com/ratekit/ratekit/keyfunc"
 )
 
 // New returns fiber middleware that limits requests with l, configured by the
-// [httplimit.Option] values opts. Allowed requests get the rate headers and
-// go on to the next handler; refused ones get the [httplimit.Engine]
-// response.
+// [httplimit.Option] values opts, this package's included. Allowed requests
+// get the rate headers and go on to the next handler.
+//
+// A refused request (429, and every other refusal of [httplimit.Engine])
+// gets the rate headers, Retry-After and Cache-Control set on the response,
+// and is returned to the app's ErrorHandler as a [*fiber.Error] holding
+// the status and, as its Message, the application/problem+json body, so
+// that an ErrorHandler of the app's own answers it its way. fiber's
+// [fiber.DefaultErrorHandler] would send that body as text/plain: with it
+// (the app's Config().ErrorHandler) the middleware sends the refusal
+// itself, with its problem+json Content-Type, and returns nil. [DirectWrite]
+// makes it always send the refusal itself; [WithLimitReached] answers
+// denials with a handler.
 //
 // The [keyfunc.Request] that key functions see reads fiber's request: its
-// Route is the path the middleware was registered with (c.Route().Path), so
-// for route keys register it on the route, as in
-// app.Post("/login", fiberlimit.New(l), login), not with app.Use, whose
-// route is the prefix. Its Context is c.UserContext(): fasthttp does not
-// report a client that went away, so a leaky bucket's wait ends early only
-// when that context is canceled.
+// Context is c.UserContext(), and its Route is the path of the route the
+// middleware was registered on (c.Route().Path). Registered with app.Use or
+// a group's Use, the route a request will match is not known yet: Route is
+// "", so a route key ([keyfunc.Route], [keyfunc.RouteMethod]) finds no key,
+// which is reported to the [httplimit.WithErrorHook] hook and refused as
+// [httplimit.WithNoKey] says (400 by default), never counted under the
+// prefix of the Use. Register a route-keyed limit on the route, as in
+// app.Post("/login", fiberlimit.New(l), login). fasthttp does not report a
+// client that went away, so a leaky bucket's wait ends early only when
+// c.UserContext() is canceled.
 //
 // With [httplimit.WithCountIf], an error returned by the handler is passed to
 // the app's ErrorHandler here, so that the status it answers with is the one
@@ -44,6 +59,7 @@ func New(l core.Limiter, opts ...httplimit.Option) fiber.Handler {
 	e := httplimit.MustNew(l, opts...)
 	bounded := e.MaxBodyBytes() != keyfunc.DefaultMaxBodyBytes
 	return func(c *fiber.Ctx) error {
+		direct := directWrite(c)
 		var req keyfunc.Request = request{c}
 		if bounded {
 			// A view of two words costs an allocation: only when the bound
@@ -53,20 +69,13 @@ func New(l core.Limiter, opts ...httplimit.Option) fiber.Handler {
 		res := e.Check(req)
 		res.WriteHeaders(&c.Response().Header)
 		if !res.Serve() {
-			if c.Request().IsBodyStream() {
-				// fasthttp does not drain a streamed body the handler
-				// leaves unread (StreamRequestBody): its rest would be
-				// parsed as the next request on the connection.
-				c.Context().SetConnectionClose()
-			}
-			resp := res.Response()
-			return c.Status(resp.Status).Send(resp.Body)
+			return refuse(c, &res, direct)
 		}
 		if !res.Counting() {
 			return c.Next()
 		}
 		if err := c.Next(); err != nil {
-			if err := c.App().Config().ErrorHandler(c, err); err != nil {
+			if err := c.App().ErrorHandler(c, err); err != nil {
 				c.Status(fiber.StatusInternalServerError)
 			}
 		}
@@ -75,25 +84,78 @@ func New(l core.Limiter, opts ...httplimit.Option) fiber.Handler {
 	}
 }
 
+// refuse answers a refused request, its headers set: by the
+// WithLimitReached handler for a denial when there is one, else directly
+// (direct, or the app's ErrorHandler is fiber's default) or as a
+// *fiber.Error returned to the app's ErrorHandler.
+func refuse(c *fiber.Ctx, res *httplimit.Result, direct bool) error {
+	if c.Request().IsBodyStream() {
+		// fasthttp does not drain a streamed body the handler leaves
+		// unread (StreamRequestBody): its rest would be parsed as the
+		// next request on the connection.
+		c.Context().SetConnectionClose()
+	}
+	resp := res.Response()
+	if h := limitReached(c); h != nil {
+		c.Status(resp.Status)
+		return h(c)
+	}
+	if direct || isDefaultErrorHandler(c.App().Config().ErrorHandler) {
+		return c.Status(resp.Status).Send(resp.Body)
+	}
+	return fiber.NewError(resp.Status, string(resp.Body))
+}
+
+// defaultErrorHandler is the code of fiber.DefaultErrorHandler: a func
+// value is comparable only to nil, its code pointer is not.
+var defaultErrorHandler = reflect.ValueOf(fiber.DefaultErrorHandler).Pointer()
+
+func isDefaultErrorHandler(h fiber.ErrorHandler) bool {
+	return h == nil || reflect.ValueOf(h).Pointer() == defaultErrorHandler
+}
+
 // request is the keyfunc.Request view of a fiber request. fasthttp reuses
 // its buffers, so every string it returns is a copy.
 type request struct{ c *fiber.Ctx }
 
 func (r request) RemoteAddr() string       { return r.c.Context().RemoteAddr().String() }
 func (r request) Method() string           { return r.c.Method() }
-func (r request) Route() string            { return r.c.Route().Path }
 func (r request) Context() context.Context { return r.c.UserContext() }
 
 func (r request) Header(name string) []string {
-	raw := r.c.Request().Header.PeekAll(name)
-	if len(raw) == 0 {
+	return fastbody.Values(&r.c.Request().Header, name)
+}
+
+// Route returns the path of the route the middleware runs on, or "" when
+// it runs as a Use, whose path is a prefix of the routes it precedes.
+func (r request) Route() string {
+	rt := r.c.Route()
+	if isUse(r.c, rt) {
+		return ""
+	}
+	return rt.Path
+}
+
+// useField is the index of fiber.Route's unexported use field, which
+// fiber sets on the routes of app.Use, a group's Use and Mount, and reads
+// alone: fiber v2 exposes no other way to tell a Use from a route (its
+// Method is the request's either way), and v2 is in maintenance, so the
+// field stays. Nil if a release renames it: then a route whose path does
+// not match the whole request path is taken for a Use.
+var useField = func() []int {
+	f, ok := reflect.TypeFor[fiber.Route]().FieldByName("use")
+	if !ok || f.Type.Kind() != reflect.Bool {
 		return nil
 	}
-	vs := make([]string, len(raw))
-	for i, v := range raw {
-		vs[i] = string(v)
+	return f.Index
+}()
+
+// isUse reports whether rt, c's current route, was registered as a Use.
+func isUse(c *fiber.Ctx, rt *fiber.Route) bool {
+	if useField != nil {
+		return reflect.ValueOf(rt).Elem().FieldByIndex(useField).Bool()
 	}
-	return vs
+	return !fiber.RoutePatternMatch(c.Path(), rt.Path, c.App().Config())
 }
 
 // Field reads the body as sent, c.Request().Body(), and decodes it with
@@ -114,49 +176,5 @@ func (r boundedRequest) Field(name string) (string, error) { return r.field(name
 
 func (r request) field(name string, maxBody int64) (string, error) {
 	req := r.c.Request()
-	ct := string(req.Header.ContentType())
-	raw, err := r.rawBody(maxBody)
-	if err != nil {
-		return "", err
-	}
-	body, err := bodyfield.Decode(r.Header("Content-Encoding"), raw, maxBody)
-	if err != nil {
-		return "", err
-	}
-	return bodyfield.Field(ct, body, string(req.URI().QueryString()), name)
+	return fastbody.Field("fiberlimit", &req.Header, req, req.URI().QueryString(), name, maxBody)
 }
-
-// rawBody returns the request body as sent, or an error when it is
-// declared longer than maxBytes. fasthttp holds the body in memory unless
-// the app streams request bodies (StreamRequestBody); a streamed body of a
-// declared length up to maxBytes is read and put back as the body stream,
-// and one of unknown length is refused unread, since what was read of it
-// could not be put back in front of the rest.
-func (r request) rawBody(maxBytes int64) ([]byte, error) {
-	req := r.c.Request()
-	n := int64(req.Header.ContentLength()) // -1: chunked
-	if n > maxBytes {
-		return nil, fmt.Errorf("%w: request body of %d bytes is larger than %d", keyfunc.ErrInvalidKey, n, maxBytes)
-	}
-	if !req.IsBodyStream() {
-		return req.Body(), nil
-	}
-	if n < 0 {
-		return nil, fmt.Errorf("fiberlimit: %w: a streamed request body of unknown length is not read to find a key", keyfunc.ErrInvalidKey)
-	}
-	data, err := io.ReadAll(io.LimitReader(req.BodyStream(), n))
-	var replay io.Reader = bytes.NewReader(data)
-	if err != nil {
-		replay = io.MultiReader(replay, errReader{err})
-	}
-	req.SetBodyStream(replay, int(n))
-	if err != nil {
-		return nil, fmt.Errorf("fiberlimit: read request body: %w", err)
-	}
-	return data, nil
-}
-
-// errReader is the rest of a body stream that failed.
-type errReader struct{ err error }
-
-func (r errReader) Read([]byte) (int, error) { return 0, r.err }
