@@ -3,7 +3,7 @@ package echo5limit_test
 import (
 	"bytes"
 	"encoding/json"
-		"io"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
