@@ -30,6 +30,7 @@ var imports = map[string]string{
 	"httplimit":    "github.com/ratekit/ratekit/httplimit",
 	"ginlimit":     "github.com/ratekit/ratekit/ginlimit",
 	"echolimit":    "github.com/ratekit/ratekit/echolimit",
+	"echo5limit":   "github.com/ratekit/ratekit/echo5limit",
 	"chilimit":     "github.com/ratekit/ratekit/chilimit",
 	"fiberlimit":   "github.com/ratekit/ratekit/fiberlimit",
 	"redisstore":   "github.com/ratekit/ratekit/redisstore",
