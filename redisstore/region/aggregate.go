@@ -2,6 +2,7 @@ package region
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -164,6 +165,33 @@ func (l *Limiter) sync(ctx context.Context, k int64, publish, force bool) error 
 		return errs[0]
 	}
 	return nil
+}
+
+// fetch reads the stored split of period k from the aggregate, for a first
+// decision in k that the goroutine did not prepare (it was late: a busy
+// machine, a slow aggregate). Deciding in k on the last share while the
+// other regions decide on k's split could let them together admit more
+// than the limit. One request fetches at a time; a split not stored yet,
+// or an aggregate that cannot be reached, leaves the last share, as when
+// the goroutine cannot reach it.
+func (l *Limiter) fetch(k int64) {
+	l.fetchMu.Lock()
+	defer l.fetchMu.Unlock()
+	if l.known(k) || l.ctx.Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.aggTO)
+	defer cancel()
+	s, err := l.agg.Get(ctx, l.key("s", k)).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+	case err != nil:
+		l.report(fmt.Errorf("region: aggregate: %w", err))
+	default:
+		if err := l.record(k, s); err != nil {
+			l.report(err)
+		}
+	}
 }
 
 // key returns the aggregate's key of kind kind for period k.

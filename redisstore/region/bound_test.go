@@ -232,3 +232,52 @@ func TestLive(t *testing.T) {
 		t.Errorf("a goroutine is left after Close:\n%s", s)
 	}
 }
+
+// TestLateGoroutine: a region whose goroutine did not take the next
+// period's split in time (a loaded machine) reads it from the aggregate at
+// its first decision in that period, rather than decide on its last share
+// while the others decide on the new split: fixed windows, one per period,
+// never admit more than the limit. Busy a gets most of the split; b's
+// goroutine publishes at the middle of the period and then is late.
+func TestLateGoroutine(t *testing.T) {
+	const limit = 300
+	const E = time.Second
+	p := core.Policy{Algorithm: core.FixedWindow, Limit: limit, Window: E}
+	start := time.Unix(1_800_000_000, 0)
+	clock := core.NewManualClock(start)
+	lims, _, _ := group(t, p, clock, WithPeriod(E), WithFloor(10))
+	a, b, c := lims[0], lims[1], lims[2]
+	// Period 0: a asks for 400 units, b and c for a few; every region
+	// publishes its demand, as its goroutine does at the period's middle.
+	for range 400 {
+		if _, err := a.AllowN(context.Background(), "k", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, l := range []*Limiter{b, c} {
+		if _, err := l.AllowN(context.Background(), "k", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.Set(start.Add(E / 2))
+	for _, l := range lims {
+		l.step(context.Background(), clock.Now())
+	}
+	clock.Set(start.Add(3 * E / 4)) // a's goroutine runs on time, b's is late
+	a.step(context.Background(), clock.Now())
+	next := a.periodOf(start) + 1
+	if !a.known(next) {
+		t.Fatal("a did not take the next period's split")
+	}
+	if b.known(next) {
+		t.Fatal("b took the next period's split: the test needs it late")
+	}
+	clock.Set(start.Add(E))
+	total := drain(t, a, "k") + drain(t, b, "k") + drain(t, c, "k")
+	if total > limit {
+		t.Errorf("period 1 admitted %d, over the limit %d", total, limit)
+	}
+	if s := b.Share() + a.Share() + c.Share(); s != limit {
+		t.Errorf("shares in period 1 sum to %d, want %d", s, limit)
+	}
+}

@@ -32,8 +32,11 @@
 // region never admits more than its share, and with a window algorithm
 // and a Limit up to 31,622 it admits exactly its share in a window.
 //
-// The bound holds while every region reaches the aggregate. A region that
-// cannot keeps its last share and reports the error through
+// The bound holds while every region reaches the aggregate. A region whose
+// goroutine has not taken a period's split when the period starts (a busy
+// machine, a slow aggregate) reads it from the aggregate at its first
+// decision in the period, one call per period. A region that cannot reach
+// it keeps its last share and reports the error through
 // [WithErrorHook]; until it reaches the aggregate again, the regions may
 // admit up to that share minus its share in the stored split beyond the
 // limit. A region that never reached it starts from an equal share

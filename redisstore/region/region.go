@@ -65,6 +65,8 @@ type Limiter struct {
 	demand atomic.Int64 // units asked for since the last publication
 	cur    atomic.Pointer[epoch]
 
+	fetchMu sync.Mutex // one fetch of a period's split at a time
+
 	mu     sync.Mutex
 	shares map[int64]int64 // period -> this region's share, from the aggregate
 	last   int64           // the share of the last period decided on
@@ -418,11 +420,15 @@ func (l *Limiter) decide(ctx context.Context, key string, n int64, commit bool) 
 }
 
 // epochAt returns what to decide by at now: the period's prepared epoch,
-// or one made now with the last share.
+// or one made now with the period's share, read from the aggregate when
+// the goroutine has not taken it yet, or else the last share.
 func (l *Limiter) epochAt(now time.Time) (*epoch, error) {
 	k := l.periodOf(now)
 	if e := l.cur.Load(); e != nil && e.k == k {
 		return e, nil
+	}
+	if !l.known(k) {
+		l.fetch(k)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
