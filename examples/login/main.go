@@ -230,6 +230,9 @@ func newServer(cfg config) (http.Handler, error) {
 	if cfg.logf == nil {
 		cfg.logf = func(string, ...any) {}
 	}
+	if cfg.clock == nil {
+		cfg.clock = core.SystemClock{}
+	}
 	g, err := guard.New(cfg.newLimiter,
 		guard.WithLockout(time.Minute, time.Hour), // 5 failures per 15 minutes, then 1m, 2m, 4m … 1h locks
 		guard.WithClock(cfg.clock),
