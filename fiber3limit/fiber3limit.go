@@ -45,8 +45,7 @@ import (
 // which is reported to the [httplimit.WithErrorHook] hook and refused as
 // [httplimit.WithNoKey] says (400 by default), never counted under the
 // prefix of the Use. Register a route-keyed limit on the route, as in
-// app.Post("/login", login, fiber3limit.New(l)) (fiber v3 takes the
-// handler first). fasthttp does not report a client that went away, so a
+// app.Post("/login", fiber3limit.New(l), login). fasthttp does not report a client that went away, so a
 // leaky bucket's wait ends early only when c.Context() is canceled.
 //
 // With [httplimit.WithCountIf], an error returned by the handler is passed to
