@@ -6,6 +6,7 @@ require (
 	github.com/gin-gonic/gin v1.12.0
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/gofiber/fiber/v2 v2.52.15
+	github.com/gofiber/fiber/v3 v3.1.0
 	github.com/labstack/echo/v4 v4.16.0
 	github.com/labstack/echo/v5 v5.4.4
 	github.com/prometheus/client_golang v1.25.0
@@ -13,6 +14,7 @@ require (
 	github.com/ratekit/ratekit/chilimit v0.1.0
 	github.com/ratekit/ratekit/echo5limit v0.1.0
 	github.com/ratekit/ratekit/echolimit v0.1.0
+	github.com/ratekit/ratekit/fiber3limit v0.1.0
 	github.com/ratekit/ratekit/fiberlimit v0.1.0
 	github.com/ratekit/ratekit/ginlimit v0.1.0
 	github.com/ratekit/ratekit/grpclimit v0.1.0

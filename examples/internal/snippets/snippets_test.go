@@ -33,6 +33,7 @@ var imports = map[string]string{
 	"echo5limit":   "github.com/ratekit/ratekit/echo5limit",
 	"chilimit":     "github.com/ratekit/ratekit/chilimit",
 	"fiberlimit":   "github.com/ratekit/ratekit/fiberlimit",
+	"fiber3limit":  "github.com/ratekit/ratekit/fiber3limit",
 	"redisstore":   "github.com/ratekit/ratekit/redisstore",
 	"region":       "github.com/ratekit/ratekit/redisstore/region",
 	"ratekitprom":  "github.com/ratekit/ratekit/ratekitprom",
