@@ -40,13 +40,14 @@ import (
 // The [keyfunc.Request] that key functions see reads fiber's request: its
 // Context is c.Context(), and its Route is the path of the route the
 // middleware was registered on (c.Route().Path). Registered with app.Use or
-// a group's Use, the route a request will match is not known yet: Route is
-// "", so a route key ([keyfunc.Route], [keyfunc.RouteMethod]) finds no key,
+// a group's Use (c.Matched() is false: no route matched yet), the route a
+// request will match is not known yet: Route is "", so a route key ([keyfunc.Route], [keyfunc.RouteMethod]) finds no key,
 // which is reported to the [httplimit.WithErrorHook] hook and refused as
 // [httplimit.WithNoKey] says (400 by default), never counted under the
 // prefix of the Use. Register a route-keyed limit on the route, as in
-// app.Post("/login", fiber3limit.New(l), login). fasthttp does not report a client that went away, so a
-// leaky bucket's wait ends early only when c.Context() is canceled.
+// app.Post("/login", fiber3limit.New(l), login). fasthttp does not report
+// a client that went away, so a leaky bucket's wait ends early only when
+// c.Context() is canceled.
 //
 // With [httplimit.WithCountIf], an error returned by the handler is passed to
 // the app's ErrorHandler here, so that the status it answers with is the one
