@@ -26,6 +26,18 @@ func BenchmarkHello(b *testing.B) {
 		app.Get("/hello", hello)
 		benchFiber(b, app)
 	})
+	// A key from what earlier middleware stored with c.Locals, through
+	// the native WithKeyGenerator.
+	b.Run("ratekit, key from Locals", func(b *testing.B) {
+		app := fiber.New()
+		app.Use(func(c fiber.Ctx) error { c.Locals("user", "alice"); return c.Next() })
+		app.Use(fiber3limit.New(adaptertest.BenchLimiter(b), fiber3limit.WithKeyGenerator(func(c fiber.Ctx) (string, error) {
+			u, _ := c.Locals("user").(string)
+			return u, nil
+		})))
+		app.Get("/hello", hello)
+		benchFiber(b, app)
+	})
 }
 
 // benchFiber is adaptertest.BenchHTTP for fiber: it calls app's handler for
