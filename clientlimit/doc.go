@@ -3,11 +3,11 @@
 // Stripe, an LLM provider, a ratekit server), so that a program slows down
 // before it is cut off and backs off as the server asks when it is.
 //
-//	client := &http.Client{Transport: clientlimit.NewTransport(nil,
+//	client := &http.Client{Transport: clientlimit.MustNew(nil,
 //		clientlimit.WithLimiter(quota), // optional: a core.Limiter, on Redis for a fleet
 //	)}
 //
-// [NewTransport] panics on a configuration mistake, found when the
+// [MustNew] panics on a configuration mistake, found when the
 // program starts; [New] returns it as an error.
 //
 // A [Transport] does three things per key (the request's host by default):

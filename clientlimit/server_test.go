@@ -64,7 +64,7 @@ func TestRatekitServer(t *testing.T) {
 	var sc statusCounter
 	srv := httptest.NewServer(sc.wrap(httplimit.Middleware(l)(http.HandlerFunc(ok))))
 	defer srv.Close()
-	tr := NewTransport(nil)
+	tr := MustNew(nil)
 	defer tr.CloseIdleConnections()
 	c := &http.Client{Transport: tr}
 	start := time.Now()
@@ -116,7 +116,7 @@ func testWindowServer(t *testing.T, header func(h http.Header, remaining int, re
 	ws := &windowServer{header: header}
 	srv := httptest.NewServer(ws.sc.wrap(ws))
 	defer srv.Close()
-	tr := NewTransport(nil)
+	tr := MustNew(nil)
 	defer tr.CloseIdleConnections()
 	c := &http.Client{Transport: tr}
 	start := time.Now()
@@ -165,7 +165,7 @@ func TestHTTPDateRetryAfter(t *testing.T) {
 		retryAt.Store(time.Now())
 	}))
 	defer srv.Close()
-	c := &http.Client{Transport: NewTransport(nil)}
+	c := &http.Client{Transport: MustNew(nil)}
 	if res := get(t, c, srv.URL); res.StatusCode != 200 {
 		t.Fatalf("status %d", res.StatusCode)
 	}
@@ -193,7 +193,7 @@ func TestPostNotResent(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	c := &http.Client{Transport: NewTransport(nil)}
+	c := &http.Client{Transport: MustNew(nil)}
 	res, err := c.Post(srv.URL, "text/plain", io.NopCloser(strings.NewReader("order 1")))
 	if err != nil {
 		t.Fatal(err)
@@ -237,7 +237,7 @@ func TestStorm(t *testing.T) {
 	defer srv.Close()
 	var wg sync.WaitGroup
 	for i := range clients {
-		tr := NewTransport(nil)
+		tr := MustNew(nil)
 		defer tr.CloseIdleConnections()
 		c := &http.Client{Transport: tr}
 		wg.Go(func() {

@@ -92,14 +92,14 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 	return t, nil
 }
 
-// NewTransport is like [New] but panics where New returns an error, so
+// MustNew is like [New] but panics where New returns an error, so
 // that a client is built in one expression:
 //
-//	client := &http.Client{Transport: clientlimit.NewTransport(nil, clientlimit.WithLimiter(quota))}
+//	client := &http.Client{Transport: clientlimit.MustNew(nil, clientlimit.WithLimiter(quota))}
 //
 // A configuration mistake is then found when the program starts, as
 // [regexp.MustCompile] finds a bad pattern.
-func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
+func MustNew(base http.RoundTripper, opts ...Option) *Transport {
 	t, err := New(base, opts...)
 	if err != nil {
 		panic(err.Error())

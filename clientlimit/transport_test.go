@@ -105,7 +105,7 @@ func TestRetryAfterSeconds(t *testing.T) {
 			return 429, hdr("Retry-After", "3")
 		})
 		var events []Event
-		tr := NewTransport(srv, WithObserver(func(e Event) { events = append(events, e) }))
+		tr := MustNew(srv, WithObserver(func(e Event) { events = append(events, e) }))
 		res := get(t, &http.Client{Transport: tr}, "http://api.test/x")
 		if res.StatusCode != 429 {
 			t.Fatalf("status %d", res.StatusCode)
@@ -182,7 +182,7 @@ func TestRetryHints(t *testing.T) {
 					}
 					return 200, nil
 				})
-				res := get(t, &http.Client{Transport: NewTransport(srv)}, "http://api.test/")
+				res := get(t, &http.Client{Transport: MustNew(srv)}, "http://api.test/")
 				at := srv.arrivals()
 				if res.StatusCode != 200 || len(at) != 2 || at[1] != tt.want {
 					t.Errorf("status %d, arrivals %v, want the retry at %v", res.StatusCode, at, tt.want)
@@ -197,7 +197,7 @@ func TestRetryHints(t *testing.T) {
 func TestForbiddenNotRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := newFake(func(int, *http.Request) (int, http.Header) { return 403, hdr("X-RateLimit-Remaining", "12") })
-		res := get(t, &http.Client{Transport: NewTransport(srv)}, "http://api.test/")
+		res := get(t, &http.Client{Transport: MustNew(srv)}, "http://api.test/")
 		if at := srv.arrivals(); res.StatusCode != 403 || len(at) != 1 {
 			t.Errorf("status %d after %d requests, want the 403 after 1", res.StatusCode, len(at))
 		}
@@ -214,7 +214,7 @@ func TestHold(t *testing.T) {
 			}
 			return 200, nil
 		})
-		tr := NewTransport(srv, WithMaxRetries(0))
+		tr := MustNew(srv, WithMaxRetries(0))
 		c := &http.Client{Transport: tr}
 		start := time.Now()
 		if res := get(t, c, "http://a.test/"); res.StatusCode != 429 {
@@ -244,7 +244,7 @@ func TestMaxWait(t *testing.T) {
 			return 429, hdr("Retry-After", "3600")
 		})
 		var refused []Event
-		tr := NewTransport(srv, WithObserver(func(e Event) {
+		tr := MustNew(srv, WithObserver(func(e Event) {
 			if e.Kind == EventRefused {
 				refused = append(refused, e)
 			}
@@ -270,7 +270,7 @@ func TestMaxWait(t *testing.T) {
 
 		// A hold of 20s within MaxWait, a context of 5s: refused at once.
 		srv2 := newFake(func(n int, r *http.Request) (int, http.Header) { return 429, hdr("Retry-After", "20") })
-		c2 := &http.Client{Transport: NewTransport(srv2, WithMaxRetries(0))}
+		c2 := &http.Client{Transport: MustNew(srv2, WithMaxRetries(0))}
 		get(t, c2, "http://a.test/")
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -284,7 +284,7 @@ func TestMaxWait(t *testing.T) {
 		// for: the 429 is returned at once.
 		srv3 := newFake(func(n int, r *http.Request) (int, http.Header) { return 429, hdr("Retry-After", "20") })
 		req, _ = http.NewRequestWithContext(ctx, "GET", "http://a.test/", nil)
-		res, err := (&http.Client{Transport: NewTransport(srv3)}).Do(req)
+		res, err := (&http.Client{Transport: MustNew(srv3)}).Do(req)
 		if err != nil || res.StatusCode != 429 || time.Since(start) != 0 {
 			t.Errorf("retry past the deadline: %v, %v after %v", res, err, time.Since(start))
 		}
@@ -332,7 +332,7 @@ func TestReplay(t *testing.T) {
 					}
 					return 200, nil
 				})
-				res, err := NewTransport(srv).RoundTrip(tt.req())
+				res, err := MustNew(srv).RoundTrip(tt.req())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -366,7 +366,7 @@ func TestPace(t *testing.T) {
 			return 200, nil // says nothing more: the pace lasts until the reset
 		})
 		var paced int
-		tr := NewTransport(srv, WithObserver(func(e Event) {
+		tr := MustNew(srv, WithObserver(func(e Event) {
 			if e.Kind == EventPaced {
 				paced++
 			}
@@ -399,7 +399,7 @@ func TestPaceMostRestrictive(t *testing.T) {
 			}
 			return 200, nil
 		})
-		c := &http.Client{Transport: NewTransport(srv)}
+		c := &http.Client{Transport: MustNew(srv)}
 		for range 3 {
 			get(t, c, "http://api.test/")
 		}
@@ -419,7 +419,7 @@ func TestLimiter(t *testing.T) {
 		}
 		srv := newFake(func(int, *http.Request) (int, http.Header) { return 200, nil })
 		var limited time.Duration
-		tr := NewTransport(srv, WithLimiter(l), WithCost(func(r *http.Request) int64 {
+		tr := MustNew(srv, WithLimiter(l), WithCost(func(r *http.Request) int64 {
 			if r.Method == http.MethodPost {
 				return 2
 			}
@@ -443,7 +443,7 @@ func TestLimiter(t *testing.T) {
 		}
 		// Too long a wait for the limiter: refused at once.
 		l1, _ := core.New(core.Policy{Limit: 1, Window: time.Hour})
-		tr = NewTransport(srv, WithLimiter(l1), WithMaxWait(time.Minute))
+		tr = MustNew(srv, WithLimiter(l1), WithMaxWait(time.Minute))
 		c = &http.Client{Transport: tr}
 		get(t, c, "http://other.test/")
 		start := time.Now()
@@ -478,7 +478,7 @@ func TestStormSynctest(t *testing.T) {
 		})
 		var wg sync.WaitGroup
 		for i := range clients {
-			c := &http.Client{Transport: NewTransport(srv)}
+			c := &http.Client{Transport: MustNew(srv)}
 			wg.Go(func() { get(t, c, "http://api.test/?c="+strconv.Itoa(i)) })
 		}
 		wg.Wait()
@@ -540,7 +540,7 @@ func TestMalformed(t *testing.T) {
 			}
 			return 200, hdr("X-RateLimit-Remaining", "-1", "X-RateLimit-Reset", "10")
 		})
-		tr := NewTransport(srv, WithObserver(func(e Event) {
+		tr := MustNew(srv, WithObserver(func(e Event) {
 			if e.Kind == EventMalformed {
 				bad = append(bad, e.Header)
 			}
@@ -574,7 +574,7 @@ func TestHostileServer(t *testing.T) {
 		h[hRateLimitPol] = strings.Split(h[hRateLimitPol][0], ", ") // and 12,000 field lines
 		srv := newFake(func(n int, r *http.Request) (int, http.Header) { return 200, h })
 		var bad []string
-		tr := NewTransport(srv, WithMaxWait(ms(1900)), WithObserver(func(e Event) {
+		tr := MustNew(srv, WithMaxWait(ms(1900)), WithObserver(func(e Event) {
 			if e.Kind == EventMalformed {
 				bad = append(bad, e.Header)
 			}
@@ -600,7 +600,7 @@ func TestMaxKeys(t *testing.T) {
 		srv := newFake(func(int, *http.Request) (int, http.Header) {
 			return 200, hdr("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "30")
 		})
-		tr := NewTransport(srv, WithMaxKeys(8))
+		tr := MustNew(srv, WithMaxKeys(8))
 		c := &http.Client{Transport: tr}
 		for i := range 1000 {
 			get(t, c, "http://h"+strconv.Itoa(i)+".test/")
@@ -616,7 +616,7 @@ func TestMaxKeys(t *testing.T) {
 func TestCanceled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := newFake(func(int, *http.Request) (int, http.Header) { return 429, hdr("Retry-After", "5") })
-		tr := NewTransport(srv)
+		tr := MustNew(srv)
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(2*time.Second, cancel)
 		req, _ := http.NewRequestWithContext(ctx, "PUT", "http://api.test/", strings.NewReader("x"))
@@ -637,7 +637,7 @@ func TestCanceled(t *testing.T) {
 }
 
 // Every configuration mistake is an error from New, naming it, and a
-// panic from NewTransport with the same message.
+// panic from MustNew with the same message.
 func TestNewErrors(t *testing.T) {
 	l, err := core.New(core.Policy{Name: "p", Algorithm: core.TokenBucket, Limit: 1, Window: time.Second})
 	if err != nil {
@@ -668,10 +668,10 @@ func TestNewErrors(t *testing.T) {
 			}
 			defer func() {
 				if r := recover(); fmt.Sprint(r) != err.Error() {
-					t.Errorf("NewTransport panicked with %v; want %q", r, err)
+					t.Errorf("MustNew panicked with %v; want %q", r, err)
 				}
 			}()
-			NewTransport(nil, tt.opts...)
+			MustNew(nil, tt.opts...)
 		})
 	}
 	tr, err := New(nil, WithLimiter(l), WithObserver(func(Event) {}), WithMaxRetries(0), WithMaxWait(time.Second), WithMaxKeys(1))

@@ -136,7 +136,7 @@ func TestFleetSharesServerLimit(t *testing.T) {
 	var trs []*clientlimit.Transport
 	for range clients {
 		l := mustNew(t, newClient(t, addr), p, WithPrefix(prefix))
-		tr := clientlimit.NewTransport(nil, clientlimit.WithLimiter(l))
+		tr := clientlimit.MustNew(nil, clientlimit.WithLimiter(l))
 		trs = append(trs, tr)
 		c := &http.Client{Transport: tr}
 		defer tr.CloseIdleConnections()
