@@ -45,6 +45,7 @@ var imports = map[string]string{
 	"redis":      "github.com/redis/go-redis/v9",
 	"gin":        "github.com/gin-gonic/gin",
 	"echo":       "github.com/labstack/echo/v4",
+	"echo5":      "github.com/labstack/echo/v5",
 	"chi":        "github.com/go-chi/chi/v5",
 	"middleware": "github.com/go-chi/chi/v5/middleware",
 	"fiber":      "github.com/gofiber/fiber/v2",
