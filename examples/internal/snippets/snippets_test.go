@@ -49,6 +49,7 @@ var imports = map[string]string{
 	"chi":        "github.com/go-chi/chi/v5",
 	"middleware": "github.com/go-chi/chi/v5/middleware",
 	"fiber":      "github.com/gofiber/fiber/v2",
+	"fiber3":     "github.com/gofiber/fiber/v3",
 	"prometheus": "github.com/prometheus/client_golang/prometheus",
 	"promhttp":   "github.com/prometheus/client_golang/prometheus/promhttp",
 	"grpc":       "google.golang.org/grpc",
