@@ -14,6 +14,7 @@ import (
 	"github.com/ratekit/ratekit/internal/ctxsleep"
 	"github.com/ratekit/ratekit/internal/failover"
 	"github.com/ratekit/ratekit/internal/httpview"
+	"github.com/ratekit/ratekit/internal/keyfallback"
 	"github.com/ratekit/ratekit/keyfunc"
 )
 
@@ -142,10 +143,14 @@ type Result struct {
 	rate   bool            // write the rate headers of d
 	denied bool            // d is a denial: r=0, t=Retry-After
 	serve  bool
-	charge bool          // Done decides whether the request stays counted
-	start  time.Time     // the engine's clock before the limiter counted it
-	resp   *Response     // when refusing
-	retry  time.Duration // the Retry-After of a ProblemUnavailable refusal
+	charge bool // Done decides whether the request stays counted
+	// fallback marks a request keyed by its FallbackKey function: the
+	// limiter is asked with a context that says so (internal/keyfallback),
+	// for the observers that count it.
+	fallback bool
+	start    time.Time     // the engine's clock before the limiter counted it
+	resp     *Response     // when refusing
+	retry    time.Duration // the Retry-After of a ProblemUnavailable refusal
 }
 
 // Serve reports whether the handler should be called.
@@ -335,6 +340,7 @@ func (e *Engine) key(res *Result) (string, bool) {
 		}
 		if ferr == nil {
 			e.report(req, fmt.Errorf("%w: keyed by the FallbackKey function: %w", ErrKeyFallback, err))
+			res.fallback = true
 			return fkey, true
 		}
 		e.report(req, fmt.Errorf("httplimit: key: %w; fallback key: %w", err, ferr))
@@ -378,6 +384,9 @@ var localOf = failover.Local.(func(*core.Failover) core.Limiter)
 // the request was not decided: res is then refused.
 func (e *Engine) decide(res *Result) bool {
 	ctx := res.req.Context()
+	if res.fallback {
+		ctx = keyfallback.With(ctx) // one allocation, on this path only
+	}
 	if e.cfg.countIf != nil {
 		res.start = e.cfg.clock.Now()
 	}

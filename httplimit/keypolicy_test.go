@@ -1,6 +1,7 @@
 package httplimit_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"github.com/ratekit/ratekit/httplimit"
 	"github.com/ratekit/ratekit/internal/httpview"
 	"github.com/ratekit/ratekit/keyfunc"
+	"github.com/ratekit/ratekit/observe"
 )
 
 // hookLog records what the error hook is told.
@@ -113,5 +115,25 @@ func TestKeyFallbackReported(t *testing.T) {
 				t.Errorf("hook error %q wraps ErrKeyFallback: %v, want %v", err, fallback, tt.serve)
 			}
 		})
+	}
+}
+
+// A request keyed by its FallbackKey function reaches the limiter's
+// observers marked as such (observe.Event.KeyFallback), so that metrics
+// count it apart; one keyed by its own key does not.
+func TestFallbackKeyObserved(t *testing.T) {
+	var events []observe.Event
+	obs := observe.ObserverFunc(func(_ context.Context, e observe.Event) { events = append(events, e) })
+	l, err := observe.New(newLimiter(t, core.Policy{Name: "login", Limit: 5, Window: time.Minute}), obs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := httplimit.MustNew(l, httplimit.WithKey(keyfunc.Email("email")), httplimit.WithNoKey(httplimit.FallbackKey(keyfunc.PeerIP)))
+	e.Check(loginRequest("198.51.100.1:1"))
+	r := httptest.NewRequest("POST", "/login", strings.NewReader(`{"email":"ana@example.com"}`))
+	r.Header.Set("Content-Type", "application/json")
+	e.Check(httpview.New(r, "/login"))
+	if len(events) != 2 || !events[0].KeyFallback || events[1].KeyFallback {
+		t.Fatalf("events %+v; want the fallback-keyed one marked, the other not", events)
 	}
 }

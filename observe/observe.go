@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/keyfallback"
 )
 
 // Op says what an [Event] reports: a call to a [core.Limiter] method, or
@@ -136,6 +137,12 @@ type Event struct {
 	// what it would have decided, had it been enforced. Nothing was
 	// enforced by it.
 	Shadow bool
+
+	// KeyFallback reports a request that an HTTP or RPC adapter keyed by
+	// its fallback key function (httplimit.FallbackKey), its own key being
+	// missing or unusable: a limit meant per account, say, applied per
+	// address. The metrics count such decisions apart.
+	KeyFallback bool
 }
 
 // Outcome returns OutcomeError when e.Err is set, else OutcomeDenied for a
@@ -328,7 +335,7 @@ func (w *observer) report(ctx context.Context, op Op, key string, n int64, d cor
 
 // reportTook tells the observer about one call that took took ns.
 func (w *observer) reportTook(ctx context.Context, op Op, key string, n int64, d core.Decision, err error, took int64, shadow bool) {
-	e := Event{Op: op, Policy: w.policy, Cost: n, Decision: d, Err: err, Shadow: shadow}
+	e := Event{Op: op, Policy: w.policy, Cost: n, Decision: d, Err: err, Shadow: shadow, KeyFallback: keyfallback.In(ctx)}
 	e.Latency = time.Duration(max(took, 0))
 	if !w.fixed {
 		e.Policy = d.Policy.Name

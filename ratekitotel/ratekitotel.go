@@ -33,6 +33,7 @@
 //	ratekit.shadow.peeks           {peek}      ObservableCounter        ratekit_shadow_peeks_total
 //	ratekit.store.latency          s           Histogram                ratekit_store_latency_seconds
 //	ratekit.near_limit             {decision}  ObservableCounter        ratekit_near_limit_total
+//	ratekit.fallback_keys          {decision}  ObservableCounter        ratekit_fallback_keys_total
 //	ratekit.store.errors           {error}     ObservableCounter        ratekit_store_errors_total
 //	ratekit.breaker.opens          {opening}   ObservableCounter        ratekit_breaker_opens_total
 //	ratekit.breaker.open           {breaker}   ObservableGauge          ratekit_breaker_open

@@ -26,6 +26,7 @@
 //	ratekit_shadow_peeks_total{policy,outcome}      Peek calls of a shadow candidate
 //	ratekit_store_latency_seconds{policy}           histogram: time to decide an AllowN or Peek (shadow candidates excluded)
 //	ratekit_near_limit_total{policy}                allowed AllowN calls that left less than a fraction of the limit
+//	ratekit_fallback_keys_total{policy,outcome}     AllowN calls of requests keyed by their adapter's fallback key
 //	ratekit_store_errors_total{policy}              outage errors a Failover met and decided by its failure mode
 //	ratekit_breaker_opens_total{policy}             times a Failover's circuit breaker opened
 //	ratekit_breaker_open{policy}                    1 while a watched Failover's breaker is open, else 0

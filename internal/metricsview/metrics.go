@@ -35,6 +35,7 @@ const (
 	ShadowPeeks
 	StoreErrors
 	BreakerOpens
+	FallbackKeys
 	NearLimit
 	StoreLatency
 	BreakerOpen
@@ -140,6 +141,10 @@ var infos = [NumMetrics]Info{
 	BreakerOpens: {
 		Prom: "ratekit_breaker_opens_total", OTel: "ratekit.breaker.opens", Unit: "{opening}",
 		Help: "Times a Failover's circuit breaker opened.",
+	},
+	FallbackKeys: {
+		Prom: "ratekit_fallback_keys_total", OTel: "ratekit.fallback_keys", Unit: "{decision}", Outcome: true,
+		Help: "AllowN calls of requests keyed by their adapter's fallback key (httplimit.FallbackKey), their own key missing or unusable, by outcome.",
 	},
 	NearLimit: {
 		Prom: "ratekit_near_limit_total", OTel: "ratekit.near_limit", Unit: "{decision}",

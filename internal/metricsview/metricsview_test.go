@@ -403,3 +403,46 @@ func TestWatches(t *testing.T) {
 		t.Errorf("Read:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// An AllowN of a request keyed by its fallback key counts in Decisions and
+// in FallbackKeys, by outcome, whether the View or a bound observer counts
+// it; a shadow candidate's and a Peek do not count in FallbackKeys.
+func TestFallbackKeys(t *testing.T) {
+	for name, newObs := range map[string]func(v *View) observe.Observer{
+		"view":  func(v *View) observe.Observer { return v },
+		"bound": func(v *View) observe.Observer { return v.ObserverFor("login") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			var r recorder
+			obs := newObs(New(DefaultConfig(), &r))
+			fb := allowed("login", 5, 4)
+			fb.KeyFallback = true
+			denied := fb
+			denied.Decision.Allowed = false
+			shadow := fb
+			shadow.Shadow = true
+			peek := fb
+			peek.Op = observe.OpPeek
+			for _, e := range []observe.Event{fb, fb, denied, allowed("login", 5, 3), shadow, peek} {
+				obs.Observe(context.Background(), e)
+			}
+			got := map[string]int64{}
+			for k, v := range r.series {
+				if strings.HasPrefix(k, "ratekit_fallback_keys_total") || strings.HasPrefix(k, "ratekit_decisions_total") {
+					got[k] = v.Load()
+				}
+			}
+			want := map[string]int64{
+				"ratekit_decisions_total{login,allowed}":     3,
+				"ratekit_decisions_total{login,denied}":      1,
+				"ratekit_decisions_total{login,error}":       0,
+				"ratekit_fallback_keys_total{login,allowed}": 2,
+				"ratekit_fallback_keys_total{login,denied}":  1,
+				"ratekit_fallback_keys_total{login,error}":   0,
+			}
+			if !maps.Equal(got, want) {
+				t.Errorf("series %v, want %v", got, want)
+			}
+		})
+	}
+}

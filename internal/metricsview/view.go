@@ -36,9 +36,9 @@ type Instruments interface {
 }
 
 // numCounted is the number of metrics a View resolves per event:
-// Decisions to BreakerOpens. (NearLimit and StoreLatency are resolved with
+// Decisions to FallbackKeys. (NearLimit and StoreLatency are resolved with
 // Decisions and Peeks.)
-const numCounted = int(BreakerOpens) + 1
+const numCounted = int(FallbackKeys) + 1
 
 // View is an observe.PolicyObserver that counts events in an exporter's
 // [Instruments]:
@@ -48,7 +48,9 @@ const numCounted = int(BreakerOpens) + 1
 //     [NearLimit]; a shadow candidate's in [ShadowDecisions] only;
 //   - a Peek (OpPeek) in [Peeks] by outcome and its latency in
 //     [StoreLatency]; a shadow candidate's in [ShadowPeeks] only;
-//   - an OpStoreError in [StoreErrors], an OpBreakerOpen in [BreakerOpens].
+//   - an OpStoreError in [StoreErrors], an OpBreakerOpen in [BreakerOpens];
+//   - an AllowN of a request keyed by its fallback key (Event.KeyFallback)
+//     in [FallbackKeys] too, by outcome.
 //
 // Reset, Refund and breaker-close events count in nothing. The series of a
 // policy are made at its first event of each metric (the NearLimit and
@@ -103,7 +105,13 @@ func (v *View) Observe(ctx context.Context, e observe.Event) {
 		return
 	}
 	v.caches[m].get(e.Policy).count(ctx, &e, v.near)
+	if fallback(&e) {
+		v.caches[FallbackKeys].get(e.Policy).count(ctx, &e, v.near)
+	}
 }
+
+// fallback reports whether e counts in FallbackKeys too.
+func fallback(e *observe.Event) bool { return e.KeyFallback && e.Op == observe.OpAllow && !e.Shadow }
 
 // ObserverFor returns an Observer that counts the events of policy like
 // Observe, with the policy's series resolved once, at its first event of
@@ -130,12 +138,20 @@ func (b *bound) Observe(ctx context.Context, e observe.Event) {
 	if !ok {
 		return
 	}
+	b.seriesOf(m).count(ctx, &e, b.v.near)
+	if fallback(&e) {
+		b.seriesOf(FallbackKeys).count(ctx, &e, b.v.near)
+	}
+}
+
+// seriesOf returns b's series of m, resolved at its first event.
+func (b *bound) seriesOf(m Metric) *series {
 	s := b.series[m].Load()
 	if s == nil {
 		s = b.v.caches[m].get(b.policy)
 		b.series[m].Store(s)
 	}
-	s.count(ctx, &e, b.v.near)
+	return s
 }
 
 // series are the instruments of one metric and one policy.
