@@ -33,9 +33,9 @@ import (
 // that an ErrorHandler of the app's own answers it its way. fiber's
 // [fiber.DefaultErrorHandler] would send that body as text/plain: with it
 // (the app's Config().ErrorHandler) the middleware sends the refusal
-// itself, with its problem+json Content-Type, and returns nil. [DirectWrite]
-// makes it always send the refusal itself; [WithLimitReached] answers
-// denials with a handler.
+// itself, with its problem+json Content-Type, and returns nil; wrap an
+// ErrorHandler of the app's own in [ErrorHandler] to keep the problem body
+// there too. [WithLimitReached] answers denials with a handler.
 //
 // The [keyfunc.Request] that key functions see reads fiber's request: its
 // Context is c.Context(), and its Route is the path of the route the
@@ -59,12 +59,11 @@ func New(l core.Limiter, opts ...httplimit.Option) fiber.Handler {
 	e := httplimit.MustNew(l, opts...)
 	bounded := e.MaxBodyBytes() != keyfunc.DefaultMaxBodyBytes
 	return func(c fiber.Ctx) error {
-		direct := directWrite(c)
 		req := view(c, bounded, e.MaxBodyBytes())
 		res := e.Check(req)
 		res.WriteHeaders(&c.Response().Header)
 		if !res.Serve() {
-			return refuse(c, &res, direct)
+			return refuse(c, &res)
 		}
 		if !res.Counting() {
 			return c.Next()
@@ -81,9 +80,9 @@ func New(l core.Limiter, opts ...httplimit.Option) fiber.Handler {
 
 // refuse answers a refused request, its headers set: by the
 // WithLimitReached handler for a denial when there is one, else directly
-// (direct, or the app's ErrorHandler is fiber's default) or as a
-// *fiber.Error returned to the app's ErrorHandler.
-func refuse(c fiber.Ctx, res *httplimit.Result, direct bool) error {
+// when the app's ErrorHandler is fiber's default, or as a *fiber.Error
+// (a refusal) returned to the app's ErrorHandler.
+func refuse(c fiber.Ctx, res *httplimit.Result) error {
 	if c.Request().IsBodyStream() {
 		// fasthttp does not drain a streamed body the handler leaves
 		// unread (StreamRequestBody): its rest would be parsed as the
@@ -95,10 +94,10 @@ func refuse(c fiber.Ctx, res *httplimit.Result, direct bool) error {
 		c.Status(resp.Status)
 		return h(c)
 	}
-	if direct || isDefaultErrorHandler(c.App().Config().ErrorHandler) {
+	if isDefaultErrorHandler(c.App().Config().ErrorHandler) {
 		return c.Status(resp.Status).Send(resp.Body)
 	}
-	return fiber.NewError(resp.Status, string(resp.Body))
+	return newRefusal(resp.Status, resp.Body)
 }
 
 // defaultErrorHandler is the code of fiber.DefaultErrorHandler: a func

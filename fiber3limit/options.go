@@ -135,31 +135,46 @@ func limitReached(c fiber.Ctx) fiber.Handler {
 	return h
 }
 
-// DirectWrite returns h, a handler of [New], sending its refusals itself,
-// as fiberlimit for fiber v2 did before refusals went to the app's ErrorHandler: the status
-// and the problem+json body are written to the response and h returns nil,
-// so the app's ErrorHandler never sees them. A [WithLimitReached] handler
-// still answers denials.
-func DirectWrite(h fiber.Handler) fiber.Handler {
-	if h == nil {
-		panic(errors.New("fiber3limit: DirectWrite: a handler is required"))
+// ErrorHandler returns a fiber ErrorHandler that writes a refusal of this
+// package's middleware as httplimit writes it in every framework, its
+// status and problem+json body as they are (the headers are already on the
+// response), and passes every other error to next, nil meaning
+// [fiber.DefaultErrorHandler]:
+//
+//	app := fiber.New(fiber.Config{ErrorHandler: fiber3limit.ErrorHandler(myErrorHandler)})
+//
+// It is for an app whose ErrorHandler answers every error in a format of
+// its own, which would lose the problem body. (With fiber's default
+// ErrorHandler, which would send the body as text/plain, the middleware
+// writes its refusals itself.)
+func ErrorHandler(next fiber.ErrorHandler) fiber.ErrorHandler {
+	if next == nil {
+		next = fiber.DefaultErrorHandler
 	}
-	return func(c fiber.Ctx) error {
-		c.Locals(directKey{}, true)
-		return h(c)
+	return func(c fiber.Ctx, err error) error {
+		var r *refusal
+		if errors.As(err, &r) {
+			return c.Status(r.fe.Code).Send(r.body)
+		}
+		return next(c, err)
 	}
 }
 
-// directKey is the c.Locals key DirectWrite sets for the middleware it
-// wraps.
-type directKey struct{}
+// refusal is the error a refused request returns to the app's
+// ErrorHandler: a *fiber.Error with the status and the problem body as its
+// Message, which [ErrorHandler] recognizes.
+type refusal struct {
+	fe   *fiber.Error
+	body []byte
+}
 
-// directWrite reports whether DirectWrite wraps the middleware c runs now,
-// and forgets it, so that a limit further down writes as it is told.
-func directWrite(c fiber.Ctx) bool {
-	if c.Locals(directKey{}) == nil {
-		return false
-	}
-	c.Locals(directKey{}, nil)
-	return true
+// Error returns the problem body, as the *fiber.Error's Message.
+func (r *refusal) Error() string { return r.fe.Message }
+
+// Unwrap returns the *fiber.Error, for errors.As.
+func (r *refusal) Unwrap() error { return r.fe }
+
+// newRefusal returns the error of a refusal with status and body.
+func newRefusal(status int, body []byte) error {
+	return &refusal{fe: fiber.NewError(status, string(body)), body: body}
 }

@@ -73,10 +73,11 @@ func deniedDecision(t *testing.T) (d core.Decision) {
 }
 
 // With fiber's DefaultErrorHandler, which would send the problem body as
-// text/plain, and with DirectWrite, the refusal is sent as before: status,
-// body and Content-Type of the Engine's response; a DirectWrite limit's
-// refusals never reach the app's ErrorHandler.
-func TestDirectWrite(t *testing.T) {
+// text/plain, and with an ErrorHandler of the app's own wrapped in
+// ErrorHandler, the refusal is sent as before: status, body and
+// Content-Type of the Engine's response; every other error reaches the
+// app's handler.
+func TestErrorHandler(t *testing.T) {
 	want := httplimit.DeniedResponse(deniedDecision(t))
 	check := func(t *testing.T, app *fiber.App) {
 		t.Helper()
@@ -92,24 +93,29 @@ func TestDirectWrite(t *testing.T) {
 		app.Get("/hello", hello)
 		check(t, app)
 	})
-	t.Run("DirectWrite", func(t *testing.T) {
+	t.Run("ErrorHandler", func(t *testing.T) {
 		calls := 0
-		app := newFiber(fiber.Config{ErrorHandler: func(c *fiber.Ctx, err error) error {
+		own := func(c *fiber.Ctx, err error) error {
 			calls++
-			return fiber.DefaultErrorHandler(c, err)
-		}})
-		app.Use(fiberlimit.DirectWrite(fiberlimit.New(limiter(t, 1), fiberlimit.WithNext(func(c *fiber.Ctx) bool { return c.Path() == "/route" }))))
-		// A limit further down is not DirectWrite's: its refusals reach
-		// the ErrorHandler.
+			return c.Status(418).SendString("own: " + err.Error())
+		}
+		app := newFiber(fiber.Config{ErrorHandler: fiberlimit.ErrorHandler(own)})
+		app.Use(fiberlimit.New(limiter(t, 1), fiberlimit.WithNext(func(c *fiber.Ctx) bool { return c.Path() == "/fail" })))
 		app.Get("/hello", hello)
-		app.Get("/route", fiberlimit.New(limiter(t, 1), httplimit.WithKey(keyfunc.Header("X-Key", nil))), hello)
+		app.Get("/fail", func(c *fiber.Ctx) error { return errors.New("boom") })
 		check(t, app)
 		if calls != 0 {
-			t.Errorf("ErrorHandler called %d times by a DirectWrite limit, want 0", calls)
+			t.Errorf("the app's handler called %d times for a refusal, want 0", calls)
 		}
-		if s := send(t, app, "GET", "/route").status; s != 400 || calls != 1 {
-			t.Errorf("a route limit behind a DirectWrite one: status %d, ErrorHandler called %d times; want it called once", s, calls)
+		if got := send(t, app, "GET", "/fail"); got.status != 418 || got.body != "own: boom" || calls != 1 {
+			t.Errorf("another error: %d %q, the app's handler called %d times; want its 418", got.status, got.body, calls)
 		}
+	})
+	t.Run("nil is the default", func(t *testing.T) {
+		app := newFiber(fiber.Config{ErrorHandler: fiberlimit.ErrorHandler(nil)})
+		app.Use(fiberlimit.New(limiter(t, 1)))
+		app.Get("/hello", hello)
+		check(t, app)
 	})
 }
 
