@@ -135,6 +135,6 @@
 //		return nil
 //	}
 //
-// The framework adapters (ginlimit, echolimit, chilimit, fiberlimit) do the
-// HTTP part for you.
+// The framework adapters (ginlimit, echolimit, echo5limit, chilimit,
+// fiberlimit, fiber3limit) do the HTTP part for you.
 package core

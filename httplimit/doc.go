@@ -9,8 +9,9 @@
 //
 //	mux.Handle("/api/", httplimit.Middleware(limiter)(api))
 //
-// The framework adapters (ginlimit, echolimit, chilimit, fiberlimit) are glue
-// around an [Engine]: they build a [keyfunc.Request] view of the request,
+// The framework adapters (ginlimit, echolimit, echo5limit, chilimit,
+// fiberlimit, fiber3limit) are glue around an [Engine]: they build a
+// [keyfunc.Request] view of the request,
 // call [Engine.Check], write the [Result] the framework's way, call the
 // handler, and report its status to [Result.Done]. They all take the same
 // [Option] values, so a configuration reads the same in every framework:

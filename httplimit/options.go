@@ -11,7 +11,7 @@ import (
 )
 
 // An Option configures the middleware built by [New] and by every adapter
-// (ginlimit, echolimit, chilimit, fiberlimit): the options are one
+// (ginlimit, echolimit, echo5limit, chilimit, fiberlimit, fiber3limit): the options are one
 // vocabulary, the same names in every framework. Each option's doc says its
 // default, which is what leaving the option out gives; a nil function is a
 // configuration mistake, for which [New] fails.

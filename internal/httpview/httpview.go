@@ -1,5 +1,5 @@
 // Package httpview is the [keyfunc.Request] view of a net/http request that
-// ratekit's net/http adapters (ginlimit, echolimit, chilimit) pass to
+// ratekit's net/http adapters (ginlimit, echolimit, echo5limit, chilimit) pass to
 // httplimit's Engine.Check: the request, the route pattern its router
 // matched, and the room the Engine keeps in it for one request, the body
 // bound and the header value slots.
