@@ -317,6 +317,8 @@ type limitCheck struct {
 	d   core.Decision
 }
 
+// decide is Check (count) and Peek (!count): it asks the lock, then every
+// limit, and counts the attempt in all of them or in none.
 func (g *Guard) decide(ctx context.Context, account, ip string, count bool) (Decision, error) {
 	op := "peek"
 	if count {
@@ -326,26 +328,80 @@ func (g *Guard) decide(ctx context.Context, account, ip string, count bool) (Dec
 		return Decision{}, err
 	}
 	ak := accountKey(account)
-	limits := make([]limitCheck, 0, 3)
-	limits = append(limits, limitCheck{by: ByAccount, l: g.account, key: ak}, limitCheck{by: ByIP, l: g.ip, key: ipKey(ip)})
+	var buf [3]limitCheck
+	limits := g.limits(buf[:0], ak, account, ip)
+	lock, err := g.peekLock(ctx, op, ak)
+	if err != nil {
+		return Decision{}, err
+	}
+	// A locked account counts nothing anywhere.
+	if !count || !lock.Allowed {
+		return peekAll(ctx, op, limits, lock)
+	}
+	return g.count(ctx, op, ak, account, ip, limits)
+}
+
+// limits appends to buf the limits an attempt on account (keyed ak) from
+// ip is asked of, in order: the account's, the IP's and, with
+// [WithAccountIPPolicy], the pair's.
+func (g *Guard) limits(buf []limitCheck, ak, account, ip string) []limitCheck {
+	limits := append(buf, limitCheck{by: ByAccount, l: g.account, key: ak}, limitCheck{by: ByIP, l: g.ip, key: ipKey(ip)})
 	if g.pair != nil {
 		limits = append(limits, limitCheck{by: ByAccountIP, l: g.pair, key: pairKey(account, ip)})
 	}
-	// A locked account counts nothing anywhere.
-	var lock core.Decision
-	if g.lockout != nil {
-		var err error
-		if lock, err = g.lockout.lock.Peek(ctx, ak, g.lockout.full); err != nil {
-			return Decision{}, fmt.Errorf("guard: %s %s: %w", op, ByLockout, err)
+	return limits
+}
+
+// peekLock returns the lock of the account keyed ak as it is, an allowed
+// Decision without [WithLockout].
+func (g *Guard) peekLock(ctx context.Context, op, ak string) (core.Decision, error) {
+	if g.lockout == nil {
+		return core.Decision{Allowed: true}, nil
+	}
+	lock, err := g.lockout.lock.Peek(ctx, ak, g.lockout.full)
+	if err != nil {
+		return core.Decision{}, fmt.Errorf("guard: %s %s: %w", op, ByLockout, err)
+	}
+	return lock, nil
+}
+
+// peekAll decides an attempt that counts nothing (a Peek, or a Check of a
+// locked account) by what every limit and the lock say as they are.
+func peekAll(ctx context.Context, op string, limits []limitCheck, lock core.Decision) (Decision, error) {
+	if _, err := ask(ctx, op, limits, false); err != nil {
+		return Decision{}, err
+	}
+	return blocking(limits, lock), nil
+}
+
+// count decides an attempt that counts, on an account (keyed ak) no lock
+// holds: it counts the attempt in every limit and, if they all allow it,
+// in the lockout's failures; an attempt blocked, or met by an error, is
+// given back to every limit that counted it.
+func (g *Guard) count(ctx context.Context, op, ak, account, ip string, limits []limitCheck) (Decision, error) {
+	at := g.clock.Now()
+	counted, err := ask(ctx, op, limits, true)
+	d := Decision{Allowed: true}
+	if err == nil {
+		if d = blocking(limits, core.Decision{Allowed: true}); d.Allowed {
+			d, err = g.strike(ctx, op, ak, at)
 		}
-		count = count && lock.Allowed
 	}
-	var at time.Time
-	if count {
-		at = g.clock.Now()
+	if err != nil || !d.Allowed {
+		// All or nothing: give back what the limits that allowed counted.
+		if err = giveBack(ctx, op, limits[:counted], g.clock.Now().Sub(at), err); err != nil {
+			return Decision{}, err
+		}
+		return d, nil
 	}
-	counted := 0
-	var err error
+	d.attempt = &attempt{account: account, ip: ip, at: at}
+	return d, nil
+}
+
+// ask asks each limit in turn about one attempt, counting it (AllowN) or
+// not (Peek), and records its Decision. It stops at the first error and
+// returns how many limits answered before it.
+func ask(ctx context.Context, op string, limits []limitCheck, count bool) (answered int, err error) {
 	for i := range limits {
 		lc := &limits[i]
 		if count {
@@ -354,59 +410,69 @@ func (g *Guard) decide(ctx context.Context, account, ip string, count bool) (Dec
 			lc.d, err = lc.l.Peek(ctx, lc.key, 1)
 		}
 		if err != nil {
-			err = fmt.Errorf("guard: %s %s: %w", op, lc.by, err)
-			break
+			return i, fmt.Errorf("guard: %s %s: %w", op, lc.by, err)
 		}
-		counted++
 	}
+	return len(limits), nil
+}
+
+// blocking combines the Decisions of the limits and the lock: allowed if
+// they all allow, else blocked for the largest RetryAfter, by the first
+// limit on a tie (the lock last).
+func blocking(limits []limitCheck, lock core.Decision) Decision {
 	d := Decision{Allowed: true}
-	if err == nil {
-		for _, lc := range limits {
-			if !lc.d.Allowed && (d.Allowed || lc.d.RetryAfter > d.RetryAfter) {
-				d = Decision{RetryAfter: lc.d.RetryAfter, BlockedBy: lc.by}
-			}
-		}
-		if !lock.Allowed && g.lockout != nil && (d.Allowed || lock.RetryAfter > d.RetryAfter) {
-			d = Decision{RetryAfter: lock.RetryAfter, BlockedBy: ByLockout}
-		}
+	for _, lc := range limits {
+		d = longer(d, lc.by, lc.d)
 	}
-	if !count {
-		if err != nil {
-			return Decision{}, err
-		}
+	return longer(d, ByLockout, lock)
+}
+
+// longer returns d, or a Decision blocked by by when cd denies for longer
+// than d blocks (or d is allowed).
+func longer(d Decision, by Limit, cd core.Decision) Decision {
+	if !cd.Allowed && (d.Allowed || cd.RetryAfter > d.RetryAfter) {
+		return Decision{RetryAfter: cd.RetryAfter, BlockedBy: by}
+	}
+	return d
+}
+
+// strike counts an attempt every limit allowed in the lockout's failures
+// ([lockout.admit]): it returns it allowed, or blocked by the lock a
+// parallel strike took. An attempt blocked, or met by an error, is given
+// back to the failures log. Without [WithLockout], every attempt is
+// allowed.
+func (g *Guard) strike(ctx context.Context, op, key string, at time.Time) (Decision, error) {
+	d := Decision{Allowed: true}
+	if g.lockout == nil {
 		return d, nil
 	}
-	if err == nil && d.Allowed && g.lockout != nil {
-		ok, wait, held, lerr := g.lockout.admit(ctx, ak, g.clock)
-		switch {
-		case lerr != nil:
-			err = fmt.Errorf("guard: %s %s: %w", op, ByLockout, lerr)
-		case !ok:
-			d = Decision{RetryAfter: wait, BlockedBy: ByLockout}
+	ok, wait, held, err := g.lockout.admit(ctx, key, g.clock)
+	switch {
+	case err != nil:
+		err = fmt.Errorf("guard: %s %s: %w", op, ByLockout, err)
+	case !ok:
+		d = Decision{RetryAfter: wait, BlockedBy: ByLockout}
+	}
+	if (err != nil || !ok) && held {
+		if rerr := g.lockout.failures.Refund(ctx, key, 1, g.clock.Now().Sub(at)); rerr != nil && err == nil {
+			err = fmt.Errorf("guard: %s %s: give back: %w", op, ByLockout, rerr)
 		}
-		if (lerr != nil || !ok) && held {
-			if rerr := g.lockout.failures.Refund(ctx, ak, 1, g.clock.Now().Sub(at)); rerr != nil && err == nil {
-				err = fmt.Errorf("guard: %s %s: give back: %w", op, ByLockout, rerr)
+	}
+	return d, err
+}
+
+// giveBack gives back to each of the counted limits that allowed the
+// attempt its unit, elapsed after it was counted. It returns err or, when
+// err is nil, the first give-back error, wrapped.
+func giveBack(ctx context.Context, op string, counted []limitCheck, elapsed time.Duration, err error) error {
+	for _, lc := range counted {
+		if lc.d.Allowed {
+			if rerr := lc.l.Refund(ctx, lc.key, 1, elapsed); rerr != nil && err == nil {
+				err = fmt.Errorf("guard: %s %s: give back: %w", op, lc.by, rerr)
 			}
 		}
 	}
-	if err != nil || !d.Allowed {
-		// All or nothing: give back what the limits that allowed counted.
-		elapsed := g.clock.Now().Sub(at)
-		for _, lc := range limits[:counted] {
-			if lc.d.Allowed {
-				if rerr := lc.l.Refund(ctx, lc.key, 1, elapsed); rerr != nil && err == nil {
-					err = fmt.Errorf("guard: %s %s: give back: %w", op, lc.by, rerr)
-				}
-			}
-		}
-		if err != nil {
-			return Decision{}, err
-		}
-		return d, nil
-	}
-	d.attempt = &attempt{account: account, ip: ip, at: at}
-	return d, nil
+	return err
 }
 
 // Fail records that the attempt d, allowed by [Guard.Check], failed: a
