@@ -200,66 +200,85 @@ func New(newLimiter func(core.Policy) (core.Limiter, error), opts ...Option) (*G
 	if newLimiter == nil {
 		return nil, errors.New("guard: New: a limiter constructor is required")
 	}
-	c := config{clock: core.SystemClock{}}
-	for i, opt := range opts {
-		if opt == nil {
-			return nil, fmt.Errorf("guard: New: option %d is nil", i+1)
-		}
-		opt(&c)
-	}
-	build := func(what string, p, def core.Policy, name string) (core.Limiter, error) {
-		if p == (core.Policy{}) {
-			p = def
-		}
-		if p.Name == "" {
-			p.Name = name
-		}
-		l, err := newLimiter(p)
-		if err != nil {
-			return nil, fmt.Errorf("guard: %s policy: %w", what, err)
-		}
-		if l == nil {
-			return nil, fmt.Errorf("guard: %s policy: the constructor returned a nil limiter", what)
-		}
-		return l, nil
-	}
-	refunder := func(what string, p, def core.Policy, name string) (core.Refunder, error) {
-		l, err := build(what, p, def, name)
-		if err != nil {
-			return nil, err
-		}
-		r, ok := core.As[core.Refunder](l)
-		if !ok {
-			return nil, fmt.Errorf("guard: %s policy: %T cannot give attempts back (core.Refunder)", what, l)
-		}
-		return r, nil
-	}
-	if c.clock == nil {
-		return nil, errors.New("guard: New: WithClock(nil): a clock is required")
-	}
-	g := &Guard{clock: c.clock}
-	var err error
-	if g.account, err = refunder("account", c.account, DefaultAccountPolicy(), accountName); err != nil {
+	c, err := newConfig(opts)
+	if err != nil {
 		return nil, err
 	}
-	if g.ip, err = refunder("IP", c.ip, DefaultIPPolicy(), ipName); err != nil {
+	b := builder(newLimiter)
+	g := &Guard{clock: c.clock}
+	if g.account, err = b.refunder("account", c.account, DefaultAccountPolicy(), accountName); err != nil {
+		return nil, err
+	}
+	if g.ip, err = b.refunder("IP", c.ip, DefaultIPPolicy(), ipName); err != nil {
 		return nil, err
 	}
 	if c.pair != (core.Policy{}) {
-		if g.pair, err = refunder("account+IP", c.pair, c.pair, accountIPName); err != nil {
+		if g.pair, err = b.refunder("account+IP", c.pair, c.pair, accountIPName); err != nil {
 			return nil, err
 		}
 	}
 	if c.lockBase != 0 || c.lockMax != 0 {
-		account := c.account
-		if account == (core.Policy{}) {
-			account = DefaultAccountPolicy()
-		}
-		if g.lockout, err = newLockout(c.lockBase, c.lockMax, account, build, refunder); err != nil {
+		if g.lockout, err = newLockout(c.lockBase, c.lockMax, orDefault(c.account, DefaultAccountPolicy()), b); err != nil {
 			return nil, err
 		}
 	}
 	return g, nil
+}
+
+// newConfig applies opts to the defaults and checks the result.
+func newConfig(opts []Option) (config, error) {
+	c := config{clock: core.SystemClock{}}
+	for i, opt := range opts {
+		if opt == nil {
+			return config{}, fmt.Errorf("guard: New: option %d is nil", i+1)
+		}
+		opt(&c)
+	}
+	if c.clock == nil {
+		return config{}, errors.New("guard: New: WithClock(nil): a clock is required")
+	}
+	return c, nil
+}
+
+// orDefault returns p, or def when p is the zero Policy.
+func orDefault(p, def core.Policy) core.Policy {
+	if p == (core.Policy{}) {
+		return def
+	}
+	return p
+}
+
+// builder is the limiter constructor given to [New].
+type builder func(core.Policy) (core.Limiter, error)
+
+// limiter builds the limiter of policy p (def when p is the zero Policy,
+// named name when it has no Name), for the limit what names in errors.
+func (b builder) limiter(what string, p, def core.Policy, name string) (core.Limiter, error) {
+	p = orDefault(p, def)
+	if p.Name == "" {
+		p.Name = name
+	}
+	l, err := b(p)
+	if err != nil {
+		return nil, fmt.Errorf("guard: %s policy: %w", what, err)
+	}
+	if l == nil {
+		return nil, fmt.Errorf("guard: %s policy: the constructor returned a nil limiter", what)
+	}
+	return l, nil
+}
+
+// refunder is [builder.limiter] for a limiter that must give units back.
+func (b builder) refunder(what string, p, def core.Policy, name string) (core.Refunder, error) {
+	l, err := b.limiter(what, p, def, name)
+	if err != nil {
+		return nil, err
+	}
+	r, ok := core.As[core.Refunder](l)
+	if !ok {
+		return nil, fmt.Errorf("guard: %s policy: %T cannot give attempts back (core.Refunder)", what, l)
+	}
+	return r, nil
 }
 
 // Keys, namespaced per limit so that an account and an IP never share one,

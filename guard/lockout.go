@@ -54,8 +54,8 @@ type lockout struct {
 }
 
 // newLockout builds the lockout of WithLockout(base, maxLock) for a Guard
-// whose account policy is account.
-func newLockout(base, maxLock time.Duration, account core.Policy, build func(what string, p, def core.Policy, name string) (core.Limiter, error), refunder func(what string, p, def core.Policy, name string) (core.Refunder, error)) (*lockout, error) {
+// whose account policy is account, building its limiters with build.
+func newLockout(base, maxLock time.Duration, account core.Policy, build builder) (*lockout, error) {
 	bad := func(reason string) error {
 		return fmt.Errorf("guard: WithLockout(%v, %v): %s", base, maxLock, reason)
 	}
@@ -96,15 +96,15 @@ func newLockout(base, maxLock time.Duration, account core.Policy, build func(wha
 	levelWindow -= levelWindow % (time.Duration(len(l.steps)) * time.Microsecond) // levelPeriod in whole µs
 	var err error
 	failPolicy := core.Policy{Name: failuresName, Algorithm: core.SlidingLog, Limit: account.Limit, Window: strikeWindow}
-	if l.failures, err = refunder("lockout failures", failPolicy, failPolicy, failuresName); err != nil {
+	if l.failures, err = build.refunder("lockout failures", failPolicy, failPolicy, failuresName); err != nil {
 		return nil, err
 	}
 	levelPolicy := core.Policy{Name: levelName, Algorithm: core.TokenBucket, Limit: int64(len(l.steps)), Window: levelWindow}
-	if l.level, err = build("lockout level", levelPolicy, levelPolicy, levelName); err != nil {
+	if l.level, err = build.limiter("lockout level", levelPolicy, levelPolicy, levelName); err != nil {
 		return nil, err
 	}
 	lockPolicy := core.Policy{Name: lockName, Algorithm: core.TokenBucket, Limit: l.full, Window: maxLock}
-	if l.lock, err = refunder("lockout", lockPolicy, lockPolicy, lockName); err != nil {
+	if l.lock, err = build.refunder("lockout", lockPolicy, lockPolicy, lockName); err != nil {
 		return nil, err
 	}
 	return l, nil
