@@ -34,6 +34,57 @@ import (
 // Redis's), not a [ManualClock], which does not move while Wait sleeps. It
 // is safe for concurrent use, as l is.
 func Wait(ctx context.Context, l Limiter, key string, n int64) (Decision, error) {
+	if p, ok := policyOf(l); ok && n > p.Capacity() {
+		return Decision{Limit: p.Limit, Policy: p}, fmt.Errorf("core: wait: cost %d, at most %d: %w", n, p.Capacity(), ErrCostTooHigh)
+	}
+	for denials := int64(1); ; denials = min(denials+1, 8) {
+		if err := ctx.Err(); err != nil {
+			return Decision{}, fmt.Errorf("core: wait: %w", err)
+		}
+		start := time.Now()
+		d, err := l.AllowN(ctx, key, n)
+		if err != nil {
+			return d, fmt.Errorf("core: wait: %w", err)
+		}
+		now := time.Now()
+		if d.Allowed {
+			return waitDelay(ctx, l, key, n, d, start, now)
+		}
+		wait, err := retryWait(ctx, d, n, denials, now)
+		if err != nil {
+			return d, err
+		}
+		if err := ctxsleep.Sleep(ctx, wait); err != nil {
+			return d, fmt.Errorf("core: wait: %w", err)
+		}
+	}
+}
+
+// waitDelay returns d, which allowed n units of key at start, once its
+// Delay (the leaky bucket's place in the queue) has passed at now. The
+// slot is taken: when ctx ends first, or its deadline comes before the
+// slot, the units are given back.
+func waitDelay(ctx context.Context, l Limiter, key string, n int64, d Decision, start, now time.Time) (Decision, error) {
+	if d.Delay <= 0 {
+		return d, nil
+	}
+	if deadline, ok := ctx.Deadline(); ok && !now.Add(d.Delay).Before(deadline) {
+		giveBack(ctx, l, key, n, start)
+		return d, fmt.Errorf("core: wait(n=%d): served in %v, after the context's deadline in %v: %w",
+			n, d.Delay, deadline.Sub(now), context.DeadlineExceeded)
+	}
+	if err := ctxsleep.Sleep(ctx, d.Delay); err != nil {
+		giveBack(ctx, l, key, n, start)
+		return d, fmt.Errorf("core: wait: %w", err)
+	}
+	return d, nil
+}
+
+// retryWait returns how long a waiter denied d at now, its denials-th
+// denial in a row (at most 8), sleeps before asking again for n units:
+// RetryAfter and a jitter. It fails when ctx's deadline comes before
+// RetryAfter.
+func retryWait(ctx context.Context, d Decision, n, denials int64, now time.Time) (time.Duration, error) {
 	// Jitter: a denied waiter sleeps RetryAfter + u, u uniform in [0, J),
 	// J = min(RetryAfter, the time the policy takes to free n units
 	// (n·Window/Limit), 1s), kept before ctx's deadline. Never less than
@@ -49,61 +100,27 @@ func Wait(ctx context.Context, l Limiter, key string, n int64) (Decision, error)
 	// had (at most 8): a waiter that lost more rounds comes back earlier
 	// on average, so waiters that keep coming back (workers in a loop)
 	// take turns instead of one losing round after round.
-	if p, ok := policyOf(l); ok && n > p.Capacity() {
-		return Decision{Limit: p.Limit, Policy: p}, fmt.Errorf("core: wait: cost %d, at most %d: %w", n, p.Capacity(), ErrCostTooHigh)
+	wait := d.RetryAfter
+	if wait <= 0 {
+		wait = time.Microsecond // a Limiter that denies without a RetryAfter
 	}
-	for denials := int64(1); ; denials = min(denials+1, 8) {
-		if err := ctx.Err(); err != nil {
-			return Decision{}, fmt.Errorf("core: wait: %w", err)
-		}
-		start := time.Now()
-		d, err := l.AllowN(ctx, key, n)
-		if err != nil {
-			return d, fmt.Errorf("core: wait: %w", err)
-		}
-		now := time.Now()
-		deadline, hasDeadline := ctx.Deadline()
-		if d.Allowed {
-			if d.Delay <= 0 {
-				return d, nil
-			}
-			// The leaky bucket's slot is taken: serve at its time or give
-			// it back.
-			if hasDeadline && !now.Add(d.Delay).Before(deadline) {
-				giveBack(ctx, l, key, n, start)
-				return d, fmt.Errorf("core: wait(n=%d): served in %v, after the context's deadline in %v: %w",
-					n, d.Delay, deadline.Sub(now), context.DeadlineExceeded)
-			}
-			if err := ctxsleep.Sleep(ctx, d.Delay); err != nil {
-				giveBack(ctx, l, key, n, start)
-				return d, fmt.Errorf("core: wait: %w", err)
-			}
-			return d, nil
-		}
-		wait := d.RetryAfter
-		if wait <= 0 {
-			wait = time.Microsecond // a Limiter that denies without a RetryAfter
-		}
-		spread := min(wait, time.Second)
-		if p := d.Policy; p.Limit > 0 && p.Window > 0 {
-			spread = min(spread, time.Duration(mulDivCeil(uint64(p.Window), uint64(n), uint64(p.Limit))))
-		}
-		spread /= time.Duration(denials)
-		if hasDeadline {
-			slack := deadline.Sub(now.Add(wait))
-			if slack <= 0 {
-				return d, fmt.Errorf("core: wait(n=%d): allowed in %v at the earliest, after the context's deadline in %v: %w",
-					n, wait, deadline.Sub(now), context.DeadlineExceeded)
-			}
-			spread = min(spread, slack)
-		}
-		if spread > 0 {
-			wait += time.Duration(waitJitter(int64(spread)))
-		}
-		if err := ctxsleep.Sleep(ctx, wait); err != nil {
-			return d, fmt.Errorf("core: wait: %w", err)
-		}
+	spread := min(wait, time.Second)
+	if p := d.Policy; p.Limit > 0 && p.Window > 0 {
+		spread = min(spread, time.Duration(mulDivCeil(uint64(p.Window), uint64(n), uint64(p.Limit))))
 	}
+	spread /= time.Duration(denials)
+	if deadline, ok := ctx.Deadline(); ok {
+		slack := deadline.Sub(now.Add(wait))
+		if slack <= 0 {
+			return 0, fmt.Errorf("core: wait(n=%d): allowed in %v at the earliest, after the context's deadline in %v: %w",
+				n, wait, deadline.Sub(now), context.DeadlineExceeded)
+		}
+		spread = min(spread, slack)
+	}
+	if spread > 0 {
+		wait += time.Duration(waitJitter(int64(spread)))
+	}
+	return wait, nil
 }
 
 // waitJitter returns a uniform random int64 in [0, n), n > 0. Tests in
