@@ -204,12 +204,21 @@ func (c *DenialCache) decide(ctx context.Context, key string, n int64, allow, la
 	if !layers {
 		lay = nil
 	}
+	ld, err := c.answer(ctx, key, n, allow, lay)
+	if err == nil && layers && lay == nil {
+		ld = core.MostRestrictive([]core.Decision{ld.Decision})
+	}
+	return ld, err
+}
+
+// answer decides n units of key by a remembered denial or, when none
+// answers, by the remote limiter (by its layers when lay is not nil),
+// remembering the denial it returns or forgetting the one an allowed
+// request ends.
+func (c *DenialCache) answer(ctx context.Context, key string, n int64, allow bool, lay core.LayeredLimiter) (core.LayeredDecision, error) {
 	now := c.clock.Now().UnixNano()
 	if ld, ok := c.cached(key, n, now, lay != nil); ok {
 		c.hits.Add(1)
-		if layers && lay == nil {
-			ld = core.MostRestrictive([]core.Decision{ld.Decision})
-		}
 		return ld, nil
 	}
 	forgets := c.forgetsOf(key)
@@ -218,30 +227,34 @@ func (c *DenialCache) decide(ctx context.Context, key string, n int64, allow, la
 	if err != nil {
 		return ld, err
 	}
-	d := ld.Decision
-	switch {
+	switch d := ld.Decision; {
 	case !d.Allowed && d.RetryAfter > 0:
-		e := denial{n: n, at: now, until: now + int64(d.RetryAfter), resetAt: now + int64(d.ResetAfter),
-			remaining: d.Remaining, limit: d.Limit, policy: d.Policy}
-		if lay != nil {
-			e.layer, e.layers = ld.Layer, slices.Clone(ld.Layers)
-		}
-		c.denials.update(key, func(old denial, ok bool) (denial, bool) {
-			if forgets.Load() != seen {
-				return old, ok // a state changed meanwhile: the denial may be stale
-			}
-			if ok && old.at <= now && now < old.until && old.n < n {
-				return old, true // a smaller cost denied meanwhile: keep it
-			}
-			return e, true
-		})
+		c.remember(key, n, now, ld, lay != nil, forgets, seen)
 	case d.Allowed && allow:
 		c.denials.remove(key)
 	}
-	if layers && lay == nil {
-		ld = core.MostRestrictive([]core.Decision{d})
-	}
 	return ld, nil
+}
+
+// remember keeps the denial ld of n units of key, decided at now (with its
+// layers when layers is set), unless a state of key's slot changed since
+// its forgets count was seen, or a smaller cost was denied meanwhile.
+func (c *DenialCache) remember(key string, n, now int64, ld core.LayeredDecision, layers bool, forgets *atomic.Uint64, seen uint64) {
+	d := ld.Decision
+	e := denial{n: n, at: now, until: now + int64(d.RetryAfter), resetAt: now + int64(d.ResetAfter),
+		remaining: d.Remaining, limit: d.Limit, policy: d.Policy}
+	if layers {
+		e.layer, e.layers = ld.Layer, slices.Clone(ld.Layers)
+	}
+	c.denials.update(key, func(old denial, ok bool) (denial, bool) {
+		if forgets.Load() != seen {
+			return old, ok // a state changed meanwhile: the denial may be stale
+		}
+		if ok && old.at <= now && now < old.until && old.n < n {
+			return old, true // a smaller cost denied meanwhile: keep it
+		}
+		return e, true
+	})
 }
 
 // ask asks l by AllowLayers or PeekLayers when lay (then l) is not nil,
