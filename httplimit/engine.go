@@ -58,20 +58,8 @@ func New(l core.Limiter, opts ...Option) (*Engine, error) {
 	}
 	e := &Engine{cfg: config{headers: IETFHeaders, clock: core.SystemClock{}}}
 	c := &e.cfg
-	for i, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("httplimit: New: option %d is nil", i+1)
-		}
-		o(c)
-	}
-	if len(c.errs) > 0 {
-		return nil, errors.Join(c.errs...)
-	}
-	if c.key == nil {
-		c.key = keyfunc.PeerIP
-	}
-	if c.clock == nil {
-		return nil, errors.New("httplimit: New: WithClock(nil): a clock is required")
+	if err := c.apply(opts); err != nil {
+		return nil, err
 	}
 	// The failover composition decides a store failure, once for every
 	// adapter; the middleware's has no breaker (MaxInt failures).
@@ -81,6 +69,44 @@ func New(l core.Limiter, opts ...Option) (*Engine, error) {
 	}
 	e.f = f
 	e.lay, _ = core.As[core.LayeredLimiter](l)
+	if err := c.keyPolicies(); err != nil {
+		return nil, err
+	}
+	if c.maxBody <= 0 {
+		c.maxBody = keyfunc.DefaultMaxBodyBytes
+	}
+	if err := c.checkCountIf(l, f); err != nil {
+		return nil, err
+	}
+	e.exposedNames = exposedNames(c.headers)
+	e.exposed = []string{strings.Join(e.exposedNames, ", ")}
+	return e, nil
+}
+
+// apply applies opts to c and checks them, a nil option first; it sets
+// the default key function, [keyfunc.PeerIP].
+func (c *config) apply(opts []Option) error {
+	for i, o := range opts {
+		if o == nil {
+			return fmt.Errorf("httplimit: New: option %d is nil", i+1)
+		}
+		o(c)
+	}
+	if len(c.errs) > 0 {
+		return errors.Join(c.errs...)
+	}
+	if c.key == nil {
+		c.key = keyfunc.PeerIP
+	}
+	if c.clock == nil {
+		return errors.New("httplimit: New: WithClock(nil): a clock is required")
+	}
+	return nil
+}
+
+// keyPolicies sets the default of [WithNoKey] and [WithInvalidKey],
+// [RefuseKey], and checks that a [FallbackKey] has a function.
+func (c *config) keyPolicies() error {
 	if c.noKey.kind == keyDefault {
 		c.noKey = RefuseKey()
 	}
@@ -89,25 +115,27 @@ func New(l core.Limiter, opts ...Option) (*Engine, error) {
 	}
 	for _, p := range []KeyPolicy{c.noKey, c.badKey} {
 		if p.kind == keyFallback && p.fallback == nil {
-			return nil, errors.New("httplimit: FallbackKey(nil): a key function is required")
+			return errors.New("httplimit: FallbackKey(nil): a key function is required")
 		}
 	}
-	if c.maxBody <= 0 {
-		c.maxBody = keyfunc.DefaultMaxBodyBytes
+	return nil
+}
+
+// checkCountIf checks that, with [WithCountIf], l and f's fallback limiter
+// can give units back.
+func (c *config) checkCountIf(l core.Limiter, f *core.Failover) error {
+	if c.countIf == nil {
+		return nil
 	}
-	if c.countIf != nil {
-		// Counting after the handler cannot hold under parallel requests:
-		// the request is counted first and given back, which needs a
-		// limiter that can give back.
-		for _, lim := range []core.Limiter{l, localOf(f)} {
-			if _, ok := core.As[core.Refunder](lim); lim != nil && !ok {
-				return nil, fmt.Errorf("httplimit: WithCountIf: %T cannot give units back (core.Refunder)", lim)
-			}
+	// Counting after the handler cannot hold under parallel requests:
+	// the request is counted first and given back, which needs a
+	// limiter that can give back.
+	for _, lim := range []core.Limiter{l, localOf(f)} {
+		if _, ok := core.As[core.Refunder](lim); lim != nil && !ok {
+			return fmt.Errorf("httplimit: WithCountIf: %T cannot give units back (core.Refunder)", lim)
 		}
 	}
-	e.exposedNames = exposedNames(c.headers)
-	e.exposed = []string{strings.Join(e.exposedNames, ", ")}
-	return e, nil
+	return nil
 }
 
 // MustNew is like [New] but panics if l is nil or an option is invalid, for
