@@ -172,6 +172,11 @@ type Result struct {
 	denied bool            // d is a denial: r=0, t=Retry-After
 	serve  bool
 	charge bool // Done decides whether the request stays counted
+	// counted: a limiter counted the request, which is served; a limit
+	// checked after this one that refuses it gives the units back
+	// ([Result.After]).
+	counted bool
+	outer   *Result // the limit checked before this one on the request, if any
 	// fallback marks a request keyed by its FallbackKey function: the
 	// limiter is asked with a context that says so (internal/keyfallback),
 	// for the observers that count it.
@@ -415,9 +420,9 @@ func (e *Engine) decide(res *Result) bool {
 	if res.fallback {
 		ctx = keyfallback.With(ctx) // one allocation, on this path only
 	}
-	if e.cfg.countIf != nil {
-		res.start = e.cfg.clock.Now()
-	}
+	// The time before counting, for a refund after: with WithCountIf, or
+	// when a limit checked later refuses the request.
+	res.start = e.cfg.clock.Now()
 	ld, by, outage, err := checkFailover(e.f, ctx, res.key, res.cost)
 	if outage != nil {
 		e.report(res.req, outage)
@@ -516,7 +521,7 @@ func (e *Engine) allowed(res *Result) {
 		res.refuse(canceledResponse(res.d))
 		return
 	}
-	res.serve = true
+	res.serve, res.counted = true, res.lim != nil
 }
 
 // deniedResponse returns the response to a denied request: [DeniedResponse]
