@@ -166,8 +166,11 @@ func New(who string, l core.Limiter, cfg Config) (*Limiter, error) {
 		opts = append(opts, httplimit.WithErrorPolicy(*cfg.ErrorPolicy))
 	}
 	if cfg.DryRun {
-		f := cfg.DryRunFunc
-		opts = append(opts, httplimit.WithDryRun(func(r keyfunc.Request, d core.Decision) { f(r.Context(), r.Route(), d) }))
+		report := func(keyfunc.Request, core.Decision) {}
+		if f := cfg.DryRunFunc; f != nil {
+			report = func(r keyfunc.Request, d core.Decision) { f(r.Context(), r.Route(), d) }
+		}
+		opts = append(opts, httplimit.WithDryRun(report))
 	}
 	if f := cfg.CountIf; f != nil {
 		// The engine's "status" is the call's code here: Done is given
