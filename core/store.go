@@ -415,11 +415,8 @@ func (sh *keyShard[S]) advance() {
 // 100/1m, only to allocate them again on their next request; a full shard
 // drops them anyway, before anything that holds usage.
 func (s *store[S, A]) makeRoom(sh *keyShard[S], now int64) (removed bool) {
-	swept, passed, spared, seen, looked, visited := 0, 0, 0, 0, 0, 0
-	reach := handReach
-	victim := -1
-	var least int64 // units the victim holds
-	var leastKept bool
+	swept, visited := 0, 0
+	v := victimSearch{reach: handReach, victim: -1}
 	for sh.n > 0 {
 		full := sh.n >= sh.limit
 		if !full {
@@ -438,7 +435,7 @@ func (s *store[S, A]) makeRoom(sh *keyShard[S], now int64) (removed bool) {
 			if swept < 2 && s.alg.fresh(st, now-s.idle) {
 				s.remove(sh, sh.hand)
 				sh.fresh++
-				removed, victim, seen = true, -1, 0
+				removed, v.victim, v.seen = true, -1, 0
 				if swept++; swept < 2 {
 					continue
 				}
@@ -450,39 +447,23 @@ func (s *store[S, A]) makeRoom(sh *keyShard[S], now int64) (removed bool) {
 				return true
 			}
 		}
-		ref, added := e.tag&tagRef != 0, e.tag&tagNew != 0
 		units, until := s.alg.holds(st, now)
 		if full {
 			// The hand clears the reference bits of the entries it
 			// passes only when the shard is full: with room, they are
 			// left for when it is. New bits it clears in any case.
-			if seen == 0 && now < sh.calm {
-				reach = calmReach
+			calm := now < sh.calm
+			if v.seen == 0 && calm {
+				v.reach = calmReach
 			}
-			// A referenced entry is passed, its bit counting in its
-			// favour, up to maxSecondChances times, and a new one (not
-			// requested since it was added) up to maxNewPasses times;
-			// past that, the bits no longer count.
-			chance := ref && passed < maxSecondChances
-			spare := added && !ref && spared < maxNewPasses
+			chance, spare := v.chances(e.tag)
 			kept := chance || spare
-			if seen++; seen == 1 || units < least || units == least && leastKept && !kept {
-				victim, least, leastKept = sh.hand, units, kept
-				if units == 1 && !kept && now < sh.calm {
-					s.remove(sh, sh.hand)
-					sh.lossy++
-					return true
-				}
+			if v.weigh(sh.hand, units, kept) && units == 1 && !kept && calm {
+				s.remove(sh, sh.hand)
+				sh.lossy++
+				return true
 			}
-			switch {
-			case chance:
-				passed++
-			case spare:
-				spared++
-			default:
-				looked++
-			}
-			if looked == reach || seen == sh.n {
+			if v.pass(chance, spare, sh.n) {
 				break
 			}
 			e.tag &^= tagRef
@@ -491,12 +472,63 @@ func (s *store[S, A]) makeRoom(sh *keyShard[S], now int64) (removed bool) {
 		sh.lapMin = min(sh.lapMin, now+until)
 		sh.advance()
 	}
-	if victim < 0 {
+	if v.victim < 0 {
 		return removed
 	}
-	s.remove(sh, victim)
+	s.remove(sh, v.victim)
 	sh.lossy++
 	return true
+}
+
+// victimSearch is makeRoom's search of a full shard for the entry to evict
+// when none is fresh: of the entries the hand looks at, the one that holds
+// the fewest units. Its methods are small enough to be inlined, which
+// keeps makeRoom as fast as one function (BenchmarkNewKeys).
+type victimSearch struct {
+	passed, spared int   // entries passed for their reference bit, their new bit
+	seen, looked   int   // entries weighed; of them, those passed for neither bit
+	reach          int   // looked stops at reach: handReach, or calmReach when calm
+	victim         int   // the slot to evict, or -1
+	least          int64 // units the victim holds
+	leastKept      bool  // the victim was passed for a bit
+}
+
+// chances reports whether the entry with tag is passed for its reference
+// bit (chance) or its new bit (spare). A referenced entry is passed, its
+// bit counting in its favour, up to maxSecondChances times, and a new one
+// (not requested since it was added) up to maxNewPasses times; past that,
+// the bits no longer count.
+func (v *victimSearch) chances(tag uint64) (chance, spare bool) {
+	ref := tag&tagRef != 0
+	return ref && v.passed < maxSecondChances, tag&tagNew != 0 && !ref && v.spared < maxNewPasses
+}
+
+// weigh makes the entry in slot i, which holds units and is passed for a
+// bit if kept, the victim when it is the first weighed or holds fewer
+// units than the victim (or as many, the victim kept and it not), and
+// reports whether it did.
+func (v *victimSearch) weigh(i int, units int64, kept bool) bool {
+	if v.seen++; v.seen == 1 || units < v.least || units == v.least && v.leastKept && !kept {
+		v.victim, v.least, v.leastKept = i, units, kept
+		return true
+	}
+	return false
+}
+
+// pass counts the entry weighed as passed for its reference bit (chance),
+// its new bit (spare) or neither, and reports whether the search is over:
+// reach entries passed for neither, or every one of the shard's n entries
+// weighed.
+func (v *victimSearch) pass(chance, spare bool, n int) (done bool) {
+	switch {
+	case chance:
+		v.passed++
+	case spare:
+		v.spared++
+	default:
+		v.looked++
+	}
+	return v.looked == v.reach || v.seen == n
 }
 
 // handReach bounds how many entries one insertion into a full shard looks
