@@ -23,6 +23,7 @@ package echolimit
 
 import (
 	"errors"
+	"sync"
 
 	"github.com/labstack/echo/v4"
 
@@ -57,6 +58,10 @@ import (
 // echo's HTTPErrorHandler here, so that the status it answers with is the
 // one counted; the middleware then returns nil, as echo's request logger does.
 //
+// Limits stacked on one request (the app's, a group's, a route's) decide
+// together: one that refuses the request gives back what the limits around
+// it counted ([httplimit.Result.After]).
+//
 // New panics if l is nil or an option is invalid (see [httplimit.New]): a
 // configuration mistake, found when the server starts.
 func New(l core.Limiter, opts ...httplimit.Option) echo.MiddlewareFunc {
@@ -65,22 +70,36 @@ func New(l core.Limiter, opts ...httplimit.Option) echo.MiddlewareFunc {
 		return func(c echo.Context) error {
 			v := httpview.New(c.Request(), c.Path())
 			v.Native = c
-			res := e.Check(v)
-			res.WriteHeaders(c.Response().Header())
-			if !res.Serve() {
-				return refuse(c, &res)
+			resp := c.Response()
+			l := limitedPool.Get().(*httpview.Writer[httplimit.Result])
+			defer limitedPool.Put(l)
+			l.Reset(resp.Writer)
+			defer l.Reset(nil)
+			l.Value = e.Check(v)
+			l.Value.After(httpview.Outer[httplimit.Result](resp.Writer))
+			l.Value.WriteHeaders(resp.Header())
+			if !l.Value.Serve() {
+				return refuse(c, &l.Value)
 			}
-			if !res.Counting() {
+			// The handlers write through l, where a limit further down
+			// finds this one's Result.
+			resp.Writer = l
+			defer func() { resp.Writer = l.ResponseWriter }()
+			if !l.Value.Counting() {
 				return next(c)
 			}
 			if err := next(c); err != nil {
 				c.Error(err)
 			}
-			res.Done(c.Response().Status)
+			l.Value.Done(resp.Status)
 			return nil
 		}
 	}
 }
+
+// limitedPool holds the writers that carry one request's Result through
+// one limit, for the limits further down.
+var limitedPool = sync.Pool{New: func() any { return new(httpview.Writer[httplimit.Result]) }}
 
 // ErrorHandler returns an echo HTTPErrorHandler that writes a refusal of
 // this package's middleware as httplimit writes it in every framework, its

@@ -19,6 +19,7 @@ import (
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/httplimit"
 	"github.com/ratekit/ratekit/internal/fastbody"
+	"github.com/ratekit/ratekit/internal/stacked"
 	"github.com/ratekit/ratekit/keyfunc"
 )
 
@@ -53,6 +54,10 @@ import (
 // the app's ErrorHandler here, so that the status it answers with is the one
 // counted; the middleware then returns nil, as fiber's logger does.
 //
+// Limits stacked on one request (the app's, a group's, a route's) decide
+// together: one that refuses the request gives back what the limits around
+// it counted ([httplimit.Result.After]).
+//
 // New panics if l is nil or an option is invalid (see [httplimit.New]): a
 // configuration mistake, found when the server starts.
 func New(l core.Limiter, opts ...httplimit.Option) fiber.Handler {
@@ -60,11 +65,21 @@ func New(l core.Limiter, opts ...httplimit.Option) fiber.Handler {
 	bounded := e.MaxBodyBytes() != keyfunc.DefaultMaxBodyBytes
 	return func(c fiber.Ctx) error {
 		req := view(c, bounded, e.MaxBodyBytes())
-		res := e.Check(req)
+		// c.Locals, through the fiber.Ctx interface, would allocate its
+		// variadic value: the same storage, asked directly.
+		uv := c.RequestCtx()
+		outer, _ := uv.UserValue(stacked.Key{}).(*httplimit.Result)
+		res := stacked.Get()
+		defer stacked.Put(res)
+		*res = e.Check(req)
+		res.After(outer)
 		res.WriteHeaders(&c.Response().Header)
 		if !res.Serve() {
-			return refuse(c, &res)
+			return refuse(c, res)
 		}
+		// A limit further down finds this one's Result in c.Locals.
+		uv.SetUserValue(stacked.Key{}, res)
+		defer uv.SetUserValue(stacked.Key{}, outer)
 		if !res.Counting() {
 			return c.Next()
 		}

@@ -8,6 +8,9 @@
 package ginlimit
 
 import (
+	"net/http"
+	"sync"
+
 	"github.com/gin-gonic/gin"
 
 	"github.com/ratekit/ratekit/core"
@@ -30,12 +33,54 @@ func New(l core.Limiter, opts ...httplimit.Option) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		v := httpview.New(c.Request, c.FullPath())
 		v.Native = c
-		res := e.Check(v)
-		if !res.WriteHTTP(c.Writer) {
+		g := limitedPool.Get().(*limited)
+		g.res = e.Check(v)
+		g.res.After(outerOf(c.Writer))
+		if !g.res.WriteHTTP(c.Writer) {
 			c.Abort()
-			return
+		} else {
+			// The handlers write through g, where a limit further down
+			// finds this one's Result. One that panics leaves the request
+			// counted, and g is not reused.
+			g.ResponseWriter = c.Writer
+			c.Writer = g
+			c.Next()
+			c.Writer = g.ResponseWriter
+			g.res.Done(c.Writer.Status())
 		}
-		c.Next()
-		res.Done(c.Writer.Status())
+		*g = limited{}
+		limitedPool.Put(g)
 	}
+}
+
+// limited is one request's pass through one limit: its Result, carried on
+// the writer the handlers after it write through, so that limits stacked
+// on one request (the engine's, a group's, a route's) decide together
+// ([httplimit.Result.After]). Pooled: gin's writer is not used after the
+// handlers return.
+type limited struct {
+	gin.ResponseWriter
+	res httplimit.Result
+}
+
+var limitedPool = sync.Pool{New: func() any { return new(limited) }}
+
+// Unwrap returns the writer g wraps, for http.ResponseController and for
+// the limits further down that look for this one.
+func (g *limited) Unwrap() http.ResponseWriter { return g.ResponseWriter }
+
+// outerOf returns the Result of the nearest limit around w, found along
+// w's Unwrap chain, or nil.
+func outerOf(w http.ResponseWriter) *httplimit.Result {
+	for w != nil {
+		if g, ok := w.(*limited); ok {
+			return &g.res
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return nil
+		}
+		w = u.Unwrap()
+	}
+	return nil
 }

@@ -419,6 +419,33 @@ func Cases() []Case {
 			},
 		},
 		{
+			// An app-wide limit and a route's limit stacked on one
+			// request decide together: a request the route's limit
+			// refuses (429, or 400 for a missing key) is counted by
+			// neither, so the app's quota is spent by served requests
+			// only. The refusal carries both members, the app's as it
+			// was with the request counted.
+			Name: "stacked limits/a refusal counts in no limit",
+			App: func(t *testing.T, env *Env) *App {
+				app := &Limit{Limiter: env.Limiter(t, core.Policy{Name: "app", Limit: 3, Window: time.Hour}), Options: opts(env, httplimit.WithClock(env.Clock))}
+				return &App{Use: app, Routes: []Route{
+					{Method: "GET", Pattern: "/route", Limit: &Limit{Limiter: env.Limiter(t, core.Policy{Name: "route", Limit: 1, Window: time.Hour}), Options: opts(env, httplimit.WithClock(env.Clock))}},
+					{Method: "GET", Pattern: "/keyed", Limit: &Limit{Limiter: env.Limiter(t, core.Policy{Name: "keyed", Limit: 1, Window: time.Hour}),
+						Options: opts(env, httplimit.WithClock(env.Clock), httplimit.WithKey(keyfunc.Header("X-Key", nil)))}},
+					{Method: "GET", Pattern: "/open"},
+				}}
+			},
+			Steps: []Step{
+				{Req: Req{Path: "/route"}, Want: with(ok, rates(Rate{Name: "app", Q: 3, W: 3600, R: 2, T: 1200}, Rate{Name: "route", Q: 1, W: 3600, R: 0, T: 3600}))},
+				{Req: Req{Path: "/route"}, Want: with(limited, rates(Rate{Name: "app", Q: 3, W: 3600, R: 1, T: 2400}, Rate{Name: "route", Q: 1, W: 3600, R: 0, T: 3600}))},
+				{Req: Req{Path: "/route"}, Want: with(limited, rates(Rate{Name: "app", Q: 3, W: 3600, R: 1, T: 2400}, Rate{Name: "route", Q: 1, W: 3600, R: 0, T: 3600}))},
+				{Req: Req{Path: "/keyed"}, Want: with(Want{Status: 400, Problem: httplimit.ProblemInvalidKey, RetryAfter: "-", Hooks: true, Errors: 1}, rates(Rate{Name: "app", Q: 3, W: 3600, R: 1, T: 2400}))},
+				{Req: Req{Path: "/open"}, Want: with(ok, rate("app", 3, 3600, 1, 2400))},
+				{Req: Req{Path: "/open"}, Want: with(ok, rate("app", 3, 3600, 0, 3600))},
+				{Req: Req{Path: "/open"}, Want: with(limited, func(w *Want) { w.RetryAfter = "1200" })},
+			},
+		},
+		{
 			Name:     "leaky bucket/delay honoured",
 			Synctest: true,
 			App: func(t *testing.T, env *Env) *App {
