@@ -270,7 +270,7 @@ func BenchmarkNewKeys(b *testing.B) {
 	b.StopTimer()
 	kept := 0
 	for j, k := range steady {
-		if d, _ := m.Peek(ctx, k, 1); made[j] > 0 && d.Remaining == p.Limit-made[j]-1 {
+		if d, _ := m.Peek(ctx, k, 1); made[j] > 0 && d.Remaining == p.Limit-made[j] {
 			kept++
 		}
 	}
