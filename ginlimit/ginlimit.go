@@ -72,15 +72,8 @@ func (g *limited) Unwrap() http.ResponseWriter { return g.ResponseWriter }
 // outerOf returns the Result of the nearest limit around w, found along
 // w's Unwrap chain, or nil.
 func outerOf(w http.ResponseWriter) *httplimit.Result {
-	for w != nil {
-		if g, ok := w.(*limited); ok {
-			return &g.res
-		}
-		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
-		if !ok {
-			return nil
-		}
-		w = u.Unwrap()
+	if g, ok := httpview.Find[*limited](w); ok {
+		return &g.res
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/fastbody"
 	"github.com/ratekit/ratekit/internal/httpview"
 )
 
@@ -167,15 +168,7 @@ func (s writerSink) values(name string) []string {
 	if !ok {
 		return nil
 	}
-	raw := r.PeekAll(name)
-	if len(raw) == 0 {
-		return nil
-	}
-	vs := make([]string, len(raw))
-	for i, v := range raw {
-		vs[i] = string(v)
-	}
-	return vs
+	return fastbody.Strings(r.PeekAll(name))
 }
 
 // rateLimitValue returns the RateLimit value "name";r=<r>;t=<t>, its bytes

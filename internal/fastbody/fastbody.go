@@ -32,8 +32,11 @@ type Body interface {
 
 // Values returns every value of the named header, each a copy (fasthttp
 // reuses its buffers), or nil if it is absent.
-func Values(h Header, name string) []string {
-	raw := h.PeekAll(name)
+func Values(h Header, name string) []string { return Strings(h.PeekAll(name)) }
+
+// Strings returns a copy of each of raw as a string, or nil for none: the
+// values fasthttp's PeekAll returns, in buffers it reuses.
+func Strings(raw [][]byte) []string {
 	if len(raw) == 0 {
 		return nil
 	}

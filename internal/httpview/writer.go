@@ -29,17 +29,28 @@ func (w *Writer[V]) Reset(rw http.ResponseWriter) { *w = Writer[V]{ResponseWrite
 // Outer returns the Value of the nearest Writer[V] around rw, found along
 // rw's Unwrap chain, or nil.
 func Outer[V any](rw http.ResponseWriter) *V {
+	if w, ok := Find[*Writer[V]](rw); ok {
+		return &w.Value
+	}
+	return nil
+}
+
+// Find returns the nearest writer of type W along rw's Unwrap chain (rw
+// itself first), for an adapter whose framework wraps the writer in a type
+// of its own (gin's).
+func Find[W http.ResponseWriter](rw http.ResponseWriter) (W, bool) {
 	for rw != nil {
-		if w, ok := rw.(*Writer[V]); ok {
-			return &w.Value
+		if w, ok := rw.(W); ok {
+			return w, true
 		}
 		u, ok := rw.(interface{ Unwrap() http.ResponseWriter })
 		if !ok {
-			return nil
+			break
 		}
 		rw = u.Unwrap()
 	}
-	return nil
+	var zero W
+	return zero, false
 }
 
 // WriteHeader records the first final status and writes it.
