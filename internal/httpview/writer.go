@@ -11,9 +11,9 @@ import (
 // it: it records the final status the handler writes, and carries the
 // limit's Value (an httplimit.Result) so that a limit further down on the
 // same request finds it with [Outer] and decides together with it. It
-// unwraps for [http.ResponseController], and flushes, hijacks and copies
-// (sendfile) through the writer it wraps, so a streaming, upgrading or
-// file-serving handler works behind it as without it.
+// unwraps for [http.ResponseController], and flushes, hijacks, pushes and
+// copies (sendfile) through the writer it wraps, so a streaming, upgrading
+// or file-serving handler works behind it as without it.
 //
 // Adapters keep Writers in a sync.Pool: a ResponseWriter is not used after
 // the handler returns.
@@ -102,6 +102,15 @@ func (w *Writer[V]) ReadFrom(src io.Reader) (int64, error) {
 // writerOnly hides every method of a writer but Write, so that io.Copy
 // does not call ReadFrom back.
 type writerOnly struct{ io.Writer }
+
+// Push initiates an HTTP/2 server push through the wrapped writer, or
+// returns [http.ErrNotSupported] when it cannot push.
+func (w *Writer[V]) Push(target string, opts *http.PushOptions) error {
+	if p, ok := w.ResponseWriter.(http.Pusher); ok {
+		return p.Push(target, opts)
+	}
+	return http.ErrNotSupported
+}
 
 // Unwrap returns the wrapped writer, for [http.ResponseController].
 func (w *Writer[V]) Unwrap() http.ResponseWriter { return w.ResponseWriter }
