@@ -38,7 +38,7 @@ func TestWriter(t *testing.T) {
 		t.Errorf("nothing written: Status %d, want 200", w.Status())
 	}
 	w.WriteHeader(http.StatusTeapot)
-	if n, err := io.Copy(&w, strings.NewReader("body")); n != 4 || err != nil || !rec.used {
+	if n, err := io.Copy(&w, io.LimitReader(strings.NewReader("body"), 4)); n != 4 || err != nil || !rec.used {
 		t.Errorf("io.Copy: %d, %v, wrapped ReadFrom used %v", n, err, rec.used)
 	}
 	if w.Status() != http.StatusTeapot || rec.Body.String() != "body" {
