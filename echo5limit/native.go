@@ -1,12 +1,13 @@
 package echo5limit
 
 import (
-	"errors"
+	"fmt"
 
 	"github.com/labstack/echo/v5"
 
 	"github.com/ratekit/ratekit/httplimit"
 	"github.com/ratekit/ratekit/internal/httpview"
+	"github.com/ratekit/ratekit/internal/nativeopt"
 	"github.com/ratekit/ratekit/keyfunc"
 )
 
@@ -19,9 +20,11 @@ import (
 // called: a key or cost is then an error (the request is refused, 400, and
 // the error hook told), a skip is false.
 
-// errNoContext is what a native function gets outside echo5limit's
-// middleware.
-var errNoContext = errors.New("echo5limit: no echo context: the option is used outside echo5limit.New")
+// native finds echo's context in a request of echo5limit's middleware.
+var native = nativeopt.Native[*echo.Context]{
+	Of:      httpview.NativeOf[*echo.Context],
+	Outside: fmt.Errorf("echo5limit: %w: no echo context: the option is used outside echo5limit.New", keyfunc.ErrInvalidKey),
+}
 
 // WithKey sets who is limited, from echo's context, such as the user an
 // authentication middleware stored with c.Set:
@@ -39,45 +42,15 @@ var errNoContext = errors.New("echo5limit: no echo context: the option is used o
 // an error wrapping [keyfunc.ErrNoKey] is handled as [httplimit.WithNoKey]
 // says, any other as [httplimit.WithInvalidKey] says. [New] panics if f is
 // nil.
-func WithKey(f func(c *echo.Context) (string, error)) httplimit.Option {
-	if f == nil {
-		return httplimit.WithKey(nil)
-	}
-	return httplimit.WithKey(func(r keyfunc.Request) (string, error) {
-		c, ok := httpview.NativeOf[*echo.Context](r)
-		if !ok {
-			return "", errNoContext
-		}
-		return f(c)
-	})
-}
+func WithKey(f func(c *echo.Context) (string, error)) httplimit.Option { return native.Key(f) }
 
 // WithCost sets how many units a request spends, from echo's context: it is
 // [httplimit.WithCost] over c. [New] panics if f is nil.
-func WithCost(f func(c *echo.Context) (int64, error)) httplimit.Option {
-	if f == nil {
-		return httplimit.WithCost(nil)
-	}
-	return httplimit.WithCost(func(r keyfunc.Request) (int64, error) {
-		c, ok := httpview.NativeOf[*echo.Context](r)
-		if !ok {
-			return 0, errNoContext
-		}
-		return f(c)
-	})
-}
+func WithCost(f func(c *echo.Context) (int64, error)) httplimit.Option { return native.Cost(f) }
 
 // WithSkipper sets which requests are not limited (no rate headers, nothing
 // counted) with an echo [github.com/labstack/echo/v5/middleware.Skipper],
 // the function every echo middleware's config takes, so the one an app
 // already has for its logger or its own limiter works here: it is
 // [httplimit.WithSkip] over c. [New] panics if skip is nil.
-func WithSkipper(skip func(c *echo.Context) bool) httplimit.Option {
-	if skip == nil {
-		return httplimit.WithSkip(nil)
-	}
-	return httplimit.WithSkip(func(r keyfunc.Request) bool {
-		c, ok := httpview.NativeOf[*echo.Context](r)
-		return ok && skip(c)
-	})
-}
+func WithSkipper(skip func(c *echo.Context) bool) httplimit.Option { return native.Skip(skip) }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/httplimit"
+	"github.com/ratekit/ratekit/internal/nativeopt"
 	"github.com/ratekit/ratekit/keyfunc"
 )
 
@@ -17,6 +18,9 @@ import (
 // called outside the middleware. It wraps keyfunc.ErrInvalidKey, so the
 // request is refused (400) and the error reported, never served unlimited.
 var errNotFiber = fmt.Errorf("fiberlimit: %w: the request is no fiber request: a fiberlimit option works in fiberlimit.New only", keyfunc.ErrInvalidKey)
+
+// native finds fiber's context in a request of fiberlimit's middleware.
+var native = nativeopt.Native[*fiber.Ctx]{Of: ctxOf, Outside: errNotFiber}
 
 // ctxOf returns the fiber context of r, a request that fiberlimit's
 // middleware passes to an option's function, or false if r is no request
@@ -42,18 +46,7 @@ func ctxOf(r keyfunc.Request) (*fiber.Ctx, bool) {
 // A nil f is the mistake httplimit.WithKey(nil) is.
 //
 // Default: [keyfunc.PeerIP], as httplimit.WithKey.
-func WithKeyGenerator(f func(c *fiber.Ctx) (string, error)) httplimit.Option {
-	if f == nil {
-		return httplimit.WithKey(nil)
-	}
-	return httplimit.WithKey(func(r keyfunc.Request) (string, error) {
-		c, ok := ctxOf(r)
-		if !ok {
-			return "", errNotFiber
-		}
-		return f(c)
-	})
-}
+func WithKeyGenerator(f func(c *fiber.Ctx) (string, error)) httplimit.Option { return native.Key(f) }
 
 // WithCost sets how many units a request spends by a function of fiber's
 // context. It is [httplimit.WithCost] over the request's *fiber.Ctx, with
@@ -61,18 +54,7 @@ func WithKeyGenerator(f func(c *fiber.Ctx) (string, error)) httplimit.Option {
 // request when the option is given to another adapter.
 //
 // Default: every request costs 1.
-func WithCost(f func(c *fiber.Ctx) (int64, error)) httplimit.Option {
-	if f == nil {
-		return httplimit.WithCost(nil)
-	}
-	return httplimit.WithCost(func(r keyfunc.Request) (int64, error) {
-		c, ok := ctxOf(r)
-		if !ok {
-			return 0, errNotFiber
-		}
-		return f(c)
-	})
-}
+func WithCost(f func(c *fiber.Ctx) (int64, error)) httplimit.Option { return native.Cost(f) }
 
 // WithNext sets which requests are not limited at all, as fiber's
 // middleware Next: a request for which f returns true goes on to the next
@@ -81,15 +63,7 @@ func WithCost(f func(c *fiber.Ctx) (int64, error)) httplimit.Option {
 // fiberlimit's middleware, it skips nothing.
 //
 // Default: no request is skipped.
-func WithNext(f func(c *fiber.Ctx) bool) httplimit.Option {
-	if f == nil {
-		return httplimit.WithSkip(nil)
-	}
-	return httplimit.WithSkip(func(r keyfunc.Request) bool {
-		c, ok := ctxOf(r)
-		return ok && f(c)
-	})
-}
+func WithNext(f func(c *fiber.Ctx) bool) httplimit.Option { return native.Skip(f) }
 
 // WithLimitReached sets the handler a request denied by the limiter gets
 // instead of the 429 response, as fiber's limiter's LimitReached: it runs

@@ -1,12 +1,13 @@
 package ginlimit
 
 import (
-	"errors"
+	"fmt"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/ratekit/ratekit/httplimit"
 	"github.com/ratekit/ratekit/internal/httpview"
+	"github.com/ratekit/ratekit/internal/nativeopt"
 	"github.com/ratekit/ratekit/keyfunc"
 )
 
@@ -19,8 +20,11 @@ import (
 // a key or cost is then an error (the request is refused, 400, and the
 // error hook told), a skip is false.
 
-// errNoContext is what a native function gets outside ginlimit's middleware.
-var errNoContext = errors.New("ginlimit: no gin context: the option is used outside ginlimit.New")
+// native finds gin's context in a request of ginlimit's middleware.
+var native = nativeopt.Native[*gin.Context]{
+	Of:      httpview.NativeOf[*gin.Context],
+	Outside: fmt.Errorf("ginlimit: %w: no gin context: the option is used outside ginlimit.New", keyfunc.ErrInvalidKey),
+}
 
 // WithKey sets who is limited, from gin's context, such as the user an
 // authentication middleware stored with c.Set:
@@ -35,43 +39,13 @@ var errNoContext = errors.New("ginlimit: no gin context: the option is used outs
 // It is [httplimit.WithKey] over c: an error wrapping [keyfunc.ErrNoKey] is
 // handled as [httplimit.WithNoKey] says, any other as
 // [httplimit.WithInvalidKey] says. [New] panics if f is nil.
-func WithKey(f func(c *gin.Context) (string, error)) httplimit.Option {
-	if f == nil {
-		return httplimit.WithKey(nil)
-	}
-	return httplimit.WithKey(func(r keyfunc.Request) (string, error) {
-		c, ok := httpview.NativeOf[*gin.Context](r)
-		if !ok {
-			return "", errNoContext
-		}
-		return f(c)
-	})
-}
+func WithKey(f func(c *gin.Context) (string, error)) httplimit.Option { return native.Key(f) }
 
 // WithCost sets how many units a request spends, from gin's context: it is
 // [httplimit.WithCost] over c. [New] panics if f is nil.
-func WithCost(f func(c *gin.Context) (int64, error)) httplimit.Option {
-	if f == nil {
-		return httplimit.WithCost(nil)
-	}
-	return httplimit.WithCost(func(r keyfunc.Request) (int64, error) {
-		c, ok := httpview.NativeOf[*gin.Context](r)
-		if !ok {
-			return 0, errNoContext
-		}
-		return f(c)
-	})
-}
+func WithCost(f func(c *gin.Context) (int64, error)) httplimit.Option { return native.Cost(f) }
 
 // WithSkip sets which requests are not limited, from gin's context (no
 // rate headers, nothing counted): it is [httplimit.WithSkip] over c. [New]
 // panics if f is nil.
-func WithSkip(f func(c *gin.Context) bool) httplimit.Option {
-	if f == nil {
-		return httplimit.WithSkip(nil)
-	}
-	return httplimit.WithSkip(func(r keyfunc.Request) bool {
-		c, ok := httpview.NativeOf[*gin.Context](r)
-		return ok && f(c)
-	})
-}
+func WithSkip(f func(c *gin.Context) bool) httplimit.Option { return native.Skip(f) }

@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/ratekit/ratekit/core"
@@ -18,15 +19,37 @@ import (
 // Allowed requests get the rate headers and go on to next; refused ones get
 // the [Engine]'s response. Key functions see [http.Request.Pattern], the
 // ServeMux pattern that matched, without its method ("/items/{id}" for
-// "GET /items/{id}"), as the route: known in middleware around a handler
-// registered on the mux, not in middleware around the mux itself, which
-// runs before routing.
+// "GET /items/{id}"), as the route. Around a handler registered on the mux
+// it is set; around an *http.ServeMux itself, which runs before it routes,
+// the route is the pattern the mux will match (ServeMux.Handler), so a
+// route key is the same in both places. Around any other handler before
+// routing, there is no route.
 //
 // Middleware panics if l is nil or an option is invalid (see [New]): a
 // configuration mistake, found when the server starts.
 func Middleware(l core.Limiter, opts ...Option) func(http.Handler) http.Handler {
 	e := MustNew(l, opts...)
-	return func(next http.Handler) http.Handler { return e.Handler(next, nil) }
+	return func(next http.Handler) http.Handler {
+		if mux, ok := next.(*http.ServeMux); ok {
+			return e.Handler(next, muxRoute(mux))
+		}
+		return e.Handler(next, nil)
+	}
+}
+
+// muxRoute returns the route function of middleware around mux: the
+// pattern mux will match for a request, without its method, or "" when it
+// matches none (a 404, a 405, a redirect).
+func muxRoute(mux *http.ServeMux) func(*http.Request) string {
+	return func(r *http.Request) string {
+		_, p := mux.Handler(r)
+		// A ServeMux pattern is "[METHOD ][HOST]/[PATH]"; paths and hosts
+		// hold no spaces, so anything before a space is the method.
+		if i := strings.IndexAny(p, " \t"); i >= 0 {
+			p = strings.TrimLeft(p[i:], " \t")
+		}
+		return p
+	}
 }
 
 // Handler returns next limited by e, for middleware of a net/http router:

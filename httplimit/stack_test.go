@@ -76,3 +76,40 @@ func TestStackedLimitsDecideTogether(t *testing.T) {
 type unwrapping struct{ http.ResponseWriter }
 
 func (u *unwrapping) Unwrap() http.ResponseWriter { return u.ResponseWriter }
+
+// Middleware around a ServeMux keys a route key by the pattern the mux
+// will match, as middleware around the registered handler does: HEAD by
+// its GET route, a path no route serves by no route (refused, 400).
+func TestMiddlewareAroundMuxKnowsTheRoute(t *testing.T) {
+	var keys []string
+	l := newLimiter(t, core.Policy{Limit: 100, Window: time.Minute})
+	mux := http.NewServeMux()
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(200) })
+	mux.Handle("GET /items/{id}", ok)
+	mux.Handle("/any/{id}", ok)
+	h := httplimit.Middleware(l, httplimit.WithKey(func(r keyfunc.Request) (string, error) {
+		k, err := keyfunc.Route(r)
+		if err != nil {
+			keys = append(keys, "error")
+		} else {
+			keys = append(keys, k)
+		}
+		return k, err
+	}))(mux)
+	for _, tc := range []struct {
+		method, path, want string
+		status            int
+	}{
+		{"GET", "/items/7", "/items/{id}", 200},
+		{"HEAD", "/items/8", "/items/{id}", 200},
+		{"PURGE", "/any/1", "/any/{id}", 200},
+		{"GET", "/nowhere", "error", 400},
+	} {
+		keys = keys[:0]
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(tc.method, tc.path, nil))
+		if len(keys) != 1 || keys[0] != tc.want || w.Code != tc.status {
+			t.Errorf("%s %s: keys %q status %d, want [%q] %d", tc.method, tc.path, keys, w.Code, tc.want, tc.status)
+		}
+	}
+}
