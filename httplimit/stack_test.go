@@ -98,7 +98,7 @@ func TestMiddlewareAroundMuxKnowsTheRoute(t *testing.T) {
 	}))(mux)
 	for _, tc := range []struct {
 		method, path, want string
-		status            int
+		status             int
 	}{
 		{"GET", "/items/7", "/items/{id}", 200},
 		{"HEAD", "/items/8", "/items/{id}", 200},
