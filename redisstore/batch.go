@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -17,9 +19,12 @@ const DefaultMaxBatch = 64
 // the limiter's round trips are in flight, and none is queued, is sent at
 // once, alone: an idle limiter adds no round trip and no wait. Decisions
 // made while two are in flight queue and leave together when one ends, at
-// most maxBatch in one pipeline (a Cluster client splits it by node), each
-// still its own EVALSHA, so each decision is the one an unbatched limiter
-// makes; a queued one takes about two round trips. A batch's deadline is
+// most maxBatch in one pipeline (a Cluster client splits it by node). The
+// decisions of a batch that share a node (on a Cluster, a hash slot) are
+// made by one call of a batch script, one after the other, each the one an
+// unbatched limiter makes, and each failing alone if its key holds what
+// the script cannot read; a queued one takes about two round trips. A
+// batch's deadline is
 // the latest of its decisions'; a caller whose context ends stops waiting
 // at once. An error that fails a batch is each of its decisions' error;
 // none is sent twice (give the client MaxRetries: -1: go-redis retries
@@ -52,10 +57,11 @@ const inFlight = 2
 
 // waiter is one queued decision.
 type waiter struct {
-	ctx  context.Context
-	cmd  redis.Cmder   // the flusher may replace it by its EVAL
-	sent bool          // taken by the flusher; guarded by batcher.mu
-	done chan struct{} // signalled once the cmd is answered; buffered
+	ctx     context.Context
+	cmd     redis.Cmder   // the flusher may replace it by its EVAL
+	sent    bool          // taken by the flusher; guarded by batcher.mu
+	grouped bool          // sent in a batch script (a group's member)
+	done    chan struct{} // signalled once the cmd is answered; buffered
 }
 
 var waiters = sync.Pool{New: func() any { return &waiter{done: make(chan struct{}, 1)} }}
@@ -190,14 +196,19 @@ func (b *batcher) send(batch []*waiter) {
 		defer cancel()
 	}
 	pipe := b.l.client.Pipeline()
-	for _, w := range batch {
-		_ = pipe.Process(ctx, w.cmd)
+	var groups []*group
+	if b.l.multi != noMulti {
+		groups = b.group(ctx, batch, pipe)
+	} else {
+		for _, w := range batch {
+			_ = pipe.Process(ctx, w.cmd)
+		}
 	}
 	_, _ = pipe.Exec(ctx)
 
 	var again redis.Pipeliner
 	for _, w := range batch {
-		if isNoScript(w.cmd.Err()) {
+		if !w.grouped && isNoScript(w.cmd.Err()) {
 			if again == nil {
 				again = b.l.client.Pipeline()
 			}
@@ -205,8 +216,158 @@ func (b *batcher) send(batch []*waiter) {
 			_ = again.Process(ctx, w.cmd)
 		}
 	}
+	for _, g := range groups {
+		if isNoScript(g.cmd.Err()) {
+			if again == nil {
+				again = b.l.client.Pipeline()
+			}
+			g.cmd = b.l.evalOf(ctx, g.cmd).(*redis.StringCmd)
+			_ = again.Process(ctx, g.cmd)
+		}
+	}
 	if again != nil {
 		_, _ = again.Exec(ctx)
 	}
+	for _, g := range groups {
+		g.answer()
+	}
 	b.l.reloadAfterBatch(batch) // after a Cluster failover (cluster.go)
 }
+
+// A batch's decisions.
+//
+// A batch script (batch.lua) makes several decisions of one policy in one
+// call, one after the other, each exactly as the policy's script would:
+// Redis's cost of a call (reading the command, finding the script, setting
+// up its arguments, reading TIME, writing the reply) is paid once for all.
+// A single node (or Sentinel's master) runs every decision of a batch in
+// one call; a Cluster one call per hash slot, as a script may only reach
+// the keys of one slot; a Ring, which may keep any two keys on different
+// shards, and a client of another type, one call per decision. The
+// batch's other commands (refunds) are sent in the same pipeline. Moving
+// them after its decisions in one call changes no outcome that a caller
+// could tell apart: they were all pending at once, so any order is one
+// they could have been made in.
+
+// multi says how a limiter's batches group their decisions.
+type multi uint8
+
+const (
+	noMulti      multi = iota // one call per decision
+	singleMulti               // one call for every decision of a batch
+	clusterMulti              // one call per hash slot
+)
+
+// multiOf returns how a limiter on client groups decisions.
+func multiOf(client redis.UniversalClient) multi {
+	switch client.(type) {
+	case *redis.Client:
+		return singleMulti
+	case *redis.ClusterClient:
+		return clusterMulti
+	}
+	return noMulti
+}
+
+// group is the decisions of a batch that share one call.
+type group struct {
+	slot    int
+	members []*waiter
+	cmd     *redis.StringCmd // of the batch script, when members > 1
+}
+
+// group adds the commands of batch to pipe: its decisions grouped, the
+// others as they are; it returns the groups of more than one decision.
+func (b *batcher) group(ctx context.Context, batch []*waiter, pipe redis.Pipeliner) []*group {
+	var groups []*group
+	for _, w := range batch {
+		w.grouped = false
+		c, ok := w.cmd.(*redis.StringCmd)
+		if !ok || len(c.Args()) != 6 {
+			_ = pipe.Process(ctx, w.cmd) // not a decision
+			continue
+		}
+		slot := 0
+		if b.l.multi == clusterMulti {
+			k := c.Args()[3].(string)
+			slot = keySlot(k[len(b.l.prefix) : len(k)-1])
+		}
+		var g *group
+		for _, h := range groups {
+			if h.slot == slot {
+				g = h
+				break
+			}
+		}
+		if g == nil {
+			g = &group{slot: slot}
+			groups = append(groups, g)
+		}
+		g.members = append(g.members, w)
+	}
+	multis := groups[:0]
+	for _, g := range groups {
+		if len(g.members) == 1 {
+			_ = pipe.Process(ctx, g.members[0].cmd) // alone: its own script
+			continue
+		}
+		// EVALSHA bsha k key... (now n)...
+		k := len(g.members)
+		args := make([]any, 3+3*k)
+		args[0], args[1], args[2] = "evalsha", b.l.bsha, k
+		for i, w := range g.members {
+			a := w.cmd.Args()
+			args[3+i], args[3+k+2*i], args[4+k+2*i] = a[3], a[4], a[5]
+			w.grouped = true
+		}
+		g.cmd = redis.NewStringCmd(ctx, args...)
+		_ = pipe.Process(ctx, g.cmd)
+		multis = append(multis, g)
+	}
+	return multis
+}
+
+// answer gives each decision of g its answer: its part of the batch
+// script's, or the call's error.
+func (g *group) answer() {
+	r, err := g.cmd.Result()
+	for _, w := range g.members {
+		c := w.cmd.(*redis.StringCmd)
+		if err != nil {
+			c.SetErr(err)
+			continue
+		}
+		if len(r) < 8 {
+			c.SetErr(fmt.Errorf("batch script returned %d bytes too few", len(r)))
+			continue
+		}
+		if be64(r) >= 0 {
+			if len(r) < answerLen {
+				c.SetErr(fmt.Errorf("batch script returned %d bytes too few", answerLen-len(r)))
+				r = ""
+				continue
+			}
+			c.SetVal(r[:answerLen])
+			r = r[answerLen:]
+			continue
+		}
+		// -1, the message's length, the message: this decision failed.
+		if len(r) < 16 || be64(r[8:]) < 0 || int64(len(r)-16) < be64(r[8:]) {
+			c.SetErr(errors.New("batch script returned a malformed error"))
+			r = ""
+			continue
+		}
+		m := 16 + int(be64(r[8:]))
+		c.SetErr(scriptError(r[16:m]))
+		r = r[m:]
+	}
+}
+
+// scriptError is the error of one decision in a batch script: what Redis
+// would have answered to its own script, such as WRONGTYPE.
+type scriptError string
+
+func (e scriptError) Error() string { return string(e) }
+
+// RedisError marks a reply from Redis (see [redis.Error]).
+func (scriptError) RedisError() {}

@@ -189,9 +189,10 @@ func TestBatchingExact(t *testing.T) {
 	})
 }
 
-// With batching, still one EVALSHA per decision, and fewer round trips than
-// decisions; once idle, no goroutine of the limiter is left.
-func TestBatchingOneCommandPerDecision(t *testing.T) {
+// With batching, fewer script calls and round trips than decisions (a
+// batch's decisions share one batch script), every decision counted once;
+// once idle, no goroutine of the limiter is left.
+func TestBatchingFewerCallsThanDecisions(t *testing.T) {
 	addr := singleNode(t)
 	admin := newClient(t, addr)
 	limitercheck.ForEachAlgorithm(t, core.Policy{Limit: 1_000_000, Window: time.Minute}, func(t *testing.T, p core.Policy) {
@@ -220,17 +221,30 @@ func TestBatchingOneCommandPerDecision(t *testing.T) {
 		wg.Wait()
 		const decisions = goroutines * each
 		stats := commandStats(t, admin)
-		if stats["evalsha"] != decisions || stats["eval"] != 0 {
-			t.Errorf("server saw %d EVALSHA and %d EVAL for %d decisions, want %d and 0", stats["evalsha"], stats["eval"], decisions, decisions)
+		if stats["evalsha"] >= decisions || stats["evalsha"] == 0 || stats["eval"] != 0 {
+			t.Errorf("server saw %d EVALSHA and %d EVAL for %d decisions, want fewer EVALSHA and no EVAL", stats["evalsha"], stats["eval"], decisions)
 		}
-		if got := hook.scripts.Load(); got != decisions {
-			t.Errorf("client sent %d scripts for %d decisions", got, decisions)
+		if got := hook.scripts.Load(); got != stats["evalsha"] {
+			t.Errorf("client sent %d scripts, server saw %d", got, stats["evalsha"])
 		}
-		t.Logf("%d decisions: %d in %d pipelines (largest %d), %d alone: %d round trips",
-			decisions, hook.pipelined.Load(), hook.pipelines.Load(), hook.largest.Load(),
-			decisions-hook.pipelined.Load(), decisions-hook.pipelined.Load()+hook.pipelines.Load())
+		t.Logf("%d decisions: %d script calls, %d in %d pipelines (largest %d)",
+			decisions, stats["evalsha"], hook.pipelined.Load(), hook.pipelines.Load(), hook.largest.Load())
 		if hook.pipelines.Load() == 0 {
 			t.Error("no pipeline sent: batching never happened")
+		}
+		var counted int64
+		for k := range 7 {
+			d, err := l.Peek(ctx, fmt.Sprint("k", k), 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			counted += p.Limit - d.Remaining
+		}
+		if p.Algorithm.Burstable() {
+			counted = -1 // the buckets refill meanwhile: no exact count
+		}
+		if counted != -1 && counted != decisions {
+			t.Errorf("%d units counted for %d decisions", counted, decisions)
 		}
 		deadline := time.Now().Add(2 * time.Second)
 		for runtime.NumGoroutine() > baseline {

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -199,8 +197,7 @@ func TestClusterMasterKilled(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %s: %v", name, k, err)
 			}
-			_, c, _ := strings.Cut(v, ":")
-			counted, err := strconv.ParseInt(c, 10, 64)
+			counted, err := fixedWindowCount(v)
 			if err != nil {
 				t.Fatalf("%s: %s holds %q", name, k, v)
 			}

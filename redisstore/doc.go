@@ -43,10 +43,13 @@
 // Concurrent decisions of one limiter share round trips, by default: a
 // decision made while two of the limiter's round trips are in flight waits
 // for one to end and is then sent with the others that waited, as one
-// pipeline, still one EVALSHA each. An idle limiter sends each decision at
-// once, alone. Under concurrency it multiplies the decisions per second a
-// client and a server can make; [WithBatching] bounds a batch, or turns
-// batching off, and says what it changes about timeouts.
+// pipeline: on a single node (or Sentinel's master) one call of a batch
+// script that makes each decision in turn exactly as the policy's script
+// would, on a Cluster one such call per hash slot, so Redis pays a
+// script call's cost once for many decisions. An idle limiter sends each
+// decision at once, alone. Under concurrency it multiplies the decisions
+// per second a client and a server can make; [WithBatching] bounds a
+// batch, or turns batching off, and says what it changes about timeouts.
 //
 // # Keys and expiry
 //

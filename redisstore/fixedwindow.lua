@@ -1,17 +1,24 @@
--- Fixed window: one string key, "idx:count", the window's index since the
--- epoch and the units counted in it. core's fixedWindow.
+-- Fixed window: one string key, the window's index since the epoch and
+-- the units counted in it, packed as '>i8i8' (earlier versions wrote
+-- "idx:count", which is read too). core's fixedWindow.
 --
 -- Constants: L, W.
 local idx = floor(now / W)
 local count = 0
 local v = redis.call('GET', KEYS[1])
 if v then
-	local si, sc = string.match(v, '^(-?%d+):(%d+)$')
-	si = tonumber(si)
+	local si, sc
+	local b0 = byte(v)
+	if b0 == 0 or b0 == 255 then
+		si, sc = bunpack('>i8i8', v)
+	else
+		si, sc = string.match(v, '^(-?%d+):(%d+)$')
+		si, sc = tonumber(si), tonumber(sc)
+	end
 	-- A clock that went backwards keeps the stored window current.
 	if idx <= si then
 		idx = si
-		count = tonumber(sc)
+		count = sc
 	end
 end
 
@@ -30,7 +37,7 @@ if elapsed then
 			count = 0
 		end
 		if px > 0 then
-			redis.call('SET', KEYS[1], string.format('%d:%d', idx, count), 'PX', px)
+			redis.call('SET', KEYS[1], bpack('>i8i8', idx, count), 'PX', px)
 		else
 			redis.call('DEL', KEYS[1])
 		end
@@ -45,10 +52,10 @@ if count + n > L or not commit then
 		reset = untilEnd
 	end
 	if count + n > L then
-		return {0, L - count, untilEnd, reset, 0}
+		return 0, L - count, untilEnd, reset, 0
 	end
-	return {1, L - count, 0, reset, 0}
+	return 1, L - count, 0, reset, 0
 end
 count = count + n
-redis.call('SET', KEYS[1], string.format('%d:%d', idx, count), 'PX', ceil(untilEnd / 1000) + margin)
-return {1, L - count, 0, untilEnd, 0}
+redis.call('SET', KEYS[1], bpack('>i8i8', idx, count), 'PX', ceil(untilEnd / 1000) + margin)
+return 1, L - count, 0, untilEnd, 0

@@ -1,8 +1,9 @@
 -- Token bucket and leaky bucket: GCRA on one string key holding the
 -- theoretical arrival time as whole microseconds and a remainder in 1/q µs
--- (0 <= frac < q), so that no value passes 2^53: "tat" when the remainder
--- is 0 (always, when q is 1), "tat:frac" otherwise. The arithmetic is
--- core's gcra, in units of 1/q µs.
+-- (0 <= frac < q <= 64), so that no value passes 2^53: when q is 1, "tat"
+-- as a decimal number; when q > 1, packed as '>i8B' (earlier versions
+-- wrote "tat" or "tat:frac", which are read too). The arithmetic is core's
+-- gcra, in units of 1/q µs.
 --
 -- Constants: q, T, C, dcap = 2^52, dmax = floor(dcap/q), leaky (a boolean).
 
@@ -16,10 +17,16 @@
 local d, raw = 0, 0
 local v = redis.call('GET', KEYS[1])
 if v then
-	local tat, frac = tonumber(v), 0
-	if not tat then
-		local us, f = string.match(v, '^(-?%d+):(%d+)$')
-		tat, frac = tonumber(us), tonumber(f)
+	local tat, frac
+	local b0 = byte(v)
+	if b0 == 0 or b0 == 255 then
+		tat, frac = bunpack('>i8B', v)
+	else
+		tat, frac = tonumber(v), 0
+		if not tat then
+			local us, f = string.match(v, '^(-?%d+):(%d+)$')
+			tat, frac = tonumber(us), tonumber(f)
+		end
 	end
 	local diff = tat - now
 	if diff > dmax then
@@ -43,10 +50,10 @@ local function set(b)
 	local px = ceil(ceil(b / q) / 1000) + margin
 	if px <= 0 then
 		redis.call('DEL', KEYS[1])
-	elseif frac == 0 then
+	elseif q == 1 then
 		redis.call('SET', KEYS[1], now + whole, 'PX', px)
 	else
-		redis.call('SET', KEYS[1], string.format('%d:%d', now + whole, frac), 'PX', px)
+		redis.call('SET', KEYS[1], bpack('>i8B', now + whole, frac), 'PX', px)
 	end
 end
 
@@ -75,7 +82,7 @@ if need > C then
 	if room < 0 then
 		room = 0
 	end
-	return {0, floor(room / T), ceil((need - C) / q), ceil(d / q), 0}
+	return 0, floor(room / T), ceil((need - C) / q), ceil(d / q), 0
 end
 local delay = 0
 if leaky then
@@ -83,7 +90,7 @@ if leaky then
 end
 if not commit then
 	-- A Peek: the bucket as it is, and the Delay n would get.
-	return {1, floor((C - d) / T), 0, ceil(d / q), delay}
+	return 1, floor((C - d) / T), 0, ceil(d / q), delay
 end
 set(need)
-return {1, floor((C - need) / T), 0, ceil(need / q), delay}
+return 1, floor((C - need) / T), 0, ceil(need / q), delay

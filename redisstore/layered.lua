@@ -1,7 +1,8 @@
 -- Layered: the end of a layered script (see layeredSource). Ahead of it:
 -- the prelude (now, n, commit), then, for each layer, its algorithm's
 -- script wrapped as a function of (KEYS, n, commit) with that layer's
--- constants, and the tables
+-- constants, which returns the decision packed (see clock.lua's answer),
+-- and the tables
 --
 --   layers, a list of those functions, in layer order;
 --   keys, for each layer the list of its keys (one).
@@ -25,14 +26,14 @@ if elapsed then
 end
 local ds, pass = {}, true
 for i = 1, count - 1 do
-	ds[i] = layers[i](keys[i], n, false)
+	ds[i] = {bunpack(answer, layers[i](keys[i], n, false))}
 	pass = pass and ds[i][1] == 1
 end
-ds[count] = layers[count](keys[count], n, commit and pass)
+ds[count] = {bunpack(answer, layers[count](keys[count], n, commit and pass))}
 pass = pass and ds[count][1] == 1
 if commit and pass then
 	for i = 1, count - 1 do
-		ds[i] = layers[i](keys[i], n, true)
+		ds[i] = {bunpack(answer, layers[i](keys[i], n, true))}
 	end
 end
 local out = {}

@@ -50,6 +50,9 @@ type Limiter struct {
 	script  *redis.Script
 	sha     any    // the script's SHA-1, boxed once for every call
 	src     any    // the script's source, for EVAL after NOSCRIPT
+	bsha    any    // the batch script's SHA-1 (batch.go), when multi is set
+	bsrc    any    // the batch script's source
+	multi   multi  // how a batch's decisions share a batch script
 	prefix  string // "<prefix>:<policy>:{"
 	clock   core.Clock
 	timeout time.Duration
@@ -147,10 +150,16 @@ func New(client redis.UniversalClient, p core.Policy, opts ...Option) (*Limiter,
 		timeout: o.timeout,
 		cost:    p.Capacity(),
 	}
+	var batch *redis.Script
 	if o.batching {
 		l.batch = &batcher{l: l, max: o.maxBatch}
 		if l.batch.max == 0 {
 			l.batch.max = DefaultMaxBatch
+		}
+		if l.multi = multiOf(client); l.multi != noMulti {
+			bsrc := batchSource(p, int64((o.margin+time.Millisecond-1)/time.Millisecond))
+			batch = scriptFor(bsrc)
+			l.bsha, l.bsrc = batch.Hash(), bsrc
 		}
 	}
 	load := o.timeout
@@ -159,7 +168,10 @@ func New(client redis.UniversalClient, p core.Policy, opts ...Option) (*Limiter,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), load)
 	defer cancel()
-	_ = l.script.Load(ctx, client).Err() // best effort: a call falls back to EVAL
+	// Best effort: a call falls back to EVAL.
+	if err := l.script.Load(ctx, client).Err(); err == nil && batch != nil {
+		_ = batch.Load(ctx, client).Err()
+	}
 	return l, nil
 }
 
@@ -356,33 +368,58 @@ func (l *Limiter) decide(ctx context.Context, key string, n int64, commit bool) 
 	if err != nil {
 		return d, err
 	}
+	ctx, cancel := l.withTimeout(ctx)
+	defer cancel()
+	c := l.call(ctx, key, now, n, commit)
+	cmd, err := l.processCmd(ctx, &c.cmd)
+	return l.decision(cmd, err)
+}
+
+// call returns the EVALSHA of a decision: sha numkeys key now n, built
+// here rather than by Script.Run: the arguments and the command in one
+// allocation, the constant arguments boxed once.
+func (l *Limiter) call(ctx context.Context, key string, now any, n int64, commit bool) *call {
 	if !commit {
 		n = -n // a Peek
 	}
-	ctx, cancel := l.withTimeout(ctx)
-	defer cancel()
-	// EVALSHA sha numkeys keys... now n, built here rather than by
-	// Script.Run: the arguments and the command in one allocation, the
-	// constant arguments boxed once, and the answer read as integers.
 	c := new(call)
 	k := l.keyIn(c.key[:], key)
 	args := c.args[:6]
 	args[0], args[1], args[2], args[3], args[4], args[5] = "evalsha", l.sha, "1", k, now, n
-	c.cmd = *redis.NewIntSliceCmd(ctx, args...)
-	cmd, err := l.processCmd(ctx, &c.cmd)
+	c.cmd = *redis.NewStringCmd(ctx, args...)
+	return c
+}
+
+// decision returns the decision that cmd, a decision's EVALSHA (or its
+// EVAL), answered, or err.
+func (l *Limiter) decision(cmd redis.Cmder, err error) (core.Decision, error) {
+	d := core.Decision{Limit: l.policy.Limit, Policy: l.policy}
 	if err != nil {
 		return d, fmt.Errorf("redisstore: eval: %w", err)
 	}
-	r := cmd.(*redis.IntSliceCmd).Val() // evalOf keeps the type
-	if len(r) != 5 {
-		return d, fmt.Errorf("redisstore: eval: script returned %v, want 5 integers", r)
+	r := cmd.(*redis.StringCmd).Val() // evalOf keeps the type
+	if len(r) != answerLen {
+		return d, fmt.Errorf("redisstore: eval: script returned %q, want %d bytes", r, answerLen)
 	}
-	d.Allowed = r[0] == 1
-	d.Remaining = r[1]
-	d.RetryAfter = time.Duration(r[2]) * time.Microsecond
-	d.ResetAfter = time.Duration(r[3]) * time.Microsecond
-	d.Delay = time.Duration(r[4]) * time.Microsecond
+	d.Allowed = be64(r) == 1
+	d.Remaining = be64(r[8:])
+	d.RetryAfter = time.Duration(be64(r[16:])) * time.Microsecond
+	d.ResetAfter = time.Duration(be64(r[24:])) * time.Microsecond
+	d.Delay = time.Duration(be64(r[32:])) * time.Microsecond
 	return d, nil
+}
+
+// answerLen is the length of a decision's answer (clock.lua): five
+// big-endian int64s, allowed, remaining, retryAfter, resetAfter and delay,
+// durations in microseconds.
+const answerLen = 40
+
+// be64 returns the big-endian int64 that s starts with; s holds at least
+// 8 bytes.
+func be64(s string) int64 {
+	_ = s[7]
+	return int64(uint64(s[0])<<56 | uint64(s[1])<<48 | uint64(s[2])<<40 | uint64(s[3])<<32 |
+		uint64(s[4])<<24 | uint64(s[5])<<16 | uint64(s[6])<<8 | uint64(s[7]))
 }
 
 // process runs cmd, an EVALSHA, as processCmd does.
@@ -446,9 +483,13 @@ func (l *Limiter) run(ctx context.Context, cmd redis.Cmder) (redis.Cmder, error)
 // EVALSHA, as a command of cmd's type.
 func (l *Limiter) evalOf(ctx context.Context, cmd redis.Cmder) redis.Cmder {
 	args := append([]any(nil), cmd.Args()...)
-	args[0], args[1] = "eval", l.src
-	if _, ok := cmd.(*redis.IntSliceCmd); ok {
-		return redis.NewIntSliceCmd(ctx, args...)
+	src := l.src
+	if l.bsha != nil && args[1] == l.bsha {
+		src = l.bsrc
+	}
+	args[0], args[1] = "eval", src
+	if _, ok := cmd.(*redis.StringCmd); ok {
+		return redis.NewStringCmd(ctx, args...)
 	}
 	return redis.NewCmd(ctx, args...)
 }
@@ -457,7 +498,7 @@ func (l *Limiter) evalOf(ctx context.Context, cmd redis.Cmder) redis.Cmder {
 // of its Redis key when they fit, allocated together.
 type call struct {
 	args [7]any
-	cmd  redis.IntSliceCmd
+	cmd  redis.StringCmd
 	key  [96]byte
 }
 

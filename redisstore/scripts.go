@@ -10,10 +10,16 @@ import (
 )
 
 // The Lua sources. Each script is a header with the policy's constants,
-// then the prelude (the clock, the shared arguments), then one algorithm.
+// then the prelude (the clock, the shared arguments), then one algorithm
+// as the function decide and the call of it (singleLua). A batch script
+// has the header, the clock, decide and batch.lua.
 var (
+	//go:embed clock.lua
+	clockLua string
 	//go:embed prelude.lua
-	preludeLua string
+	argsLua string
+	//go:embed batch.lua
+	batchLua string
 	//go:embed gcra.lua
 	gcraLua string
 	//go:embed fixedwindow.lua
@@ -23,6 +29,18 @@ var (
 	//go:embed slidinglog.lua
 	slidingLogLua string
 )
+
+// preludeLua is what every script of one call shares ahead of its
+// algorithm: the clock, then the arguments.
+var preludeLua = clockLua + argsLua
+
+// singleLua ends a script of one call: it runs decide, and packs its
+// decision (a refund returns 0).
+const singleLua = `if elapsed then
+	return decide(KEYS, now, n, commit, elapsed)
+end
+return bpack(answer, decide(KEYS, now, n, commit))
+`
 
 // scripts holds one *redis.Script per source, so that limiters of one
 // policy share it (and its SHA-1, computed once).
@@ -53,6 +71,30 @@ func scriptSource(p core.Policy, marginMs int64) string {
 	return head + preludeLua + body
 }
 
+// batchSource returns the batch script of p (batch.lua): p's head, the
+// clock, and p's algorithm as decide, exactly as in p's script, then the
+// loop that makes a decision per key.
+func batchSource(p core.Policy, marginMs int64) string {
+	head, _ := policyParts(p, marginMs)
+	return "-- batch\n" + head + clockLua + decideLua(p) + batchLua
+}
+
+// decideLua returns p's algorithm as the Lua function decide(KEYS, now,
+// n, commit, elapsed), which returns the decision as five numbers (see
+// clock.lua's answer), or 0 for a refund.
+func decideLua(p core.Policy) string {
+	alg := gcraLua
+	switch p.Algorithm {
+	case core.FixedWindow:
+		alg = fixedWindowLua
+	case core.SlidingWindow:
+		alg = slidingWindowLua
+	case core.SlidingLog:
+		alg = slidingLogLua
+	}
+	return "local function decide(KEYS, now, n, commit, elapsed)\n" + alg + "\nend\n"
+}
+
 // policyParts returns the two parts of p's script that are p's own: head,
 // a comment naming the policy and its constants as Lua locals (margin,
 // then the algorithm's), and body, the algorithm's code. A script puts the
@@ -63,17 +105,12 @@ func policyParts(p core.Policy, marginMs int64) (head, body string) {
 	switch p.Algorithm {
 	case core.FixedWindow, core.SlidingWindow, core.SlidingLog:
 		consts = fmt.Sprintf("local L, W = %d, %d\n", p.Limit, int64(p.Window.Microseconds()))
-		body = map[core.Algorithm]string{
-			core.FixedWindow:   fixedWindowLua,
-			core.SlidingWindow: slidingWindowLua,
-			core.SlidingLog:    slidingLogLua,
-		}[p.Algorithm]
 	default:
 		e := p.Emission()
 		consts = fmt.Sprintf("local q, T, C, dcap, dmax, leaky = %d, %d, %d, %d, %d, %t\n",
 			e.Scale, e.Interval, e.Capacity, maxBacklog, maxBacklog/e.Scale, p.Algorithm == core.LeakyBucket)
-		body = gcraLua
 	}
+	body = decideLua(p) + singleLua
 	head = fmt.Sprintf("-- ratekit %v %d/%v burst %d\nlocal margin = %d\n",
 		p.Algorithm, p.Limit, p.Window, p.Capacity(), marginMs) + consts
 	return head, body

@@ -53,10 +53,10 @@ if #hdr < H then
 		return 0
 	end
 	if not commit then
-		return {1, L, 0, 0, 0} -- a Peek: nothing is counted
+		return 1, L, 0, 0, 0 -- a Peek: nothing is counted
 	end
 	redis.call('SET', key, pack(hfmt, 0, 1, 1, 0, 0, 0, n, now) .. pack('>i8i8', now, n), 'PX', ceil(W / 1000) + margin)
-	return {1, L - n, 0, W, 0}
+	return 1, L - n, 0, W, 0
 end
 local base, hd, kd, zeros, zd, dead, total, last = sunpack(hfmt, hdr)
 local h, k, zfrom = base + hd, base + kd, nil
@@ -423,7 +423,7 @@ local sum = total - uf
 if sum + n > L then
 	-- Records leave oldest first: the one whose leaving makes room is the
 	-- first j with U(j) - uf >= sum + n - L.
-	return {0, L - sum, at(search(uf + sum + n - L)) + W - now, last + W - now, 0}
+	return 0, L - sum, at(search(uf + sum + n - L)) + W - now, last + W - now, 0
 end
 
 if not commit then
@@ -433,7 +433,7 @@ if not commit then
 	if sum > 0 then
 		reset = last + W - now
 	end
-	return {1, L - sum, 0, reset, 0}
+	return 1, L - sum, 0, reset, 0
 end
 
 -- A clock that went backwards records at the latest time seen, so the log
@@ -457,4 +457,4 @@ else
 	total, last = total + n, t
 	store(px, false)
 end
-return {1, L - sum - n, 0, reset, 0}
+return 1, L - sum - n, 0, reset, 0

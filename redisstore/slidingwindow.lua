@@ -1,4 +1,6 @@
--- Sliding window counter: one string key, "idx:prev:cur". core's
+-- Sliding window counter: one string key, the current window's index and
+-- the previous and current counts, packed as '>i8i8i8' (earlier versions
+-- wrote "idx:prev:cur", which is read too). core's
 -- slidingWindow, decide and refund. The estimate's comparison
 -- prev*(W-e) + (cur+n)*W <= L*W reaches 2^80; it is made exactly as
 -- cur + n + ceil(prev*(W-e)/W) <= L, the ceiling by muldiv.
@@ -35,14 +37,20 @@ local idx = floor(now / W)
 local sidx, prev, cur = idx, 0, 0
 local v = redis.call('GET', KEYS[1])
 if v then
-	local si, sp, sc = string.match(v, '^(-?%d+):(%d+):(%d+)$')
-	si = tonumber(si)
+	local si, sp, sc
+	local b0 = byte(v)
+	if b0 == 0 or b0 == 255 then
+		si, sp, sc = bunpack('>i8i8i8', v)
+	else
+		si, sp, sc = string.match(v, '^(-?%d+):(%d+):(%d+)$')
+		si, sp, sc = tonumber(si), tonumber(sp), tonumber(sc)
+	end
 	if idx == si + 1 then
-		prev = tonumber(sc)
+		prev = sc
 	elseif idx <= si then
 		-- The same window, or a clock that went backwards: the stored
 		-- window stays current.
-		sidx, prev, cur = si, tonumber(sp), tonumber(sc)
+		sidx, prev, cur = si, sp, sc
 	end
 end
 -- e is the time into the current window. A clock that went back before
@@ -80,7 +88,7 @@ if elapsed then
 		end
 		local px = ceil(reset / 1000) + margin
 		if px > 0 then
-			redis.call('SET', KEYS[1], string.format('%d:%d:%d', sidx, prev, cur), 'PX', px)
+			redis.call('SET', KEYS[1], bpack('>i8i8i8', sidx, prev, cur), 'PX', px)
 		else
 			redis.call('DEL', KEYS[1])
 		end
@@ -131,7 +139,7 @@ if cur + n + weight > L then
 	if remaining < 0 then
 		remaining = 0
 	end
-	return {0, remaining, retry, reset, 0}
+	return 0, remaining, retry, reset, 0
 end
 if not commit then
 	-- A Peek: the counters as they are (remaining >= n > 0: it fits).
@@ -141,7 +149,7 @@ if not commit then
 	elseif prev > 0 then
 		reset = lag + W - e
 	end
-	return {1, remaining, 0, reset, 0}
+	return 1, remaining, 0, reset, 0
 end
 cur = cur + n
 remaining = remaining - n
@@ -150,5 +158,5 @@ if remaining < 0 then
 end
 -- cur > 0 now.
 local reset = lag + 2 * W - e
-redis.call('SET', KEYS[1], string.format('%d:%d:%d', sidx, prev, cur), 'PX', ceil(reset / 1000) + margin)
-return {1, remaining, 0, reset, 0}
+redis.call('SET', KEYS[1], bpack('>i8i8i8', sidx, prev, cur), 'PX', ceil(reset / 1000) + margin)
+return 1, remaining, 0, reset, 0
