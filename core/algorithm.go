@@ -63,3 +63,28 @@ func (v verdict) allowed() bool { return v.retryAfter == 0 }
 func deny(remaining, retryAfter, resetAfter int64) verdict {
 	return verdict{remaining: remaining, retryAfter: max(retryAfter, 1), resetAfter: resetAfter}
 }
+
+// atomicState is implemented by an algorithm whose state is one word that
+// the memory store's lock-free readers update by compare-and-swap (the
+// token and leaky buckets): every access to a slot's state then goes
+// through it, under the shard's lock or not. Algorithms without it (the
+// windows and the sliding log, whose states are two or three words) are
+// decided under the shard's lock only. See store.go, "Lock-free decisions".
+type atomicState[S any] interface {
+	// load returns the state at p.
+	load(p *S) S
+	// cas stores new at p if it holds old, and reports whether it did.
+	cas(p *S, old, new S) bool
+	// take replaces the state at p with the taken sentinel, which no live
+	// state equals, and returns what p held.
+	take(p *S) S
+	// kill replaces the state at p with the taken sentinel if it holds
+	// old, and reports whether it did.
+	kill(p *S, old S) bool
+	// put stores v at p.
+	put(p *S, v S)
+	// decideShared is decide on the state at p, storing the new state by
+	// compare-and-swap; it reports false, deciding nothing, when the state
+	// is taken.
+	decideShared(p *S, now, n int64, commit bool) (verdict, bool)
+}

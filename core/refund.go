@@ -108,11 +108,9 @@ func (s *store[S, A]) refund(key string, now, since, n int64) {
 	sh, h, check := s.locate(key)
 	sh.mu.Lock()
 	if i, res := sh.find(h&tagHash|tagUsed, check); res == found {
-		e := &sh.slots[i]
-		e.state = s.alg.refund(e.state, now, since, n)
 		// A refund may make the state fresh sooner than the shard's
 		// bound on fresh times says.
-		s.track(sh, e.state, now)
+		s.track(sh, s.refundIn(sh, i, now, since, n), now)
 	}
 	sh.mu.Unlock()
 }

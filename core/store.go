@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/bits"
 	"sync"
+	"sync/atomic"
 )
 
 // A store keeps one state per key for one algorithm: the memory limiter's
@@ -66,12 +67,74 @@ import (
 // new entries it passes); failing that, it evicts the entry looked at that
 // holds the fewest units, counted as lossy (see makeRoom).
 //
+// # Lock-free decisions
+//
+// For the token and leaky buckets (an algorithm with atomicState: one
+// int64, the GCRA's TAT, per key) a decision on a key already held takes
+// no lock: it reads the shard's published slots (tab), probes for the key,
+// and decides with one compare-and-swap of the slot's state (none when it
+// denies). Anything else (a new key, a collision, a state a writer has
+// taken) falls back to the locked path, which decides as before. The lock
+// stays for inserts, evictions, the sweep, rehash, refunds, resets and
+// [Layered]. The windows and the sliding log keep the lock for every
+// decision: their states are two or three words, which one CAS cannot
+// update together.
+//
+// Why a lock-free reader never loses an admitted request, beyond what a
+// lossy eviction or a Reset loses by design:
+//
+//   - Every word shared with readers (a slot's tag, check and state, and
+//     tab) is read and written with sync/atomic, under the lock too.
+//   - A slot of a table is given to at most one key in that table's life:
+//     a removal (sweep, eviction, Reset, collision) does not shift the
+//     entries behind it back, it kills the slot: the state is swapped to
+//     gcraTaken, then check is set to deadCheck and tag to 0. A dead slot
+//     is never reused; lookups pass over it (tag 0 but check not 0), as do
+//     the hand and rehash. Rehash, which runs when live and dead slots
+//     together reach three quarters of the table, copies the live entries
+//     into a new table and publishes it (tab), after swapping every old
+//     state to gcraTaken; the old table's slots are never written again.
+//   - An insert writes state, then check, then tag, into an empty slot. So
+//     a reader that loads a tag equal to its key's, then the same check,
+//     has found the only slot its key ever has in that table; the state it
+//     then loads is that key's, or gcraTaken. Its CAS succeeds only if the
+//     state is still the value it read, which gcraTaken never is and which
+//     no other key's state can be in that slot: there is no ABA, whatever
+//     the values of two keys' TATs.
+//   - Every locked writer that removes, moves or rewrites a live state
+//     takes it first with an atomic swap (or, to drop a state it found
+//     fresh, a CAS from the value it judged, retrying if a reader changed
+//     it). A reader's CAS therefore lands before the swap, and the writer
+//     carries its result (into the new table, into the count of a lossy
+//     eviction, or into the freshness test of a sweep, which then keeps the
+//     key), or fails, and the reader decides again under the lock, where
+//     the key is found in the current table or is new. A denial writes
+//     nothing; it decides on a value the key's state held at the load.
+//   - Locked decisions on a held key (a fallback, [Layered]) update the
+//     state by the same CAS loop; refunds too. A Layered decision takes the
+//     state of each of its keys for the time it holds the shards' locks
+//     (keyShard.Lock and Unlock), so that no reader slips between its check
+//     and its count.
+//   - The reference bit is set by a CAS on the tag that succeeds only while
+//     the tag is still the key's (never on a killed slot); the hand clears
+//     bits with atomic And. A bit set in a table that a rehash is retiring
+//     may be lost: recency is a hint, and no unit is.
+//   - calm stays a bound: a lock-free request only delays its key's fresh
+//     time.
+//
+// Dead slots cost room: a table with a quarter of dead slots or more is
+// rebuilt (doubled while live entries fill five eighths of it and it may
+// grow, the same size otherwise), so a shard of a store with lock-free
+// decisions allocates when keys are removed as well as when it grows, and
+// its bound on slots holds MaxKeys' share at five eighths (see newStore).
+//
 // What this costs, in time and bytes a key, is measured in docs/benchmarks.md
 // (BenchmarkManyKeys, BenchmarkNewKeys, BenchmarkMemoryPerKey).
 type store[S any, A algorithm[S]] struct {
 	alg          A
-	idle         int64  // µs an entry must have been fresh before a new key sweeps it away
-	mask         uint64 // shard count - 1
+	atom         atomicState[S] // alg, if decisions on held keys take no lock; else nil
+	idle         int64          // µs an entry must have been fresh before a new key sweeps it away
+	mask         uint64         // shard count - 1
 	seed1, seed2 maphash.Seed
 	shards       []keyShard[S]
 }
@@ -86,23 +149,32 @@ type store[S any, A algorithm[S]] struct {
 // inserted or moved behind it, in that lap (lapMin).
 type keyShard[S any] struct {
 	mu      sync.Mutex
-	slots   []entry[S] // a power of two of them
-	n       int        // entries held
-	limit   int        // at most this many entries
-	grow    int        // n at which the slots double
-	maxLen  int        // the slots never pass this many
-	hand    int        // the slot the hand looks at next
-	lapLeft int        // slots the hand has yet to pass in this lap
-	calm    int64      // no entry is fresh before this time
-	lapMin  int64      // the earliest fresh time passed, inserted or moved in this lap
-	fresh   uint64     // fresh entries dropped
-	lossy   uint64     // entries evicted while holding usage
-	_       [64]byte
+	slots   []entry[S]                 // a power of two of them
+	tab     atomic.Pointer[[]entry[S]] // slots, for lock-free readers
+	n       int                        // entries held
+	used    int                        // entries held and dead slots (lock-free stores)
+	limit   int                        // at most this many entries
+	grow    int                        // n at which the slots double
+	maxLen  int                        // the slots never pass this many
+	hand    int                        // the slot the hand looks at next
+	lapLeft int                        // slots the hand has yet to pass in this lap
+	calm    int64                      // no entry is fresh before this time
+	lapMin  int64                      // the earliest fresh time passed, inserted or moved in this lap
+	fresh   uint64                     // fresh entries dropped
+	lossy   uint64                     // entries evicted while holding usage
+
+	// A Layered decision holds the state of its key in this shard, taken
+	// from slot held (or -1), until Unlock puts it back.
+	atom      atomicState[S]
+	held      int
+	heldState S
+	_         [64]byte
 }
 
 // An entry is one slot: tag is 0 for an empty slot, else tagUsed, the
 // reference and new bits, and the low 58 bits of the key's h; check is the
-// key's second hash.
+// key's second hash. A dead slot (see "Lock-free decisions") has tag 0 and
+// check deadCheck; an empty one, tag 0 and check 0.
 type entry[S any] struct {
 	tag   uint64
 	check uint64
@@ -116,6 +188,8 @@ const (
 	tagBits  = tagRef | tagNew
 	tagHash  = 1<<58 - 1
 	tagShard = 58 // h >> tagShard picks the shard
+
+	deadCheck = 1 // the check of a dead slot, whose tag is 0
 )
 
 // shardCount returns the number of shards for maxKeys: 64, or the largest
@@ -152,25 +226,39 @@ func newStore[S any, A algorithm[S]](alg A, maxKeys int, idle int64) *store[S, A
 		seed1: maphash.MakeSeed(), seed2: maphash.MakeSeed(),
 		shards: make([]keyShard[S], n),
 	}
+	s.atom, _ = any(alg).(atomicState[S])
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.limit = maxKeys / n
 		if i < maxKeys%n {
 			sh.limit++
 		}
-		// The smallest power of two of which limit is at most 3/4.
+		// The smallest power of two of which limit is at most 3/4; with
+		// lock-free decisions, at most 5/8, which leaves dead slots an
+		// eighth of a full shard before it is rebuilt.
 		sh.maxLen = max(2, 1<<bits.Len(uint(4*sh.limit-1)/3))
-		sh.resize(min(minSlots, sh.maxLen))
+		if s.atom != nil {
+			sh.maxLen = max(2, 1<<bits.Len(uint(8*sh.limit-1)/5))
+		}
+		sh.atom, sh.held = s.atom, -1
+		sh.resize(make([]entry[S], min(minSlots, sh.maxLen)))
 		sh.calm, sh.lapMin = math.MaxInt64, math.MaxInt64
 	}
 	return s
 }
 
-// resize gives sh n empty slots; the caller puts the entries back.
-func (sh *keyShard[S]) resize(n int) {
-	sh.slots = make([]entry[S], n)
+// resize gives sh the slots, empty or already filled by the caller, and
+// publishes them to lock-free readers.
+func (sh *keyShard[S]) resize(slots []entry[S]) {
+	n := len(slots)
+	sh.slots = slots
+	sh.tab.Store(&slots)
 	sh.grow = n / 4 * 3
-	if n == sh.maxLen {
+	switch {
+	case sh.atom != nil:
+		// Rebuilt, not grown, at the largest size: see rehash.
+		sh.grow = n * 3 / 4
+	case n == sh.maxLen:
 		sh.grow = math.MaxInt
 	}
 	sh.hand, sh.lapLeft = 0, n
@@ -197,34 +285,110 @@ func (sh *keyShard[S]) find(tag, check uint64) (int, int) {
 	m := uint64(len(slots) - 1)
 	for i := tag & m; ; i = (i + 1) & m {
 		e := &slots[i]
-		switch e.tag &^ tagBits {
+		switch atomic.LoadUint64(&e.tag) &^ tagBits {
 		case tag:
 			if e.check == check {
 				return int(i), found
 			}
 			return int(i), collided
 		case 0:
-			return int(i), missing
+			if e.check == 0 {
+				return int(i), missing
+			}
+			// A dead slot: probe on.
 		}
 	}
 }
 
-// decide runs the algorithm for key under its shard's lock (see
-// decideIn).
+// decide runs the algorithm for key: without a lock for a held key of a
+// store with lock-free decisions (see decideFree), else under its shard's
+// lock (see decideIn).
 func (s *store[S, A]) decide(key string, now, n int64, commit bool) verdict {
 	sh, h, check := s.locate(key)
+	if s.atom != nil {
+		if v, ok := s.decideFree(sh, h, check, now, n, commit); ok {
+			return v
+		}
+	}
 	sh.mu.Lock()
-	v := s.decideIn(sh, h, check, now, n, commit)
+	v := s.decideIn(sh, h, check, now, n, commit, false)
 	sh.mu.Unlock()
 	return v
 }
 
-// keyRef is where a key lives in a store: its shard (index and mutex) and
+// decideFree decides for the key whose hashes are h and check without
+// taking sh's lock, as "Lock-free decisions" describes, and reports false,
+// deciding nothing, when the locked path must decide: the key is not in
+// the published table (new, or moved by a rehash), another key holds its
+// tag, or a writer has taken its state.
+func (s *store[S, A]) decideFree(sh *keyShard[S], h, check uint64, now, n int64, commit bool) (verdict, bool) {
+	tag := h&tagHash | tagUsed
+	slots := *sh.tab.Load()
+	m := uint64(len(slots) - 1)
+	for i := tag & m; ; i = (i + 1) & m {
+		e := &slots[i]
+		t := atomic.LoadUint64(&e.tag)
+		if t&^tagBits == tag {
+			if atomic.LoadUint64(&e.check) != check {
+				return verdict{}, false
+			}
+			v, ok := s.atom.decideShared(&e.state, now, n, commit)
+			if ok && commit {
+				setRef(e, t)
+			}
+			return v, ok
+		}
+		// At least a quarter of a published table's slots are empty,
+		// never dead, and stay so or are given to a key: the probe ends.
+		if t == 0 && atomic.LoadUint64(&e.check) == 0 {
+			return verdict{}, false
+		}
+	}
+}
+
+// setRef sets the reference bit of entry e, whose tag was t, while its tag
+// is still the same key's: never on a slot killed meanwhile. Lock-free
+// readers and the locked path share it.
+func setRef[S any](e *entry[S], t uint64) {
+	for t&tagRef == 0 {
+		if atomic.CompareAndSwapUint64(&e.tag, t, t|tagRef) {
+			return
+		}
+		if n := atomic.LoadUint64(&e.tag); n&^tagBits == t&^tagBits {
+			t = n
+			continue
+		}
+		return
+	}
+}
+
+// clearBits clears bits of e's tag (the hand passing it), atomically when
+// lock-free readers may set the reference bit at the same time.
+func (s *store[S, A]) clearBits(e *entry[S], bits uint64) {
+	if s.atom == nil {
+		e.tag &^= bits
+		return
+	}
+	if atomic.LoadUint64(&e.tag)&bits != 0 {
+		atomic.AndUint64(&e.tag, ^bits)
+	}
+}
+
+// load returns the state at p, atomically when lock-free readers may
+// change it.
+func (s *store[S, A]) load(p *S) S {
+	if s.atom != nil {
+		return s.atom.load(p)
+	}
+	return *p
+}
+
+// keyRef is where a key lives in a store: its shard (index and lock) and
 // its two hashes. A [Layered] limiter locks the shards of every layer's key
 // itself, in a fixed order, and then decides under those locks with
 // decideLocked.
 type keyRef struct {
-	mu       *sync.Mutex
+	mu       sync.Locker // the shard: keyShard.Lock and Unlock
 	shard    int
 	h, check uint64
 }
@@ -232,22 +396,70 @@ type keyRef struct {
 // ref returns where key lives, taking no lock.
 func (s *store[S, A]) ref(key string) keyRef {
 	sh, h, check := s.locate(key)
-	return keyRef{mu: &sh.mu, shard: int(h >> tagShard & s.mask), h: h, check: check}
+	return keyRef{mu: sh, shard: int(h >> tagShard & s.mask), h: h, check: check}
 }
 
-// decideLocked is decide for a key whose shard's mutex (r.mu) the caller
-// holds.
+// Lock locks sh for a [Layered] decision (see decideLocked).
+func (sh *keyShard[S]) Lock() { sh.mu.Lock() }
+
+// Unlock puts back the state a Layered decision held, if any, and unlocks
+// sh.
+func (sh *keyShard[S]) Unlock() {
+	if sh.held >= 0 {
+		sh.atom.put(&sh.slots[sh.held].state, sh.heldState)
+		sh.held = -1
+	}
+	sh.mu.Unlock()
+}
+
+// decideLocked is decide for a key whose shard the caller has locked with
+// r.mu. With lock-free decisions, the key's state is taken from its slot at
+// the first decision and held until r.mu.Unlock, so that a Layered check
+// and count are one step for lock-free readers too.
 func (s *store[S, A]) decideLocked(r keyRef, now, n int64, commit bool) verdict {
-	return s.decideIn(&s.shards[r.shard], r.h, r.check, now, n, commit)
+	return s.decideIn(&s.shards[r.shard], r.h, r.check, now, n, commit, s.atom != nil)
 }
 
 // decideIn runs the algorithm for the key whose hashes are h and check, in
 // sh, whose lock the caller holds, and, when commit is set, counts the
 // request: it sets the key's reference bit and, if the request is allowed,
-// stores the new state (adding the key if it is new).
-func (s *store[S, A]) decideIn(sh *keyShard[S], h, check uint64, now, n int64, commit bool) verdict {
+// stores the new state (adding the key if it is new). With hold (lock-free
+// decisions only) it decides on the state held for a Layered decision.
+func (s *store[S, A]) decideIn(sh *keyShard[S], h, check uint64, now, n int64, commit, hold bool) verdict {
 	tag := h&tagHash | tagUsed
 	i, res := sh.find(tag, check)
+	if res == found && s.atom != nil {
+		e := &sh.slots[i]
+		var v verdict
+		switch {
+		case hold:
+			if sh.held != i {
+				sh.held, sh.heldState = i, s.atom.take(&e.state)
+			}
+			var next S
+			v, next = s.alg.decide(sh.heldState, now, n, commit)
+			if commit && v.allowed() {
+				sh.heldState = next
+			}
+		default:
+			// Lock-free readers may change the state meanwhile. (A live
+			// state of the current table is never taken while its lock is
+			// held by another; if it were, gcraTaken reads as a backlog
+			// beyond the capacity, and denies.)
+			for {
+				st := s.atom.load(&e.state)
+				var next S
+				v, next = s.alg.decide(st, now, n, commit)
+				if !commit || !v.allowed() || s.atom.cas(&e.state, st, next) {
+					break
+				}
+			}
+		}
+		if commit {
+			setRef(e, atomic.LoadUint64(&e.tag))
+		}
+		return v
+	}
 	if res == found {
 		e := &sh.slots[i]
 		v, next := s.alg.decide(e.state, now, n, commit)
@@ -277,6 +489,10 @@ func (s *store[S, A]) decideIn(sh *keyShard[S], h, check uint64, now, n int64, c
 // key's state is replaced in place and counted. Replacing or evicting a
 // key that was not fresh is counted as lossy.
 func (s *store[S, A]) insert(sh *keyShard[S], i, res int, tag, check uint64, next S, now int64) {
+	if s.atom != nil {
+		s.insertShared(sh, i, res, tag, check, next, now)
+		return
+	}
 	if res == collided {
 		e := &sh.slots[i]
 		s.count(sh, e.state, now)
@@ -299,6 +515,44 @@ func (s *store[S, A]) insert(sh *keyShard[S], i, res int, tag, check uint64, nex
 	s.track(sh, next, now)
 }
 
+// insertShared is insert for a store with lock-free decisions: a collided
+// key's slot is killed, not reused, and the new key goes to the empty slot
+// its probe ends at; the table is rebuilt when its live and dead slots
+// reach grow.
+func (s *store[S, A]) insertShared(sh *keyShard[S], i, res int, tag, check uint64, next S, now int64) {
+	moved := false
+	if res == collided {
+		s.count(sh, s.atom.take(&sh.slots[i].state), now)
+		s.kill(sh, i)
+	} else {
+		moved = s.makeRoom(sh, now)
+	}
+	if sh.used >= sh.grow {
+		s.rehash(sh, now)
+		moved = true
+	}
+	if moved || res == collided {
+		i, _ = sh.find(tag, check)
+	}
+	e := &sh.slots[i]
+	s.atom.put(&e.state, next)
+	atomic.StoreUint64(&e.check, check)
+	atomic.StoreUint64(&e.tag, tag|tagNew)
+	sh.n++
+	sh.used++
+	s.track(sh, next, now)
+}
+
+// kill marks slot i of sh dead, its state already taken, for a store with
+// lock-free decisions: check first, then tag, so that a reader that still
+// sees the key's tag sees a check that is not its key's.
+func (s *store[S, A]) kill(sh *keyShard[S], i int) {
+	e := &sh.slots[i]
+	atomic.StoreUint64(&e.check, deadCheck)
+	atomic.StoreUint64(&e.tag, 0)
+	sh.n--
+}
+
 // track lowers the shard's bound on when an entry can become fresh (see
 // keyShard.calm) to when st, written at now, does. Every write that may
 // make a state fresh sooner than the bound says must call it: a new key's
@@ -314,8 +568,12 @@ func (s *store[S, A]) track(sh *keyShard[S], st S, now int64) {
 // have been fresh for s.idle on the way: every entry is read anyway, so
 // calm is set to the exact earliest fresh time, and a lap begins at slot 0.
 func (s *store[S, A]) rehash(sh *keyShard[S], now int64) {
+	if s.atom != nil {
+		s.rebuild(sh, now)
+		return
+	}
 	old := sh.slots
-	sh.resize(2 * len(old))
+	sh.resize(make([]entry[S], 2*len(old)))
 	slots, m := sh.slots, len(sh.slots)-1
 	sh.calm, sh.lapMin = math.MaxInt64, math.MaxInt64
 	for _, e := range old {
@@ -339,12 +597,58 @@ func (s *store[S, A]) rehash(sh *keyShard[S], now int64) {
 	}
 }
 
+// rebuild is rehash for a store with lock-free decisions: it takes every
+// live state of the old table (a reader's CAS lands before and is carried,
+// or fails), puts the entries that are not fresh for s.idle into a new
+// table, twice as large while the live entries fill five eighths of the
+// old one and it may grow, and publishes it. Dead slots are left behind.
+func (s *store[S, A]) rebuild(sh *keyShard[S], now int64) {
+	old := sh.slots
+	size := len(old)
+	if sh.n >= size*5/8 && size < sh.maxLen {
+		size *= 2
+	}
+	slots, m := make([]entry[S], size), size-1
+	sh.calm, sh.lapMin = math.MaxInt64, math.MaxInt64
+	for k := range old {
+		e := &old[k]
+		if atomic.LoadUint64(&e.tag) == 0 {
+			continue
+		}
+		st := s.atom.take(&e.state)
+		if s.alg.fresh(st, now-s.idle) {
+			s.alg.release(st)
+			sh.n--
+			sh.fresh++
+			continue
+		}
+		tag := atomic.LoadUint64(&e.tag) &^ tagNew
+		_, until := s.alg.holds(st, now)
+		sh.calm = min(sh.calm, now+until)
+		i := int(tag) & m
+		for slots[i].tag != 0 {
+			i = (i + 1) & m
+		}
+		slots[i] = entry[S]{tag: tag, check: e.check, state: st}
+	}
+	sh.resize(slots)
+	sh.used = sh.n
+}
+
 // remove empties slot i of sh, releasing its state, and shifts the entries
 // after it that probed past it back towards their home slots. At most one
 // of them can move from the hand (or past it) to a slot the hand has
 // passed; the hand then goes back to it, the lap growing by as many slots,
 // so that the hand still looks at it in this lap.
+//
+// With lock-free decisions it takes the state and kills the slot instead:
+// nothing moves (see "Lock-free decisions").
 func (s *store[S, A]) remove(sh *keyShard[S], i int) {
+	if s.atom != nil {
+		s.alg.release(s.atom.take(&sh.slots[i].state))
+		s.kill(sh, i)
+		return
+	}
 	slots := sh.slots
 	m := len(slots) - 1
 	s.alg.release(slots[i].state)
@@ -426,14 +730,22 @@ func (s *store[S, A]) makeRoom(sh *keyShard[S], now int64) (removed bool) {
 			visited++
 		}
 		e := &sh.slots[sh.hand]
-		if e.tag == 0 {
+		tag := atomic.LoadUint64(&e.tag)
+		if tag == 0 {
 			sh.advance()
 			continue
 		}
-		st := e.state
+		st := s.load(&e.state)
 		if s.alg.fresh(st, now) {
-			if swept < 2 && s.alg.fresh(st, now-s.idle) {
-				s.remove(sh, sh.hand)
+			idle := swept < 2 && s.alg.fresh(st, now-s.idle)
+			// Dropped only as it was judged: with lock-free decisions, a
+			// request may have counted since, and the entry is looked at
+			// again.
+			if (idle || full) && s.atom != nil && !s.atom.kill(&e.state, st) {
+				continue
+			}
+			if idle {
+				s.removeTaken(sh, sh.hand)
 				sh.fresh++
 				removed, v.victim, v.seen = true, -1, 0
 				if swept++; swept < 2 {
@@ -442,7 +754,7 @@ func (s *store[S, A]) makeRoom(sh *keyShard[S], now int64) (removed bool) {
 				return true
 			}
 			if full {
-				s.remove(sh, sh.hand)
+				s.removeTaken(sh, sh.hand)
 				sh.fresh++
 				return true
 			}
@@ -456,7 +768,7 @@ func (s *store[S, A]) makeRoom(sh *keyShard[S], now int64) (removed bool) {
 			if v.seen == 0 && calm {
 				v.reach = calmReach
 			}
-			chance, spare := v.chances(e.tag)
+			chance, spare := v.chances(tag)
 			kept := chance || spare
 			if v.weigh(sh.hand, units, kept) && units == 1 && !kept && calm {
 				s.remove(sh, sh.hand)
@@ -466,9 +778,9 @@ func (s *store[S, A]) makeRoom(sh *keyShard[S], now int64) (removed bool) {
 			if v.pass(chance, spare, sh.n) {
 				break
 			}
-			e.tag &^= tagRef
+			s.clearBits(e, tagRef)
 		}
-		e.tag &^= tagNew
+		s.clearBits(e, tagNew)
 		sh.lapMin = min(sh.lapMin, now+until)
 		sh.advance()
 	}
@@ -572,6 +884,35 @@ const (
 	maxSecondChances = 8
 	maxNewPasses     = 16
 )
+
+// removeTaken is remove for an entry whose state, with lock-free
+// decisions, makeRoom has already taken.
+func (s *store[S, A]) removeTaken(sh *keyShard[S], i int) {
+	if s.atom == nil {
+		s.remove(sh, i)
+		return
+	}
+	s.kill(sh, i)
+}
+
+// refundIn gives back n units of the key in slot i of sh, whose lock the
+// caller holds, as the algorithm's refund says, and returns the new state.
+// With lock-free decisions the state is replaced by CAS, deciding again if
+// a reader changed it first.
+func (s *store[S, A]) refundIn(sh *keyShard[S], i int, now, since, n int64) S {
+	e := &sh.slots[i]
+	if s.atom == nil {
+		e.state = s.alg.refund(e.state, now, since, n)
+		return e.state
+	}
+	for {
+		st := s.atom.load(&e.state)
+		next := s.alg.refund(st, now, since, n)
+		if s.atom.cas(&e.state, st, next) {
+			return next
+		}
+	}
+}
 
 // count records the removal of a state to make room for another key's (a
 // collided key's).

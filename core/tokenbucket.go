@@ -1,6 +1,9 @@
 package core
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // The token bucket and the leaky bucket are both the generic cell rate
 // algorithm (GCRA): one number per key, the theoretical arrival time (TAT),
@@ -171,4 +174,41 @@ func (g *gcra) decide(tat uint64, now, n int64, commit bool) (verdict, uint64) {
 		v.delay = g.toMicros(d + (n-1)*g.unit)
 	}
 	return v, g.scaled(now) + uint64(need)
+}
+
+// gcraTaken is the state of a slot whose bucket a locked writer of the
+// memory store has taken (see store.go, "Lock-free decisions"). No live
+// state holds it: a live TAT is now·q plus at most 2^52, with now a Unix
+// time in µs that fits int64 nanoseconds (|now| < 2^53) and q <= 64, so
+// |TAT| < 2^60 as a signed number, never -2^63.
+const gcraTaken = 1 << 63
+
+// The token and leaky buckets are the memory store's atomic algorithm (see
+// atomicState): a slot's state is one word, read and updated with
+// sync/atomic.
+
+func (*gcra) load(p *uint64) uint64               { return atomic.LoadUint64(p) }
+func (*gcra) cas(p *uint64, old, new uint64) bool { return atomic.CompareAndSwapUint64(p, old, new) }
+func (*gcra) take(p *uint64) uint64               { return atomic.SwapUint64(p, gcraTaken) }
+func (*gcra) kill(p *uint64, old uint64) bool {
+	return atomic.CompareAndSwapUint64(p, old, gcraTaken)
+}
+func (*gcra) put(p *uint64, v uint64) { atomic.StoreUint64(p, v) }
+
+// decideShared is decide on the state at p, which lock-free readers and
+// locked writers share: it loads the state and, when commit is set and the
+// request is allowed, stores the new one with one compare-and-swap,
+// deciding again if another request changed it first. It reports false,
+// deciding nothing, when a writer has taken the state.
+func (g *gcra) decideShared(p *uint64, now, n int64, commit bool) (verdict, bool) {
+	for {
+		tat := atomic.LoadUint64(p)
+		if tat == gcraTaken {
+			return verdict{}, false
+		}
+		v, next := g.decide(tat, now, n, commit)
+		if !commit || !v.allowed() || atomic.CompareAndSwapUint64(p, tat, next) {
+			return v, true
+		}
+	}
 }
