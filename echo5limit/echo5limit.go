@@ -71,14 +71,14 @@ func New(l core.Limiter, opts ...httplimit.Option) echo.MiddlewareFunc {
 	e := httplimit.MustNew(l, opts...)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c *echo.Context) error {
-			v := httpview.New(c.Request(), c.Path())
-			v.Native = c
 			w := c.Response()
 			l := limitedPool.Get().(*httpview.Writer[httplimit.Result])
 			defer limitedPool.Put(l)
 			l.Reset(w)
 			defer l.Reset(nil)
-			l.Value = e.Check(v)
+			l.View.Reset(c.Request(), c.Path(), nil)
+			l.View.Native = c
+			l.Value = e.Check(&l.View)
 			l.Value.After(httpview.Outer[httplimit.Result](w))
 			l.Value.WriteHeaders(w.Header())
 			if !l.Value.Serve() {

@@ -24,6 +24,8 @@ package echolimit
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/labstack/echo/v4"
 
@@ -66,16 +68,20 @@ import (
 // configuration mistake, found when the server starts.
 func New(l core.Limiter, opts ...httplimit.Option) echo.MiddlewareFunc {
 	e := httplimit.MustNew(l, opts...)
+	var built handlerCache
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			v := httpview.New(c.Request(), c.Path())
-			v.Native = c
+		if h := built.get(next); h != nil {
+			return h
+		}
+		h := func(c echo.Context) error {
 			resp := c.Response()
 			l := limitedPool.Get().(*httpview.Writer[httplimit.Result])
 			defer limitedPool.Put(l)
 			l.Reset(resp.Writer)
 			defer l.Reset(nil)
-			l.Value = e.Check(v)
+			l.View.Reset(c.Request(), c.Path(), nil)
+			l.View.Native = c
+			l.Value = e.Check(&l.View)
 			l.Value.After(httpview.Outer[httplimit.Result](resp.Writer))
 			l.Value.WriteHeaders(resp.Header())
 			if !l.Value.Serve() {
@@ -94,7 +100,52 @@ func New(l core.Limiter, opts ...httplimit.Option) echo.MiddlewareFunc {
 			l.Value.Done(resp.Status)
 			return nil
 		}
+		built.put(next, h)
+		return h
 	}
+}
+
+// handlerCache holds the handlers New's middleware built, by the handler
+// each wraps. echo applies the middleware of Echo.Use to the route's
+// handler on every request, and a handler built anew each time would be
+// an allocation per request; the same next gets the same handler, which
+// holds no state of its own.
+//
+// A handler is known by its func value's pointer, to the closure (or the
+// static function) it calls. An entry holds next itself, so that closure
+// stays alive and its address cannot be reused by another. Slots are
+// filled once and never replaced: a next built anew on every request (by a
+// middleware after this one in Echo.Use's list) fills at most
+// len(slots) of them and is never found again, costing a lookup.
+type handlerCache struct {
+	slots [64]atomic.Pointer[builtHandler]
+}
+
+type builtHandler struct {
+	next echo.HandlerFunc
+	h    echo.HandlerFunc
+}
+
+// funcPointer returns the pointer that identifies f.
+func funcPointer(f echo.HandlerFunc) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&f)) }
+
+func (c *handlerCache) slot(p unsafe.Pointer) *atomic.Pointer[builtHandler] {
+	u := uintptr(p)
+	return &c.slots[(u>>4^u>>10)%uintptr(len(c.slots))]
+}
+
+// get returns the handler built over next, or nil.
+func (c *handlerCache) get(next echo.HandlerFunc) echo.HandlerFunc {
+	p := funcPointer(next)
+	if b := c.slot(p).Load(); b != nil && funcPointer(b.next) == p {
+		return b.h
+	}
+	return nil
+}
+
+// put records h as the handler built over next, if its slot is free.
+func (c *handlerCache) put(next, h echo.HandlerFunc) {
+	c.slot(funcPointer(next)).CompareAndSwap(nil, &builtHandler{next: next, h: h})
 }
 
 // limitedPool holds the writers that carry one request's Result through

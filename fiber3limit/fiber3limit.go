@@ -143,7 +143,7 @@ func view(c fiber.Ctx, bounded bool, maxBody int64) keyfunc.Request {
 // every string it returns is a copy.
 type request[C fiber.Ctx] struct{ c C }
 
-func (r request[C]) RemoteAddr() string       { return r.c.RequestCtx().RemoteAddr().String() }
+func (r request[C]) RemoteAddr() string       { return fastbody.RemoteAddr(r.c.RequestCtx().RemoteAddr()) }
 func (r request[C]) Method() string           { return r.c.Method() }
 func (r request[C]) Context() context.Context { return r.c.Context() }
 

@@ -129,7 +129,7 @@ func isDefaultErrorHandler(h fiber.ErrorHandler) bool {
 // its buffers, so every string it returns is a copy.
 type request struct{ c *fiber.Ctx }
 
-func (r request) RemoteAddr() string       { return r.c.Context().RemoteAddr().String() }
+func (r request) RemoteAddr() string       { return fastbody.RemoteAddr(r.c.Context().RemoteAddr()) }
 func (r request) Method() string           { return r.c.Method() }
 func (r request) Context() context.Context { return r.c.UserContext() }
 

@@ -31,10 +31,10 @@ import (
 func New(l core.Limiter, opts ...httplimit.Option) gin.HandlerFunc {
 	e := httplimit.MustNew(l, opts...)
 	return func(c *gin.Context) {
-		v := httpview.New(c.Request, c.FullPath())
-		v.Native = c
 		g := limitedPool.Get().(*limited)
-		g.res = e.Check(v)
+		g.view.Reset(c.Request, c.FullPath(), nil)
+		g.view.Native = c
+		g.res = e.Check(&g.view)
 		g.res.After(outerOf(c.Writer))
 		if !g.res.WriteHTTP(c.Writer) {
 			c.Abort()
@@ -53,14 +53,16 @@ func New(l core.Limiter, opts ...httplimit.Option) gin.HandlerFunc {
 	}
 }
 
-// limited is one request's pass through one limit: its Result, carried on
+// limited is one request's pass through one limit: its Result and the
+// view of its request the key functions read, carried on
 // the writer the handlers after it write through, so that limits stacked
 // on one request (the engine's, a group's, a route's) decide together
 // ([httplimit.Result.After]). Pooled: gin's writer is not used after the
 // handlers return.
 type limited struct {
 	gin.ResponseWriter
-	res httplimit.Result
+	res  httplimit.Result
+	view httpview.Request
 }
 
 var limitedPool = sync.Pool{New: func() any { return new(limited) }}

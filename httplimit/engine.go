@@ -44,6 +44,11 @@ type Engine struct {
 	last  atomic.Pointer[policyHeaders]
 	lastL atomic.Pointer[layerHeaders]
 
+	// base is the clock's time at New, from which now counts; system is
+	// set when the clock is core.SystemClock.
+	base   time.Time
+	system bool
+
 	// The names of the fields written for a browser's script to read,
 	// and them as one Access-Control-Expose-Headers value.
 	exposedNames []string
@@ -78,6 +83,8 @@ func New(l core.Limiter, opts ...Option) (*Engine, error) {
 	if err := c.checkCountIf(l, f); err != nil {
 		return nil, err
 	}
+	e.base = c.clock.Now()
+	_, e.system = c.clock.(core.SystemClock)
 	e.exposedNames = exposedNames(c.headers)
 	e.exposed = []string{strings.Join(e.exposedNames, ", ")}
 	return e, nil
@@ -181,7 +188,7 @@ type Result struct {
 	// limiter is asked with a context that says so (internal/keyfallback),
 	// for the observers that count it.
 	fallback bool
-	start    time.Time     // the engine's clock before the limiter counted it
+	start    int64         // the engine's time (Engine.now) before the limiter counted it
 	resp     *Response     // when refusing
 	retry    time.Duration // the Retry-After of a ProblemUnavailable refusal
 }
@@ -248,21 +255,21 @@ func (r *Result) Counting() bool { return r.charge }
 // read them on a 429 as on any answer. That needs h to be an [http.Header]
 // or a [HeaderReader].
 func (r *Result) WriteHeaders(h HeaderWriter) {
+	sc := scratchPool.Get().(*headerScratch)
 	if hh, ok := h.(http.Header); ok {
-		r.writeHeaders(httpSink(hh))
-		return
+		r.writeHeaders(httpSink(hh), sc.buf[:0])
+	} else {
+		sc.ws.w = h
+		sc.ws.bw, _ = h.(bytesHeaderWriter)
+		r.writeHeaders(&sc.ws, sc.buf[:0])
+		sc.ws = writerSink{}
 	}
-	r.writeHeaders(writerSink{h})
+	scratchPool.Put(sc)
 }
 
-func (r *Result) writeHeaders(h headerSink) {
+func (r *Result) writeHeaders(h headerSink, buf []byte) {
 	if r.rate {
-		var slots *httpview.Slots
-		if hr, ok := r.req.(*httpview.Request); ok {
-			slots = &hr.Slots
-			slots.Reset()
-		}
-		r.e.writeRateHeaders(h, r, slots)
+		r.e.writeRateHeaders(h, r, buf)
 	}
 	if !r.serve {
 		for k, v := range r.resp.Header {
@@ -278,7 +285,7 @@ func (r *Result) writeHeaders(h headerSink) {
 // headers and, when refusing, writes the status and body. It reports whether
 // the handler should be called.
 func (r *Result) WriteHTTP(w http.ResponseWriter) (serve bool) {
-	r.writeHeaders(httpSink(w.Header()))
+	r.WriteHeaders(w.Header())
 	if r.serve {
 		return true
 	}
@@ -301,7 +308,7 @@ func (r *Result) Done(status int) {
 	if r.e.cfg.countIf(status) {
 		return
 	}
-	elapsed := r.e.cfg.clock.Now().Sub(r.start)
+	elapsed := r.e.since(r.start)
 	ctx := context.WithoutCancel(r.req.Context())
 	if err := r.lim.(core.Refunder).Refund(ctx, r.key, r.cost, elapsed); err != nil {
 		r.e.report(r.req, fmt.Errorf("httplimit: give back an uncounted request: %w", err))
@@ -422,7 +429,7 @@ func (e *Engine) decide(res *Result) bool {
 	}
 	// The time before counting, for a refund after: with WithCountIf, or
 	// when a limit checked later refuses the request.
-	res.start = e.cfg.clock.Now()
+	res.start = e.now()
 	ld, by, outage, err := checkFailover(e.f, ctx, res.key, res.cost)
 	if outage != nil {
 		e.report(res.req, outage)
@@ -561,6 +568,20 @@ func (e *Engine) deniedName(res *Result) string {
 func (r *Result) refuse(resp Response) {
 	r.serve, r.charge, r.resp = false, false, &resp
 }
+
+// now returns the engine's time, in nanoseconds since New, for the elapsed
+// time of a refund: on the system clock it reads the monotonic clock alone
+// (time.Since), half the cost of a time.Now, which reads the wall clock
+// too.
+func (e *Engine) now() int64 {
+	if e.system {
+		return int64(time.Since(e.base))
+	}
+	return int64(e.cfg.clock.Now().Sub(e.base))
+}
+
+// since returns the time elapsed since start, a time of [Engine.now].
+func (e *Engine) since(start int64) time.Duration { return time.Duration(e.now() - start) }
 
 func (e *Engine) report(req keyfunc.Request, err error) {
 	if e.cfg.errorHook != nil {

@@ -4,12 +4,12 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unsafe"
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/fastbody"
-	"github.com/ratekit/ratekit/internal/httpview"
 )
 
 // Canonical header names, as [http.CanonicalHeaderKey] spells them, so they
@@ -103,9 +103,16 @@ func (e *Engine) headersFor(p core.Policy) *policyHeaders {
 // on one request (an app-wide limit and a route's) each add their members.
 // has and values read a field already on the response (canonical name),
 // for the CORS fields; a sink that cannot read has none.
+//
+// setBytes and addBytes take a value being formatted in a buffer of the
+// Engine's, which they copy: an http.Header into memory of the value's own
+// (see newValue), a [HeaderWriter] that takes bytes (fasthttp's) into its
+// own buffers, so that the value costs that writer no allocation.
 type headerSink interface {
 	set(name string, v []string)
 	add(name string, v []string)
+	setBytes(name string, b []byte)
+	addBytes(name string, b []byte)
 	has(name string) bool
 	values(name string) []string
 }
@@ -113,6 +120,34 @@ type headerSink interface {
 type httpSink http.Header
 
 func (h httpSink) set(name string, v []string) { h[name] = v }
+
+func (h httpSink) setBytes(name string, b []byte) { h[name] = newValue(b) }
+
+func (h httpSink) addBytes(name string, b []byte) { h.add(name, newValue(b)) }
+
+// headerValue is the memory of one header value of an http.Header: the
+// one-element slice the header holds and the bytes of its string, in one
+// allocation. It is never written again once filled, and never reused: an
+// http.Header is read after the middleware returns (net/http writes it when
+// the handler has written nothing, a recorder or a cache keeps it), so its
+// values must stay as they are for as long as anything holds them.
+type headerValue struct {
+	s [1]string
+	b [56]byte
+}
+
+// newValue returns b as the value of an http.Header field: one allocation
+// for a value of up to 56 bytes (the default RateLimit value, whatever its
+// numbers, if the policy's name is under 16 bytes), two for a longer one.
+func newValue(b []byte) []string {
+	if len(b) > len(headerValue{}.b) {
+		return []string{string(b)}
+	}
+	v := new(headerValue)
+	n := copy(v.b[:], b)
+	v.s[0] = unsafe.String(&v.b[0], n)
+	return v.s[:]
+}
 
 func (h httpSink) has(name string) bool { return len(h[name]) > 0 && h[name][0] != "" }
 
@@ -136,9 +171,46 @@ type HeaderWriter interface {
 	Add(name, value string)
 }
 
-type writerSink struct{ w HeaderWriter }
+// bytesHeaderWriter is a [HeaderWriter] that also takes a value as bytes,
+// copying them, as fasthttp's *ResponseHeader does.
+type bytesHeaderWriter interface {
+	SetBytesV(name string, value []byte)
+	AddBytesV(name string, value []byte)
+}
 
-func (s writerSink) set(name string, v []string) {
+// writerSink writes to a HeaderWriter; it is used through a pointer, into
+// the pooled [headerScratch], so that passing it costs no allocation.
+type writerSink struct {
+	w  HeaderWriter
+	bw bytesHeaderWriter // w, when it takes bytes
+}
+
+func (s *writerSink) setBytes(name string, b []byte) {
+	if s.bw != nil {
+		s.bw.SetBytesV(name, b)
+		return
+	}
+	s.w.Set(name, string(b))
+}
+
+func (s *writerSink) addBytes(name string, b []byte) {
+	if s.bw != nil {
+		s.bw.AddBytesV(name, b)
+		return
+	}
+	s.w.Add(name, string(b))
+}
+
+// headerScratch is the memory [Result.WriteHeaders] formats header values
+// in and its writerSink, kept in a pool.
+type headerScratch struct {
+	buf [160]byte
+	ws  writerSink
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(headerScratch) }}
+
+func (s *writerSink) set(name string, v []string) {
 	for i, x := range v {
 		if i == 0 {
 			s.w.Set(name, x)
@@ -148,13 +220,13 @@ func (s writerSink) set(name string, v []string) {
 	}
 }
 
-func (s writerSink) add(name string, v []string) {
+func (s *writerSink) add(name string, v []string) {
 	for _, x := range v {
 		s.w.Add(name, x)
 	}
 }
 
-func (s writerSink) has(name string) bool {
+func (s *writerSink) has(name string) bool {
 	r, ok := s.w.(HeaderReader)
 	if !ok {
 		return false
@@ -163,24 +235,12 @@ func (s writerSink) has(name string) bool {
 	return len(vs) > 0 && len(vs[0]) > 0
 }
 
-func (s writerSink) values(name string) []string {
+func (s *writerSink) values(name string) []string {
 	r, ok := s.w.(HeaderReader)
 	if !ok {
 		return nil
 	}
 	return fastbody.Strings(r.PeekAll(name))
-}
-
-// rateLimitValue returns the RateLimit value "name";r=<r>;t=<t>, its bytes
-// in the slots' buffer when it is free and large enough, so that the value
-// of the default style costs no allocation of its own.
-func rateLimitValue(slots *httpview.Slots, prefix string, r, t int64) string {
-	if b := slots.Buf(len(prefix) + 2*20 + 3); b != nil {
-		b = appendRateLimit(b, prefix, r, t)
-		return unsafe.String(&b[0], len(b))
-	}
-	var buf [96]byte
-	return string(appendRateLimit(buf[:0], prefix, r, t))
 }
 
 func appendRateLimit(b []byte, prefix string, r, t int64) []byte {
@@ -191,11 +251,11 @@ func appendRateLimit(b []byte, prefix string, r, t int64) []byte {
 }
 
 // writeRateHeaders writes the rate headers of res in the configured
-// styles, their value slices in slots when not nil. When denied, remaining
+// styles, formatting the values that change per request in buf. When denied, remaining
 // is 0 and the reset is the Retry-After value. The IETF fields of a
 // layered decision list every layer; the triples describe its most
 // restrictive layer.
-func (e *Engine) writeRateHeaders(h headerSink, res *Result, slots *httpview.Slots) {
+func (e *Engine) writeRateHeaders(h headerSink, res *Result, buf []byte) {
 	style := e.cfg.headers
 	if style == NoHeaders {
 		return
@@ -207,7 +267,7 @@ func (e *Engine) writeRateHeaders(h headerSink, res *Result, slots *httpview.Slo
 		ph = lh.single[res.layer]
 		if style&IETFHeaders != 0 {
 			h.add(hRateLimitPolicy, lh.ietf)
-			h.add(hRateLimit, slots.Slice(lh.rateLimitValue(res.layers, denied)))
+			h.addBytes(hRateLimit, lh.appendRateLimit(buf[:0], res.layers, denied))
 			style &^= IETFHeaders
 		}
 	} else {
@@ -228,12 +288,12 @@ func (e *Engine) writeRateHeaders(h headerSink, res *Result, slots *httpview.Slo
 	}
 	if style&IETFHeaders != 0 {
 		h.add(hRateLimitPolicy, ph.ietf)
-		h.add(hRateLimit, slots.Slice(rateLimitValue(slots, ph.rPrefix, r, t)))
+		h.addBytes(hRateLimit, appendRateLimit(buf[:0], ph.rPrefix, r, t))
 	}
 	if style&LegacyHeaders != 0 {
 		h.set(hLimit, ph.limit)
-		h.set(hRemaining, slots.Slice(strconv.FormatInt(r, 10)))
-		h.set(hReset, slots.Slice(strconv.FormatInt(t, 10)))
+		h.setBytes(hRemaining, strconv.AppendInt(buf[:0], r, 10))
+		h.setBytes(hReset, strconv.AppendInt(buf[:0], t, 10))
 	}
 	if style&XRateLimitHeaders != 0 {
 		at := e.cfg.clock.Now().Add(delta)
@@ -242,8 +302,8 @@ func (e *Engine) writeRateHeaders(h headerSink, res *Result, slots *httpview.Slo
 			epoch++
 		}
 		h.set(hXLimit, ph.limit)
-		h.set(hXRemaining, slots.Slice(strconv.FormatInt(r, 10)))
-		h.set(hXReset, slots.Slice(strconv.FormatInt(epoch, 10)))
+		h.setBytes(hXRemaining, strconv.AppendInt(buf[:0], r, 10))
+		h.setBytes(hXReset, strconv.AppendInt(buf[:0], epoch, 10))
 	}
 }
 
@@ -334,16 +394,14 @@ func layerNames(ps []core.Policy) []string {
 	return names
 }
 
-// rateLimitValue returns the RateLimit value of a layered decision, one
-// member per layer of ds: `"name";r=<r>;t=<t>, ...`. r is the units left,
-// clamped to [0, q]; t the seconds until the layer resets. On a denial
-// (denied set), a layer that denied has r=0 and t its Retry-After; one
-// that would have allowed has its units left and its reset as they are,
-// since the request was counted nowhere (its Decision describes the layer
-// as a Peek does).
-func (lh *layerHeaders) rateLimitValue(ds []core.Decision, denied bool) string {
-	var buf [160]byte
-	b := buf[:0]
+// appendRateLimit appends the RateLimit value of a layered decision to b,
+// one member per layer of ds: `"name";r=<r>;t=<t>, ...`. r is the units
+// left, clamped to [0, q]; t the seconds until the layer resets. On a
+// denial (denied set), a layer that denied has r=0 and t its Retry-After;
+// one that would have allowed has its units left and its reset as they
+// are, since the request was counted nowhere (its Decision describes the
+// layer as a Peek does).
+func (lh *layerHeaders) appendRateLimit(b []byte, ds []core.Decision, denied bool) []byte {
 	for i, d := range ds {
 		if i > 0 {
 			b = append(b, ", "...)
@@ -355,7 +413,7 @@ func (lh *layerHeaders) rateLimitValue(ds []core.Decision, denied bool) string {
 		r = max(min(r, d.Limit), 0)
 		b = appendRateLimit(b, lh.prefixes[i], r, t)
 	}
-	return string(b)
+	return b
 }
 
 // retryAfterValue is Retry-After for a denial.

@@ -64,7 +64,8 @@ func (e *Engine) Handler(next http.Handler, route func(*http.Request) string) ht
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		l := limitedPool.Get().(*httpview.Writer[Result])
 		l.Reset(w)
-		l.Value = e.Check(httpview.NewFunc(r, route))
+		l.View.Reset(r, "", route)
+		l.Value = e.Check(&l.View)
 		l.Value.After(httpview.Outer[Result](w))
 		if l.Value.WriteHTTP(w) {
 			// The handler writes through l, where a limit further down

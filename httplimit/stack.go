@@ -49,7 +49,7 @@ func (r *Result) giveBack() {
 		r.e.report(r.req, fmt.Errorf("httplimit: give back a request a later limit refused: %T: %w", r.lim, core.ErrNoRefund))
 		return
 	}
-	elapsed := r.e.cfg.clock.Now().Sub(r.start)
+	elapsed := r.e.since(r.start)
 	if err := ref.Refund(context.WithoutCancel(r.req.Context()), r.key, r.cost, elapsed); err != nil {
 		r.e.report(r.req, fmt.Errorf("httplimit: give back a request a later limit refused: %w", err))
 	}

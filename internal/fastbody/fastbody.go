@@ -1,5 +1,6 @@
 // Package fastbody is the part of the fasthttp request view that fiber's
-// two majors share (fiberlimit for v2, fiber3limit for v3): header values
+// two majors share (fiberlimit for v2, fiber3limit for v3): the peer's
+// address, header values
 // copied out of fasthttp's reused buffers, and a body field read within a
 // bound, a streamed body included, by internal/bodyfield. It names no
 // fasthttp type, so that the root module does not require fasthttp: the
@@ -11,6 +12,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"net"
+	"net/netip"
 
 	"github.com/ratekit/ratekit/internal/bodyfield"
 )
@@ -96,3 +99,26 @@ func rawBody(pkg string, h Header, b Body, maxBytes int64) ([]byte, error) {
 type errReader struct{ err error }
 
 func (r errReader) Read([]byte) (int, error) { return 0, r.err }
+
+// RemoteAddr returns a's String, "ip:port" for a TCP address, in one
+// allocation where net.TCPAddr's String takes two.
+func RemoteAddr(a net.Addr) string {
+	t, ok := a.(*net.TCPAddr)
+	if !ok {
+		if a == nil {
+			return ""
+		}
+		return a.String()
+	}
+	ip, ok := netip.AddrFromSlice(t.IP)
+	if !ok || t.Port < 0 || t.Port > 0xffff {
+		return t.String()
+	}
+	// net.IP's String writes an IPv4-mapped address as IPv4.
+	ip = ip.Unmap()
+	if t.Zone != "" && ip.Is6() {
+		ip = ip.WithZone(t.Zone)
+	}
+	var buf [64]byte
+	return string(netip.AddrPortFrom(ip, uint16(t.Port)).AppendTo(buf[:0]))
+}

@@ -20,8 +20,10 @@ import (
 )
 
 // Request is the view of a net/http request whose router knows the matched
-// route pattern. Build one per request with [New] or [NewFunc]; like any
-// [keyfunc.Request], it is used by one goroutine at a time.
+// route pattern. An adapter keeps one per request in its pooled [Writer]
+// and sets it with [Request.Reset]; [New] and [NewFunc] build a fresh one.
+// Like any [keyfunc.Request], it is used by one goroutine at a time, and
+// only while its request is handled.
 type Request struct {
 	r         *http.Request
 	route     string
@@ -33,13 +35,17 @@ type Request struct {
 	// function runs. 0 means [keyfunc.DefaultMaxBodyBytes].
 	MaxBody int64
 
-	// Slots is the Engine's room for this request's header values.
-	Slots Slots
-
 	// Native is the framework's own request context (*gin.Context for
 	// ginlimit), set by an adapter whose native options read it with
 	// [NativeOf]; nil otherwise.
 	Native any
+}
+
+// Reset makes v the view of r, as [New] (route) or [NewFunc] (routeFunc)
+// would build it; Reset(nil, "", nil) drops every reference v holds, before
+// v goes back to a pool.
+func (v *Request) Reset(r *http.Request, route string, routeFunc func(*http.Request) string) {
+	*v = Request{r: r, route: route, routeFunc: routeFunc}
 }
 
 // NativeOf returns the framework context of type T that an adapter set on
@@ -110,45 +116,4 @@ func (v *Request) fromHTTP() keyfunc.Request {
 		v.full = keyfunc.FromHTTP(v.r, keyfunc.MaxBodyBytes(v.MaxBody))
 	}
 	return v.full
-}
-
-// Slots is room for the header values the Engine writes for one request,
-// so that the value of the RateLimit field, the one new on every request
-// in the default style, costs no allocation of its own. The methods accept
-// a nil *Slots, which has no room: they then allocate.
-type Slots struct {
-	v       [1]string
-	n       int
-	bufUsed bool
-	buf     [56]byte // one header value's bytes, written once
-}
-
-// Reset frees the value slots for another set of headers. The byte buffer
-// stays taken: strings built in it are immutable, so it is never reused.
-func (s *Slots) Reset() {
-	if s != nil {
-		s.n = 0
-	}
-}
-
-// Slice returns a one-element slice holding v, in a slot if one is free,
-// else newly allocated. The slice must not be appended to.
-func (s *Slots) Slice(v string) []string {
-	if s == nil || s.n == len(s.v) {
-		return []string{v}
-	}
-	s.v[s.n] = v
-	s.n++
-	return s.v[s.n-1 : s.n : s.n]
-}
-
-// Buf returns an empty buffer with room for n bytes, at most once per
-// request, or nil when it is taken or too small. Its bytes, once written,
-// may back a string (unsafe.String): they are never written again.
-func (s *Slots) Buf(n int) []byte {
-	if s == nil || s.bufUsed || n > len(s.buf) {
-		return nil
-	}
-	s.bufUsed = true
-	return s.buf[:0]
 }

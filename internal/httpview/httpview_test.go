@@ -66,36 +66,27 @@ func TestRequestMaxBody(t *testing.T) {
 	}
 }
 
-func TestSlots(t *testing.T) {
-	var s httpview.Slots
-	a := s.Slice("a")
-	if b := s.Slice("b"); len(b) != 1 || b[0] != "b" || &b[0] == &a[0] {
-		t.Errorf("second Slice = %q, want a fresh slice holding b", b)
+func TestReset(t *testing.T) {
+	a := httptest.NewRequest("GET", "/a?email=ana@example.com", nil)
+	a.RemoteAddr = "192.0.2.1:1"
+	b := httptest.NewRequest("GET", "/b", nil)
+	b.RemoteAddr = "192.0.2.2:2"
+	b.Pattern = "GET /b"
+	v := httpview.New(a, "/a")
+	v.MaxBody, v.Native = 10, "ctx"
+	if f, err := v.Field("email"); err != nil || f != "ana@example.com" {
+		t.Fatalf("Field = %q, %v", f, err)
 	}
-	if len(a) != 1 || cap(a) != 1 || a[0] != "a" {
-		t.Errorf("Slice = %q (cap %d), want [a] with no room to append", a, cap(a))
+	v.Reset(b, "", nil)
+	if v.RemoteAddr() != "192.0.2.2:2" || v.Route() != "/b" || v.MaxBody != 0 || v.Native != nil {
+		t.Errorf("after Reset: %q %q %d %v, want the view of the second request alone", v.RemoteAddr(), v.Route(), v.MaxBody, v.Native)
 	}
-	s.Reset()
-	if c := s.Slice("c"); &c[0] != &a[0] {
-		t.Error("Reset did not free the slot")
+	if f, _ := v.Field("email"); f != "" {
+		t.Errorf("after Reset, Field = %q: the first request's query leaked", f)
 	}
-	if b := s.Buf(57); b != nil {
-		t.Errorf("Buf(57) = %d bytes of room, want nil: too large", cap(b))
-	}
-	if b := s.Buf(56); b == nil || len(b) != 0 || cap(b) < 56 {
-		t.Errorf("Buf(56) = len %d cap %d, want an empty buffer of 56", len(b), cap(b))
-	}
-	s.Reset()
-	if b := s.Buf(1); b != nil {
-		t.Error("Buf handed out twice: a string built in it would change")
-	}
-	var none *httpview.Slots
-	none.Reset()
-	if v := none.Slice("x"); len(v) != 1 || v[0] != "x" {
-		t.Errorf("nil Slots Slice = %q", v)
-	}
-	if b := none.Buf(1); b != nil {
-		t.Error("nil Slots has a buffer")
+	v.Reset(b, "", func(*http.Request) string { return "/from-func" })
+	if v.Route() != "/from-func" {
+		t.Errorf("Route with a route function = %q", v.Route())
 	}
 }
 

@@ -16,14 +16,16 @@ import (
 // or file-serving handler works behind it as without it.
 //
 // Adapters keep Writers in a sync.Pool: a ResponseWriter is not used after
-// the handler returns.
+// the handler returns. A Writer also holds the [Request] view of its
+// request, so that neither costs an allocation.
 type Writer[V any] struct {
 	http.ResponseWriter
 	status int
 	Value  V
+	View   Request
 }
 
-// Reset makes w a writer over rw with the zero Value.
+// Reset makes w a writer over rw with the zero Value and View.
 func (w *Writer[V]) Reset(rw http.ResponseWriter) { *w = Writer[V]{ResponseWriter: rw} }
 
 // Outer returns the Value of the nearest Writer[V] around rw, found along
