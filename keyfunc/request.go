@@ -15,7 +15,10 @@ import (
 //
 // A Request describes one in-flight request and is used by one goroutine at a
 // time, before the handler runs; its methods need not be safe for concurrent
-// use.
+// use. It is valid only while its request is handled: ratekit's adapters
+// reuse their views, as the frameworks reuse their contexts, so a function
+// given a Request (a key, cost or skip function, an error hook) reads what
+// it needs before it returns and keeps nothing of it.
 type Request interface {
 	// RemoteAddr returns the address of the socket peer, usually "host:port"
 	// as in net/http's Request.RemoteAddr. A bare IP address is accepted too.
