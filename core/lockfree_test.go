@@ -60,6 +60,7 @@ func lockFreeRun(t *testing.T, a Algorithm, run int) {
 		}
 	}
 	var allowed, refunded [3]atomic.Int64
+	var churned atomic.Int64 // new keys made by the churn
 	var start, done sync.WaitGroup
 	start.Add(1)
 	for w := range workers + 1 {
@@ -67,7 +68,9 @@ func lockFreeRun(t *testing.T, a Algorithm, run int) {
 		go func() {
 			defer done.Done()
 			start.Wait()
-			for i := range each {
+			// Until the churn has made enough new keys to evict and
+			// rebuild many times while the workers run.
+			for i := 0; i < each || churned.Load() < 3000; i++ {
 				j := (i + w) % len(hot)
 				var d Decision
 				if w == workers {
@@ -95,6 +98,7 @@ func lockFreeRun(t *testing.T, a Algorithm, run int) {
 			}
 			k := "minted-" + strconv.Itoa(run) + "-" + strconv.Itoa(i)
 			m.Allow(ctx, k)
+			churned.Add(1)
 			switch i % 7 {
 			case 2:
 				m.Reset(ctx, k)

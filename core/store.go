@@ -599,15 +599,18 @@ func (s *store[S, A]) rehash(sh *keyShard[S], now int64) {
 
 // rebuild is rehash for a store with lock-free decisions: it takes every
 // live state of the old table (a reader's CAS lands before and is carried,
-// or fails), puts the entries that are not fresh for s.idle into a new
-// table, twice as large while the live entries fill five eighths of the
-// old one and it may grow, and publishes it. Dead slots are left behind.
+// or fails) and publishes a new table without the dead slots. While the
+// live entries fill five eighths of the old table and it may grow, the new
+// one is twice as large and filled as rehash fills it; otherwise it is the
+// same size, and compact fills it.
 func (s *store[S, A]) rebuild(sh *keyShard[S], now int64) {
 	old := sh.slots
 	size := len(old)
-	if sh.n >= size*5/8 && size < sh.maxLen {
-		size *= 2
+	if sh.n < size*5/8 || size >= sh.maxLen {
+		s.compact(sh)
+		return
 	}
+	size *= 2
 	slots, m := make([]entry[S], size), size-1
 	sh.calm, sh.lapMin = math.MaxInt64, math.MaxInt64
 	for k := range old {
@@ -633,6 +636,82 @@ func (s *store[S, A]) rebuild(sh *keyShard[S], now int64) {
 	}
 	sh.resize(slots)
 	sh.used = sh.n
+}
+
+// compact is rebuild at the same size, for what removing the dead slots
+// one by one would have done. It puts the live entries back in the order
+// of their slots from an empty one, so that each lands between its home
+// slot and its old slot, as an entry shifted back does, and drops nothing.
+// The hand, calm and the lap are kept, and no entry crosses the hand: one
+// that would move from the hand or past it to a slot the hand has passed
+// goes to the first free slot from the hand instead, and the free slots
+// between go on as dead slots, which keeps its probe intact. So the hand
+// neither skips an entry in this lap nor looks again at one it has passed
+// (which would clear bits they had no time to set again). Should the dead
+// slots kept leave less than a sixteenth of the slots before the next
+// rebuild, that table is compacted again with entries crossing the hand,
+// which goes back to the earliest slot one moved to, as remove does.
+func (s *store[S, A]) compact(sh *keyShard[S]) {
+	slots, dead, _ := s.compactFrom(sh, sh.slots, true)
+	back := 0
+	if sh.n+dead > sh.grow-len(slots)/16 {
+		slots, dead, back = s.compactFrom(sh, slots, false)
+	}
+	m := len(slots) - 1
+	hand, lapLeft := (sh.hand-back)&m, sh.lapLeft+back
+	sh.resize(slots)
+	sh.hand, sh.lapLeft = hand, lapLeft
+	sh.used = sh.n + dead
+}
+
+// compactFrom returns the entries of from in a new table of the same size,
+// as compact places them: with keep, none crossing sh's hand, and the dead
+// slots that kept; without, crossing it, and how far the hand must go back.
+// It takes the states of from, unless from is the private result of an
+// earlier call (!keep).
+func (s *store[S, A]) compactFrom(sh *keyShard[S], from []entry[S], keep bool) (slots []entry[S], dead, back int) {
+	m := len(from) - 1
+	start := 0
+	for atomic.LoadUint64(&from[start].tag) != 0 || from[start].check != 0 {
+		start++ // a quarter of the slots at least are empty
+	}
+	slots = make([]entry[S], len(from))
+	taken := func(i int) bool { return slots[i].tag != 0 || slots[i].check != 0 }
+	for c := 1; c <= m; c++ {
+		j := (start + c) & m
+		e := &from[j]
+		if atomic.LoadUint64(&e.tag) == 0 {
+			continue // empty or dead
+		}
+		var st S
+		if keep {
+			st = s.atom.take(&e.state)
+		} else {
+			st = e.state // private
+		}
+		tag := atomic.LoadUint64(&e.tag)
+		i := int(tag) & m
+		for taken(i) {
+			i = (i + 1) & m
+		}
+		if d := (sh.hand - i) & m; d > 0 && d <= (j-i)&m {
+			if !keep {
+				back = max(back, d)
+			} else {
+				for ; i != sh.hand; i = (i + 1) & m {
+					if !taken(i) {
+						slots[i].check = deadCheck
+						dead++
+					}
+				}
+				for taken(i) {
+					i = (i + 1) & m
+				}
+			}
+		}
+		slots[i] = entry[S]{tag: tag, check: e.check, state: st}
+	}
+	return slots, dead, back
 }
 
 // remove empties slot i of sh, releasing its state, and shifts the entries
@@ -723,14 +802,16 @@ func (s *store[S, A]) makeRoom(sh *keyShard[S], now int64) (removed bool) {
 	v := victimSearch{reach: handReach, victim: -1}
 	for sh.n > 0 {
 		full := sh.n >= sh.limit
-		if !full {
+		e := &sh.slots[sh.hand]
+		tag := atomic.LoadUint64(&e.tag)
+		if !full && (tag != 0 || e.check == 0) {
+			// A dead slot is not counted: removal would have shifted an
+			// entry into it.
 			if visited == sweepSlots {
 				return removed
 			}
 			visited++
 		}
-		e := &sh.slots[sh.hand]
-		tag := atomic.LoadUint64(&e.tag)
 		if tag == 0 {
 			sh.advance()
 			continue
