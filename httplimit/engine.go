@@ -39,6 +39,7 @@ import (
 // ever written to a client. An Engine is safe for concurrent use.
 type Engine struct {
 	f     *core.Failover      // over the limiter: decides every request
+	mem   *core.Memory        // the limiter, when it is one: asked directly
 	lay   core.LayeredLimiter // the limiter, when it is layered
 	cfg   config
 	last  atomic.Pointer[policyHeaders]
@@ -73,6 +74,10 @@ func New(l core.Limiter, opts ...Option) (*Engine, error) {
 		return nil, fmt.Errorf("httplimit: WithErrorPolicy: %w", err)
 	}
 	e.f = f
+	// A Memory limiter has no store to fail: its only errors are the
+	// caller's, which the composition passes through as they are, so it
+	// is asked directly, without the composition's work per request.
+	e.mem, _ = l.(*core.Memory)
 	e.lay, _ = core.As[core.LayeredLimiter](l)
 	if err := c.keyPolicies(); err != nil {
 		return nil, err
@@ -259,10 +264,9 @@ func (r *Result) WriteHeaders(h HeaderWriter) {
 	if hh, ok := h.(http.Header); ok {
 		r.writeHeaders(httpSink(hh), sc.buf[:0])
 	} else {
-		sc.ws.w = h
-		sc.ws.bw, _ = h.(bytesHeaderWriter)
+		sc.ws.reset(h)
 		r.writeHeaders(&sc.ws, sc.buf[:0])
-		sc.ws = writerSink{}
+		sc.ws.reset(nil)
 	}
 	scratchPool.Put(sc)
 }
@@ -430,13 +434,21 @@ func (e *Engine) decide(res *Result) bool {
 	// The time before counting, for a refund after: with WithCountIf, or
 	// when a limit checked later refuses the request.
 	res.start = e.now()
-	ld, by, outage, err := checkFailover(e.f, ctx, res.key, res.cost)
-	if outage != nil {
-		e.report(res.req, outage)
-	}
-	res.d, res.lim = ld.Decision, by
-	if err == nil && ld.Layer >= 0 && ld.Layer < len(ld.Layers) {
-		res.layers, res.layer = ld.Layers, ld.Layer
+	var err error
+	if e.mem != nil {
+		res.d, err = e.mem.AllowN(ctx, res.key, res.cost)
+		res.lim = e.mem
+	} else {
+		var ld core.LayeredDecision
+		var outage error
+		ld, res.lim, outage, err = checkFailover(e.f, ctx, res.key, res.cost)
+		if outage != nil {
+			e.report(res.req, outage)
+		}
+		res.d = ld.Decision
+		if err == nil && ld.Layer >= 0 && ld.Layer < len(ld.Layers) {
+			res.layers, res.layer = ld.Layers, ld.Layer
+		}
 	}
 	if err == nil {
 		return true

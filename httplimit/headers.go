@@ -178,14 +178,36 @@ type bytesHeaderWriter interface {
 	AddBytesV(name string, value []byte)
 }
 
+// canonicalHeaderSetter is a [HeaderWriter] that sets a field whose name
+// is already in canonical form without normalizing it again, as fasthttp's
+// *ResponseHeader does; every name the Engine writes is canonical.
+type canonicalHeaderSetter interface {
+	SetCanonical(name, value []byte)
+}
+
 // writerSink writes to a HeaderWriter; it is used through a pointer, into
 // the pooled [headerScratch], so that passing it costs no allocation.
 type writerSink struct {
 	w  HeaderWriter
-	bw bytesHeaderWriter // w, when it takes bytes
+	bw bytesHeaderWriter     // w, when it takes bytes
+	cs canonicalHeaderSetter // w, when it sets canonical names
 }
 
+// reset makes s a sink over w (nil: none).
+func (s *writerSink) reset(w HeaderWriter) {
+	s.w = w
+	s.bw, _ = w.(bytesHeaderWriter)
+	s.cs, _ = w.(canonicalHeaderSetter)
+}
+
+// bytesOf returns s's bytes, for a writer that only reads them.
+func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+
 func (s *writerSink) setBytes(name string, b []byte) {
+	if s.cs != nil {
+		s.cs.SetCanonical(bytesOf(name), b)
+		return
+	}
 	if s.bw != nil {
 		s.bw.SetBytesV(name, b)
 		return
@@ -211,6 +233,10 @@ type headerScratch struct {
 var scratchPool = sync.Pool{New: func() any { return new(headerScratch) }}
 
 func (s *writerSink) set(name string, v []string) {
+	if s.cs != nil && len(v) == 1 {
+		s.cs.SetCanonical(bytesOf(name), bytesOf(v[0]))
+		return
+	}
 	for i, x := range v {
 		if i == 0 {
 			s.w.Set(name, x)
