@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratekit/ratekit/echo5limit"
 	"github.com/ratekit/ratekit/fiber3limit"
+	"github.com/ratekit/ratekit/httplimit"
 	"github.com/ratekit/ratekit/internal/adaptertest"
 )
 
@@ -23,13 +24,16 @@ func BenchmarkMiddlewareEcho5(b *testing.B) {
 	cases := map[string]func() echo5.MiddlewareFunc{
 		"bare":    nil,
 		"ratekit": func() echo5.MiddlewareFunc { return echo5limit.New(openLimiter(b)) },
+		"ratekit-no-headers": func() echo5.MiddlewareFunc {
+			return echo5limit.New(openLimiter(b), httplimit.WithHeaders(httplimit.NoHeaders))
+		},
 		"echo": func() echo5.MiddlewareFunc {
 			return echo5mw.RateLimiter(echo5mw.NewRateLimiterMemoryStoreWithConfig(echo5mw.RateLimiterMemoryStoreConfig{
 				Rate: float64(openPerMinute) / 60, Burst: openPerMinute,
 			}))
 		},
 	}
-	for _, name := range []string{"bare", "ratekit", "echo"} {
+	for _, name := range []string{"bare", "ratekit", "ratekit-no-headers", "echo"} {
 		b.Run(name, func(b *testing.B) {
 			e := echo5.New()
 			if mw := cases[name]; mw != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/ratekit/ratekit/echolimit"
 	"github.com/ratekit/ratekit/fiberlimit"
 	"github.com/ratekit/ratekit/ginlimit"
+	"github.com/ratekit/ratekit/httplimit"
 	"github.com/ratekit/ratekit/internal/adaptertest"
 )
 
@@ -35,7 +36,8 @@ import (
 //
 // Every middleware keys by the client IP and writes its default headers:
 // ratekit the IETF RateLimit-Policy and RateLimit fields; httprate, ulule's
-// gin driver and fiber's limiter X-RateLimit-*; echo's limiter none.
+// gin driver and fiber's limiter X-RateLimit-*; echo's limiter none, which
+// is why echo's cases also run ratekit without headers ("ratekit-no-headers").
 // net/http routers (gin, chi, echo) serve one reused request into a writer
 // that discards the body; fiber serves one reused fasthttp.RequestCtx.
 
@@ -112,13 +114,16 @@ func BenchmarkMiddlewareEcho(b *testing.B) {
 	cases := map[string]func() echo.MiddlewareFunc{
 		"bare":    nil,
 		"ratekit": func() echo.MiddlewareFunc { return echolimit.New(openLimiter(b)) },
+		"ratekit-no-headers": func() echo.MiddlewareFunc {
+			return echolimit.New(openLimiter(b), httplimit.WithHeaders(httplimit.NoHeaders))
+		},
 		"echo": func() echo.MiddlewareFunc {
 			return echomw.RateLimiter(echomw.NewRateLimiterMemoryStoreWithConfig(echomw.RateLimiterMemoryStoreConfig{
 				Rate: rate.Limit(float64(openPerMinute) / 60), Burst: openPerMinute,
 			}))
 		},
 	}
-	for _, name := range []string{"bare", "ratekit", "echo"} {
+	for _, name := range []string{"bare", "ratekit", "ratekit-no-headers", "echo"} {
 		b.Run(name, func(b *testing.B) {
 			e := echo.New()
 			if mw := cases[name]; mw != nil {
