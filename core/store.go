@@ -154,7 +154,7 @@ type keyShard[S any] struct {
 	n       int                        // entries held
 	used    int                        // entries held and dead slots (lock-free stores)
 	limit   int                        // at most this many entries
-	grow    int                        // n at which the slots double
+	grow    int                        // n (lock-free stores: used) at which the slots are rebuilt
 	maxLen  int                        // the slots never pass this many
 	hand    int                        // the slot the hand looks at next
 	lapLeft int                        // slots the hand has yet to pass in this lap
