@@ -39,7 +39,9 @@ import (
 // # Probing and growth
 //
 // Linear probing from the home slot; a removal shifts the entries behind
-// it back (no tombstones), so a lookup stops at the first empty slot. A
+// it back (no tombstones; with lock-free decisions, a dead slot instead,
+// until the next rebuild: see below), so a lookup stops at the first empty
+// slot. A
 // shard's slots double when they would pass three quarters full, up to the
 // smallest power of two that holds the shard's share of MaxKeys at three
 // quarters: a new key allocates only when its shard grows, and a shard
