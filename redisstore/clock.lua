@@ -24,6 +24,10 @@ local bpack, bunpack = struct.pack, struct.unpack
 -- and the state as it is for a denial or a Peek (core.Decision).
 local answer = '>i8i8i8i8i8'
 
+-- newset: SET takes NX and GET together (Redis 7 and later, which alone
+-- have REDIS_VERSION_NUM): a write that answers the key's old value.
+local newset = redis.REDIS_VERSION_NUM ~= nil
+
 -- servertime returns the server's TIME in microseconds.
 local function servertime()
 	-- Redis 5 and later replicate a script's effects, not the script, so

@@ -5,7 +5,19 @@
 -- Constants: L, W.
 local idx = floor(now / W)
 local count = 0
-local v = redis.call('GET', KEYS[1])
+local v
+if commit and not elapsed and newset and n <= L then
+	-- A request to count (on Redis 7 and later): written at once as on a
+	-- missing key, by SET NX, which answers the state of a key that exists
+	-- instead (GET), writing nothing; that is decided below as always.
+	local untilEnd = (idx + 1) * W - now
+	v = redis.call('SET', KEYS[1], bpack('>i8i8', idx, n), 'PX', ceil(untilEnd / 1000) + margin, 'NX', 'GET')
+	if not v then
+		return 1, L - n, 0, untilEnd, 0
+	end
+else
+	v = redis.call('GET', KEYS[1])
+end
 if v then
 	local si, sc
 	local b0 = byte(v)

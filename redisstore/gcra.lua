@@ -14,8 +14,38 @@
 -- dcap so that every sum below stays under 2^53. diff beyond dmax means
 -- raw > dcap, so raw is formed only when it is below dcap + q; beyond, it
 -- is set to dcap + 1, which says as much.
+-- state returns what TAT = now + b (b in 1/q µs, 0 <= b < 2^53) is
+-- stored as, and its expiry: when the bucket is full again, plus the
+-- margin, in ms.
+local function state(b)
+	local whole = floor(b / q)
+	local px = ceil(ceil(b / q) / 1000) + margin
+	if q == 1 then
+		return now + whole, px
+	end
+	return bpack('>i8B', now + whole, b - whole * q), px
+end
+
 local d, raw = 0, 0
-local v = redis.call('GET', KEYS[1])
+local v
+if commit and not elapsed and newset and n * T <= C then
+	-- A request to count (on Redis 7 and later): written at once as on a
+	-- missing key, a full bucket, by SET NX, which answers the state of a
+	-- key that exists instead (GET), writing nothing; that is decided
+	-- below as always. px > 0: n·T >= 1.
+	local b = n * T
+	local sv, px = state(b)
+	v = redis.call('SET', KEYS[1], sv, 'PX', px, 'NX', 'GET')
+	if not v then
+		local delay = 0
+		if leaky then
+			delay = ceil((n - 1) * T / q)
+		end
+		return 1, floor((C - b) / T), 0, ceil(b / q), delay
+	end
+else
+	v = redis.call('GET', KEYS[1])
+end
 if v then
 	local tat, frac
 	local b0 = byte(v)
@@ -45,15 +75,11 @@ end
 -- bucket is full again, plus the margin; a state that is full now and has
 -- no margin is deleted instead.
 local function set(b)
-	local whole = floor(b / q)
-	local frac = b - whole * q
-	local px = ceil(ceil(b / q) / 1000) + margin
+	local sv, px = state(b)
 	if px <= 0 then
 		redis.call('DEL', KEYS[1])
-	elseif q == 1 then
-		redis.call('SET', KEYS[1], now + whole, 'PX', px)
 	else
-		redis.call('SET', KEYS[1], bpack('>i8B', now + whole, frac), 'PX', px)
+		redis.call('SET', KEYS[1], sv, 'PX', px)
 	end
 end
 

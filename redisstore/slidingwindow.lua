@@ -35,7 +35,19 @@ end
 
 local idx = floor(now / W)
 local sidx, prev, cur = idx, 0, 0
-local v = redis.call('GET', KEYS[1])
+local v
+if commit and not elapsed and newset and n <= L then
+	-- A request to count (on Redis 7 and later): written at once as on a
+	-- missing key, by SET NX, which answers the state of a key that exists
+	-- instead (GET), writing nothing; that is decided below as always.
+	local reset = 2 * W - (now - idx * W)
+	v = redis.call('SET', KEYS[1], bpack('>i8i8i8', idx, 0, n), 'PX', ceil(reset / 1000) + margin, 'NX', 'GET')
+	if not v then
+		return 1, L - n, 0, reset, 0
+	end
+else
+	v = redis.call('GET', KEYS[1])
+end
 if v then
 	local si, sp, sc
 	local b0 = byte(v)
