@@ -11,9 +11,13 @@
 #	REDIS_ONLY=1 benchmarks/run.sh    # only the Redis cases, client and
 #	                                  # server side, spliced into the
 #	                                  # existing RESULTS.md's Redis section
+#	REDIS_CPUS=2 benchmarks/run.sh    # the Redis cases in one client regime
 #
 # Environment: COUNT (runs per benchmark, default 10), CPUS (-cpu list for
-# the in-memory cases, default 1,2), BENCHTIME (default 1s), LOAD_RATE and
+# the in-memory cases, default 1,2), REDIS_CPUS (-cpu list for the Redis
+# cases, default "$(nproc),1": the client on every core, and on one, where
+# the Go client rather than Redis is the bottleneck), BENCHTIME (default
+# 1s), LOAD_RATE and
 # LOAD_DURATION (the load test; defaults 2000/s and 5s), OUT (raw output
 # directory, default benchmarks/results). Needs redis-server on PATH for
 # the Redis cases (Debian: apt-get install redis-server); without it they
@@ -23,7 +27,7 @@ cd "$(dirname "$0")"
 
 COUNT=${COUNT:-10}
 CPUS=${CPUS:-1,2}
-if [ -n "${REDIS_ONLY:-}" ]; then CPUS=$(nproc); fi # the Redis cases run at the default GOMAXPROCS
+REDIS_CPUS=${REDIS_CPUS:-$(nproc),1}
 BENCHTIME=${BENCHTIME:-1s}
 OUT=${OUT:-results}
 mkdir -p "$OUT"
@@ -55,7 +59,7 @@ rounds() {
 
 step "machine"
 {
-	echo "- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//') × $(nproc) (GOMAXPROCS values run: $CPUS)"
+	echo "- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//') × $(nproc) (GOMAXPROCS values run: $CPUS; the Redis cases: $REDIS_CPUS)"
 	echo "- Memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
 	echo "- Kernel: $(uname -sr); virtualization: $(systemd-detect-virt 2>/dev/null || echo unknown)"
 	echo "- $(go version)"
@@ -69,7 +73,7 @@ cat "$OUT/machine.md"
 # one hot key, in rounds like the rest; then the server's side alone.
 redis() {
 	step "Redis"
-	rounds -test.bench='Redis(Ping|Rate|Ulule|Ratekit|RatekitBatched)$/(token-bucket|serial|parallel32|hotkey32)' -test.benchtime="$BENCHTIME" | tee "$OUT/redis.bench.txt"
+	rounds -test.bench='Redis(Ping|Rate|Ulule|Ratekit|RatekitBatched)$/(token-bucket|serial|parallel32|hotkey32)' -test.cpu="$REDIS_CPUS" -test.benchtime="$BENCHTIME" | tee "$OUT/redis.bench.txt"
 	step "Redis: the server's side"
 	"$OUT/benchmarks.test" -test.run='^TestServerRate$' -test.count=1 -test.v > "$OUT/serverrate.txt" 2>&1 || { cat "$OUT/serverrate.txt"; echo "server rate failed"; exit 1; }
 	cat "$OUT/serverrate.md" 2>/dev/null || true

@@ -9,13 +9,16 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
+	ulule "github.com/ulule/limiter/v3"
+	uluredis "github.com/ulule/limiter/v3/drivers/store/redis"
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/redisstore"
 )
 
 // TestServerCost logs the Redis CPU time per script call (INFO
-// commandstats usec_per_call) for ratekit's scripts and redis_rate's: on a
+// commandstats usec_per_call) for ratekit's scripts (unbatched: one call
+// per decision, as a serial caller makes them), redis_rate's and ulule's: on a
 // single-threaded Redis, the ceiling of throughput. Three rounds, the
 // scripts interleaved, so that noise and warm-up hit them alike; the least
 // and the median of each are logged.
@@ -62,6 +65,13 @@ func TestServerCost(t *testing.T) {
 	lim := redis_rate.Limit{Rate: int(open.Limit), Period: open.Window, Burst: int(open.Limit)}
 	names = append(names, "redis_rate")
 	deciders = append(deciders, func(key string) { rr.Allow(ctx, "cost-rr:"+key, lim) })
+	store, err := uluredis.NewStoreWithOptions(c, ulule.StoreOptions{Prefix: "cost-ul"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ul := ulule.New(store, ulule.Rate{Period: open.Window, Limit: open.Limit})
+	names = append(names, "ulule")
+	deciders = append(deciders, func(key string) { ul.Get(ctx, key) })
 	const rounds = 3
 	costs := make([][]float64, len(names))
 	for range rounds {

@@ -27,7 +27,8 @@ import (
 // the way. Each library makes one decision, on key "KEY", through a client
 // whose hook records the EVALSHA it sends; then redis-benchmark sends that
 // command from 16 connections, 16 pipelined each (-P 16), with the key
-// replaced by one of 1e6 random ones, 200,000 times, on an empty keyspace
+// replaced by one of 1e6 random ones, 200,000 decisions (so 12,500 calls
+// of a batch script of 16), on an empty keyspace
 // (FLUSHALL; the scripts stay loaded). Nine rounds, the commands
 // interleaved, each round starting one further, so that noise and order
 // hit them alike; the median is
@@ -54,6 +55,7 @@ func TestServerRate(t *testing.T) {
 	type script struct {
 		name string
 		args []string
+		per  int // decisions per call: 1, or a batch script's keys
 	}
 	var scripts []script
 	record := func(name string, decide func() error) {
@@ -68,7 +70,7 @@ func TestServerRate(t *testing.T) {
 		for i := range args {
 			args[i] = strings.ReplaceAll(args[i], "KEY", "__rand_int__")
 		}
-		scripts = append(scripts, script{name, args})
+		scripts = append(scripts, script{name, args, 1})
 	}
 	for _, a := range core.Algorithms() {
 		p := open
@@ -82,6 +84,45 @@ func TestServerRate(t *testing.T) {
 		}
 		record("ratekit "+a.String(), func() error { _, err := l.Allow(ctx, "KEY"); return err })
 	}
+	// Each batch script: the one call that a batching limiter sends for
+	// batchKeys decisions on distinct keys of one node, caught by a hook
+	// from 32 goroutines deciding until a batch of that size goes.
+	for _, a := range core.Algorithms() {
+		p := open
+		p.Algorithm = a
+		if a == core.SlidingLog {
+			p.Limit, p.Window = 1_000_000, 1e9
+		}
+		bc := redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: -1, PoolSize: 64})
+		rec := &batchRecorder{keys: batchKeys}
+		bc.AddHook(rec)
+		l, err := redisstore.New(bc, p, redisstore.WithPrefix("srvb"), redisstore.WithBatching(batchKeys))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for g := range 32 {
+			wg.Go(func() {
+				for i := 0; i < 20000 && rec.args() == nil; i++ {
+					if _, err := l.Allow(ctx, "KEY"+strconv.Itoa(g)); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		bc.Close()
+		args := rec.args()
+		if args == nil {
+			t.Fatalf("%v: no batch of %d decisions sent", a, batchKeys)
+		}
+		key := regexp.MustCompile(`KEY[0-9]+`)
+		for i := range args {
+			args[i] = key.ReplaceAllString(args[i], "__rand_int__")
+		}
+		scripts = append(scripts, script{fmt.Sprintf("ratekit %v, batch of %d", a, batchKeys), args, batchKeys})
+	}
 	rr := redis_rate.NewLimiter(c)
 	lim := redis_rate.Limit{Rate: int(open.Limit), Period: open.Window, Burst: int(open.Limit)}
 	record("redis_rate (GCRA)", func() error { _, err := rr.Allow(ctx, "srv-rr:KEY", lim); return err })
@@ -92,8 +133,8 @@ func TestServerRate(t *testing.T) {
 	ul := ulule.New(store, ulule.Rate{Period: open.Window, Limit: open.Limit})
 	record("ulule (INCRBY script)", func() error { _, err := ul.Get(ctx, "KEY"); return err })
 	scripts = append(scripts,
-		script{"PING (floor)", []string{"PING"}},
-		script{"INCR (floor)", []string{"INCR", "srv-incr:__rand_int__"}})
+		script{"PING (floor)", []string{"PING"}, 1},
+		script{"INCR (floor)", []string{"INCR", "srv-incr:__rand_int__"}, 1})
 
 	rate := regexp.MustCompile(`([0-9.]+) requests per second`)
 	const rounds = 9
@@ -109,13 +150,13 @@ func TestServerRate(t *testing.T) {
 			admin.ConfigResetStat(ctx)
 			host, port, _ := strings.Cut(redisAddr, ":")
 			out, err := exec.Command(bench, append([]string{"-h", host, "-p", port, "-c", "16", "-P", "16",
-				"-n", "200000", "-r", "1000000", "-q"}, s.args...)...).CombinedOutput()
+				"-n", strconv.Itoa(200000/s.per), "-r", "1000000", "-q"}, s.args...)...).CombinedOutput()
 			m := rate.FindAllSubmatch(out, -1)
 			if err != nil || m == nil {
 				t.Fatalf("%s: redis-benchmark: %v\n%s", s.name, err, out)
 			}
 			v, _ := strconv.ParseFloat(string(m[len(m)-1][1]), 64)
-			rates[i] = append(rates[i], v)
+			rates[i] = append(rates[i], v*float64(s.per))
 			usecs[i] = append(usecs[i], usecPerCall(t, admin, strings.ToLower(s.args[0])))
 		}
 	}
@@ -126,15 +167,59 @@ func TestServerRate(t *testing.T) {
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "| script | decisions/s, one Redis core | × redis_rate | Redis CPU µs per call |\n|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| script | decisions/s, one Redis core | × redis_rate | Redis CPU µs per call | per decision |\n|---|---|---|---|---|\n")
 	for i, s := range scripts {
-		fmt.Fprintf(&b, "| %s | %.0f/s | %.2f× | %.2f |\n", s.name, median(rates[i]), median(rates[i])/ref, median(usecs[i]))
+		fmt.Fprintf(&b, "| %s | %.0f/s | %.2f× | %.2f | %.2f |\n", s.name, median(rates[i]), median(rates[i])/ref, median(usecs[i]), median(usecs[i])/float64(s.per))
 	}
 	t.Logf("server side, medians of %d rounds:\n%s", rounds, b.String())
 	if dir := os.Getenv("BENCH_REPORT_DIR"); dir != "" {
 		if err := os.WriteFile(filepath.Join(dir, "serverrate.md"), []byte(b.String()), 0o644); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// batchKeys is the size of the batches TestServerRate measures: about
+// what 32 goroutines on one limiter send (two calls in flight, the rest
+// queued).
+const batchKeys = 16
+
+// batchRecorder is a go-redis hook that keeps the arguments of the first
+// EVALSHA with keys keys a client sent in a pipeline (a batch script's
+// call), as strings.
+type batchRecorder struct {
+	keys int
+	mu   sync.Mutex
+	last []string
+}
+
+func (h *batchRecorder) args() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.last)
+}
+
+func (h *batchRecorder) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *batchRecorder) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h *batchRecorder) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			a := cmd.Args()
+			if cmd.Name() != "evalsha" || len(a) < 3 || fmt.Sprint(a[2]) != strconv.Itoa(h.keys) {
+				continue
+			}
+			args := make([]string, len(a))
+			for i, v := range a {
+				args[i] = fmt.Sprint(v)
+			}
+			h.mu.Lock()
+			if h.last == nil {
+				h.last = args
+			}
+			h.mu.Unlock()
+		}
+		return next(ctx, cmds)
 	}
 }
 
