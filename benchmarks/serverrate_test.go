@@ -150,7 +150,7 @@ func TestServerRate(t *testing.T) {
 			admin.ConfigResetStat(ctx)
 			host, port, _ := strings.Cut(redisAddr, ":")
 			out, err := exec.Command(bench, append([]string{"-h", host, "-p", port, "-c", "16", "-P", "16",
-				"-n", strconv.Itoa(200000/s.per), "-r", "1000000", "-q"}, s.args...)...).CombinedOutput()
+				"-n", strconv.Itoa(200000 / s.per), "-r", "1000000", "-q"}, s.args...)...).CombinedOutput()
 			m := rate.FindAllSubmatch(out, -1)
 			if err != nil || m == nil {
 				t.Fatalf("%s: redis-benchmark: %v\n%s", s.name, err, out)
