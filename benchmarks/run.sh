@@ -108,7 +108,7 @@ bench -test.bench='^BenchmarkBytesPerKey$' -test.benchtime=1x -test.count=2 -tes
 redis
 
 step "middleware (-cpu=1)"
-bench -test.bench='^BenchmarkMiddleware' -test.count="$COUNT" -test.cpu=1 -test.benchtime="$BENCHTIME" | tee "$OUT/middleware.bench.txt"
+rounds -test.bench='^BenchmarkMiddleware' -test.cpu=1 -test.benchtime="$BENCHTIME" | tee "$OUT/middleware.bench.txt"
 
 step "HTTP load test"
 "$OUT/benchmarks.test" -test.run='^TestLoad$' -test.count=1 -test.v > "$OUT/loadtest.txt" 2>&1 || { cat "$OUT/loadtest.txt"; echo "load test failed"; exit 1; }
