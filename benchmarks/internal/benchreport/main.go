@@ -354,7 +354,7 @@ func redisSection(s samples, dir string, p func(string, ...any)) (goal []string)
 		p("\n")
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "serverrate.md")); err == nil {
-		p("### The server's side\n\nWhat one Redis core sustains for each script alone (TestServerRate): redis-benchmark, 16 connections × 16 pipelined commands, the EVALSHA each library sends, on 1e6 random keys from an empty keyspace; medians of 9 rounds, with Redis's CPU time per call (INFO commandstats) and per decision. A \"batch of 16\" row is the one call of ratekit's batch script that a batching limiter sends for 16 decisions on distinct keys of one node (32 goroutines on one limiter send batches about that size).\n\n%s\n", b)
+		p("### The server's side\n\nWhat one Redis core sustains for each script alone (TestServerRate): redis-benchmark, 16 connections × 16 pipelined commands, the EVALSHA each library sends, on 1e6 random keys from an empty keyspace; medians of 9 rounds, with Redis's CPU time per call (INFO commandstats: the command alone) and per decision, and the server process's CPU time per decision (INFO cpu: reading commands and writing replies included, which a batch pays once per call). A \"batch of 16\" row is the one call of ratekit's batch script that a batching limiter sends for 16 decisions on distinct keys of one node (32 goroutines on one limiter send batches about that size).\n\n%s\n", b)
 	}
 	return goal
 }
