@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"strconv"
 	"strings"
@@ -35,10 +36,8 @@ func storedCounts(t *testing.T, newClient NewClient, cfg Config) map[string]int6
 			if err != nil {
 				return err
 			}
-			idx, n, _ := strings.Cut(v, ":")
-			i, err1 := strconv.ParseInt(idx, 10, 64)
-			units, err2 := strconv.ParseInt(n, 10, 64)
-			if err1 != nil || err2 != nil {
+			i, units, ok := fixedWindowState(v)
+			if !ok {
 				return fmt.Errorf("%s holds %q", k, v)
 			}
 			_, tag, _ := strings.Cut(k, "{")
@@ -218,4 +217,18 @@ func checkPromotion(t *testing.T, r Report, cfg Config, rec, bound time.Duration
 			t.Errorf("fallback: %d units in one window, want at most 2×%d + %d lost", r.WorstWindow, cfg.Limit, lost)
 		}
 	}
+}
+
+// fixedWindowState reads a fixed window's state on Redis: the window's
+// index and its units, packed as two big-endian int64s (">i8i8"), or as
+// "index:units" text as earlier versions wrote it.
+func fixedWindowState(v string) (idx, units int64, ok bool) {
+	if len(v) == 16 && (v[0] == 0 || v[0] == 0xff) {
+		b := []byte(v)
+		return int64(binary.BigEndian.Uint64(b[:8])), int64(binary.BigEndian.Uint64(b[8:])), true
+	}
+	a, n, _ := strings.Cut(v, ":")
+	i, err1 := strconv.ParseInt(a, 10, 64)
+	u, err2 := strconv.ParseInt(n, 10, 64)
+	return i, u, err1 == nil && err2 == nil
 }
