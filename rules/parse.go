@@ -1,0 +1,654 @@
+package rules
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/lexer"
+	"github.com/goccy/go-yaml/parser"
+	"github.com/goccy/go-yaml/token"
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/keyfunc"
+)
+
+// Bounds on a file's structure, checked before it is parsed: the YAML
+// parser's work grows faster than linearly with nesting and with the keys of
+// one mapping, and no rule file needs more.
+const (
+	maxDepth       = 32
+	maxMappingKeys = 256
+)
+
+// ParseFile reads the rule file at path, as [Parse] does, naming it path in
+// errors. A file larger than [MaxFileBytes] is an error.
+func ParseFile(path string, opts ...Option) (*Set, error) {
+	data, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data, opts...)
+}
+
+// readFile reads at most MaxFileBytes of the file at path.
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("rules: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("rules: read %s: %w", path, err)
+	}
+	if len(data) > MaxFileBytes {
+		return nil, &Error{File: path, Err: fmt.Errorf("the file is larger than %d bytes", MaxFileBytes)}
+	}
+	return data, nil
+}
+
+// Parse reads a rule set from data, a YAML document (or JSON, which is read
+// as YAML), and builds it with [New]. name names the file in errors.
+//
+// It is strict: an unknown field, a field given twice, a value of the wrong
+// type or a bad value is an error; so are anchors, aliases, tags and
+// directives (a rule file is operator input: nothing in it is expanded or
+// executed), more than one document, nesting deeper than 32 or a mapping of
+// more than 256 keys, and more than [MaxFileBytes] of data. Every mistake
+// found (up to 20) is returned, each an [*Error] naming the file, the line
+// and column, and the field's path, joined with errors.Join.
+func Parse(name string, data []byte, opts ...Option) (*Set, error) {
+	cfg, d, err := decode(name, data)
+	if err != nil {
+		return nil, err
+	}
+	s, errs := build(cfg, buildOptions(opts))
+	if len(errs.errs) > 0 {
+		for _, e := range errs.errs {
+			if !e.option {
+				e.File = name
+				e.Line, e.Column = d.locate(e.Path)
+			}
+		}
+		return nil, errs.err()
+	}
+	return s, nil
+}
+
+// decoder turns a file's syntax tree into a Config, recording where each
+// field's value is.
+type decoder struct {
+	file string
+	pos  map[string]*token.Position
+	errs errorList
+}
+
+func decode(name string, data []byte) (Config, *decoder, error) {
+	d := &decoder{file: name, pos: make(map[string]*token.Position)}
+	if len(data) > MaxFileBytes {
+		return Config{}, nil, &Error{File: name, Err: fmt.Errorf("the file is %d bytes, at most %d", len(data), MaxFileBytes)}
+	}
+	tokens := lexer.Tokenize(string(data))
+	if err := d.checkTokens(tokens); err != nil {
+		return Config{}, nil, err
+	}
+	f, err := parser.Parse(tokens, 0)
+	if err != nil {
+		return Config{}, nil, d.syntaxError(err)
+	}
+	if len(f.Docs) > 1 {
+		return Config{}, nil, d.at(f.Docs[1].GetToken(), "", errors.New("more than one document"))
+	}
+	var body ast.Node
+	if len(f.Docs) == 1 {
+		body = f.Docs[0].Body
+	}
+	d.pos[""] = &token.Position{Line: 1, Column: 1}
+	if body == nil {
+		return Config{}, nil, d.at(nil, "", errors.New("the file is empty; want a mapping with rules"))
+	}
+	cfg := d.config(body)
+	if err := d.errs.err(); err != nil {
+		return Config{}, nil, err
+	}
+	return cfg, d, nil
+}
+
+// locate returns the position of path's value in the file, or of the
+// nearest enclosing value recorded.
+func (d *decoder) locate(path string) (line, col int) {
+	for {
+		if p := d.pos[path]; p != nil {
+			return p.Line, p.Column
+		}
+		if path == "" {
+			return 1, 1
+		}
+		i := strings.LastIndexAny(path, ".[")
+		if i < 0 {
+			path = ""
+		} else {
+			path = path[:i]
+		}
+	}
+}
+
+// at returns an error at tk's position (1:1 when tk is nil).
+func (d *decoder) at(tk *token.Token, path string, err error) *Error {
+	e := &Error{File: d.file, Line: 1, Column: 1, Path: path, Err: err}
+	if tk != nil && tk.Position != nil {
+		e.Line, e.Column = tk.Position.Line, tk.Position.Column
+	}
+	return e
+}
+
+func (d *decoder) fail(n ast.Node, path, format string, args ...any) {
+	if len(d.errs.errs) < maxErrors {
+		d.errs.errs = append(d.errs.errs, d.at(nodeToken(n), path, fmt.Errorf(format, args...)))
+	}
+}
+
+// syntaxError converts a parser error, which carries its token.
+func (d *decoder) syntaxError(err error) error {
+	var te interface {
+		GetToken() *token.Token
+		GetMessage() string
+	}
+	if errors.As(err, &te) {
+		return d.at(te.GetToken(), "", errors.New(te.GetMessage()))
+	}
+	return d.at(nil, "", err)
+}
+
+// checkTokens refuses what a rule file never needs and would make the parser
+// work hard: anchors, aliases, tags, directives, several documents, deep
+// nesting, huge mappings.
+func (d *decoder) checkTokens(tokens token.Tokens) error {
+	type level struct {
+		col, keys int
+	}
+	var (
+		block   []level // open block collections, by column
+		flow    []int   // open flow collections: keys of a mapping, -1 for a sequence
+		content bool    // a token of the document was seen
+		ended   bool    // the document was ended with "..."
+		header  bool    // the document began with "---"
+	)
+	for i, tk := range tokens {
+		if ended && tk.Type != token.CommentType && tk.Type != token.DocumentEndType {
+			return d.at(tk, "", errors.New("more than one document"))
+		}
+		switch tk.Type {
+		case token.AnchorType, token.AliasType:
+			return d.at(tk, "", errors.New("anchors and aliases are not allowed in a rule file"))
+		case token.TagType:
+			return d.at(tk, "", errors.New("tags are not allowed in a rule file"))
+		case token.DirectiveType:
+			return d.at(tk, "", errors.New("directives are not allowed in a rule file"))
+		case token.MergeKeyType:
+			return d.at(tk, "", errors.New("merge keys (<<) are not allowed in a rule file"))
+		case token.CommentType:
+			continue
+		case token.DocumentHeaderType:
+			if content || ended || header {
+				return d.at(tk, "", errors.New("more than one document"))
+			}
+			header = true
+			continue
+		case token.DocumentEndType:
+			ended = true
+			continue
+		}
+		content = true
+		switch tk.Type {
+		case token.SequenceStartType, token.MappingStartType:
+			keys := -1
+			if tk.Type == token.MappingStartType {
+				keys = 0
+			}
+			flow = append(flow, keys)
+			if len(block)+len(flow) > maxDepth {
+				return d.at(tk, "", fmt.Errorf("nested deeper than %d", maxDepth))
+			}
+		case token.SequenceEndType, token.MappingEndType:
+			if len(flow) > 0 {
+				flow = flow[:len(flow)-1]
+			}
+		case token.MappingValueType:
+			if len(flow) > 0 {
+				if top := &flow[len(flow)-1]; *top >= 0 {
+					if *top++; *top > maxMappingKeys {
+						return d.at(tk, "", fmt.Errorf("a mapping of more than %d keys", maxMappingKeys))
+					}
+				}
+				continue
+			}
+			// The key is the token before the ':'; its column places it.
+			key := tk
+			for j := i - 1; j >= 0; j-- {
+				if tokens[j].Type != token.CommentType {
+					key = tokens[j]
+					break
+				}
+			}
+			col := key.Position.Column
+			for len(block) > 0 && block[len(block)-1].col > col {
+				block = block[:len(block)-1]
+			}
+			if len(block) > 0 && block[len(block)-1].col == col {
+				top := &block[len(block)-1]
+				if top.keys++; top.keys > maxMappingKeys {
+					return d.at(tk, "", fmt.Errorf("a mapping of more than %d keys", maxMappingKeys))
+				}
+				continue
+			}
+			block = append(block, level{col: col, keys: 1})
+			if len(block)+len(flow) > maxDepth {
+				return d.at(tk, "", fmt.Errorf("nested deeper than %d", maxDepth))
+			}
+		case token.SequenceEntryType, token.MappingKeyType:
+			if len(flow) > 0 {
+				continue
+			}
+			col := tk.Position.Column
+			for len(block) > 0 && block[len(block)-1].col > col {
+				block = block[:len(block)-1]
+			}
+			if len(block) > 0 && block[len(block)-1].col == col {
+				continue
+			}
+			block = append(block, level{col: col})
+			if len(block)+len(flow) > maxDepth {
+				return d.at(tk, "", fmt.Errorf("nested deeper than %d", maxDepth))
+			}
+		}
+	}
+	return nil
+}
+
+// nodeToken returns the token that places n: a mapping's first key, a
+// collection's first token.
+func nodeToken(n ast.Node) *token.Token {
+	switch v := n.(type) {
+	case nil:
+		return nil
+	case *ast.MappingNode:
+		if len(v.Values) > 0 && !v.IsFlowStyle {
+			return v.Values[0].Key.GetToken()
+		}
+	case *ast.MappingValueNode:
+		return v.Key.GetToken()
+	}
+	return n.GetToken()
+}
+
+// record notes where path's value is.
+func (d *decoder) record(path string, n ast.Node) {
+	if tk := nodeToken(n); tk != nil && tk.Position != nil {
+		d.pos[path] = tk.Position
+	}
+}
+
+// object walks a mapping, calling set for each of its keys, which must be
+// among fields (nil: any key). A null is an empty mapping.
+func (d *decoder) object(n ast.Node, path string, fields []string, set func(key string, v ast.Node, path string)) {
+	if isNull(n) {
+		return
+	}
+	m, ok := n.(*ast.MappingNode)
+	if !ok {
+		d.fail(n, path, "want a mapping, got %s", kind(n))
+		return
+	}
+	seen := make(map[string]bool, len(m.Values))
+	for _, mv := range m.Values {
+		if _, complexKey := mv.Key.(*ast.MappingKeyNode); complexKey {
+			d.fail(mv.Key, path, "complex keys (?) are not allowed in a rule file")
+			continue
+		}
+		key, ok := scalarText(mv.Key)
+		if !ok {
+			d.fail(mv.Key, path, "a key must be a string, got %s", kind(mv.Key))
+			continue
+		}
+		kpath := key
+		if path != "" {
+			kpath = path + "." + key
+		}
+		if fields != nil && !contains(fields, key) {
+			d.fail(mv.Key, kpath, "unknown field; want one of %s", strings.Join(fields, ", "))
+			continue
+		}
+		if seen[key] {
+			d.fail(mv.Key, kpath, "given twice")
+			continue
+		}
+		seen[key] = true
+		if isNull(mv.Value) {
+			d.record(kpath, mv.Key)
+		} else {
+			d.record(kpath, mv.Value)
+		}
+		set(key, mv.Value, kpath)
+	}
+}
+
+// list walks a sequence of at most max values, or a single value as a
+// sequence of one. A null is an empty sequence.
+func (d *decoder) list(n ast.Node, path string, max int, each func(i int, v ast.Node, path string)) {
+	if isNull(n) {
+		return
+	}
+	seq, ok := n.(*ast.SequenceNode)
+	if !ok {
+		if _, isMap := n.(*ast.MappingNode); isMap {
+			d.fail(n, path, "want a list, got a mapping")
+			return
+		}
+		each(0, n, path)
+		return
+	}
+	if len(seq.Values) > max {
+		d.fail(n, path, "%d entries, at most %d", len(seq.Values), max)
+		return
+	}
+	for i, v := range seq.Values {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		d.record(p, v)
+		each(i, v, p)
+	}
+}
+
+// strings reads a list of strings (or one string).
+func (d *decoder) strings(n ast.Node, path string, max int) []string {
+	var out []string
+	d.list(n, path, max, func(_ int, v ast.Node, p string) {
+		if s, ok := d.str(v, p); ok {
+			out = append(out, s)
+		}
+	})
+	return out
+}
+
+func (d *decoder) str(n ast.Node, path string) (string, bool) {
+	s, ok := scalarText(n)
+	if !ok {
+		d.fail(n, path, "want a string, got %s", kind(n))
+	}
+	return s, ok
+}
+
+// nonEmpty reads a string whose absence means a default: an empty one
+// is a mistake.
+func (d *decoder) nonEmpty(n ast.Node, path string) string {
+	s, ok := d.str(n, path)
+	if ok && s == "" {
+		d.fail(n, path, "empty; leave the field out for the default")
+	}
+	return s
+}
+
+func (d *decoder) int(n ast.Node, path string) (int64, bool) {
+	in, ok := n.(*ast.IntegerNode)
+	if !ok {
+		d.fail(n, path, "want a whole number, got %s", kind(n))
+		return 0, false
+	}
+	v, err := strconv.ParseInt(in.Token.Value, 10, 64)
+	if err != nil {
+		d.fail(n, path, "%s is not a decimal whole number within range", in.Token.Value)
+		return 0, false
+	}
+	return v, true
+}
+
+// positive reads a whole number of at least 1 whose absence means a default.
+func (d *decoder) positive(n ast.Node, path string) int64 {
+	v, ok := d.int(n, path)
+	if ok && v < 1 {
+		d.fail(n, path, "%d; at least 1", v)
+	}
+	return v
+}
+
+func (d *decoder) bool(n ast.Node, path string) bool {
+	b, ok := n.(*ast.BoolNode)
+	if !ok {
+		d.fail(n, path, "want true or false, got %s", kind(n))
+		return false
+	}
+	return b.Value
+}
+
+// scalarText returns the text of a string or number scalar.
+func scalarText(n ast.Node) (string, bool) {
+	switch v := n.(type) {
+	case *ast.StringNode:
+		return v.Value, true
+	case *ast.LiteralNode:
+		if v.Value != nil {
+			return v.Value.Value, true
+		}
+	case *ast.IntegerNode, *ast.FloatNode, *ast.InfinityNode, *ast.NanNode:
+		if tk := n.GetToken(); tk != nil {
+			return tk.Value, true
+		}
+	}
+	return "", false
+}
+
+func isNull(n ast.Node) bool {
+	if n == nil {
+		return true
+	}
+	_, ok := n.(*ast.NullNode)
+	return ok
+}
+
+// kind names a node's type for an error.
+func kind(n ast.Node) string {
+	switch n.(type) {
+	case nil, *ast.NullNode:
+		return "null"
+	case *ast.MappingNode, *ast.MappingValueNode:
+		return "a mapping"
+	case *ast.SequenceNode:
+		return "a list"
+	case *ast.BoolNode:
+		return "a boolean (quote it for a string)"
+	case *ast.IntegerNode, *ast.FloatNode, *ast.InfinityNode, *ast.NanNode:
+		return "a number"
+	case *ast.StringNode, *ast.LiteralNode:
+		return "a string"
+	}
+	return "a " + strings.ToLower(n.Type().String())
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// The file's fields, per mapping.
+var (
+	fileFields     = []string{"trusted_proxies", "defaults", "rules", "overrides"}
+	defaultFields  = []string{"algorithm", "failure", "instances"}
+	ruleFields     = []string{"name", "match", "limits"}
+	matchFields    = []string{"routes", "methods", "headers", "plans"}
+	limitFields    = []string{"name", "rate", "limit", "window", "algorithm", "burst", "key", "cost", "failure", "shadow"}
+	overrideFields = []string{"limit", "key", "rate"}
+)
+
+func (d *decoder) config(body ast.Node) Config {
+	var cfg Config
+	d.record("", body)
+	d.object(body, "", fileFields, func(key string, v ast.Node, path string) {
+		switch key {
+		case "trusted_proxies":
+			cfg.TrustedProxies = d.proxies(v, path)
+		case "defaults":
+			d.object(v, path, defaultFields, func(key string, v ast.Node, path string) {
+				switch key {
+				case "algorithm":
+					cfg.Defaults.Algorithm = d.nonEmpty(v, path)
+				case "failure":
+					cfg.Defaults.Failure = d.nonEmpty(v, path)
+				case "instances":
+					n := d.positive(v, path)
+					cfg.Defaults.Instances = int(min(n, maxInstances+1))
+				}
+			})
+		case "rules":
+			d.list(v, path, MaxRules, func(_ int, v ast.Node, path string) {
+				cfg.Rules = append(cfg.Rules, d.rule(v, path))
+			})
+		case "overrides":
+			d.list(v, path, MaxOverrides, func(_ int, v ast.Node, path string) {
+				cfg.Overrides = append(cfg.Overrides, d.override(v, path))
+			})
+		}
+	})
+	return cfg
+}
+
+func (d *decoder) proxies(n ast.Node, path string) []netip.Prefix {
+	var out []netip.Prefix
+	d.list(n, path, maxTrustedProxies, func(_ int, v ast.Node, p string) {
+		s, ok := d.str(v, p)
+		if !ok {
+			return
+		}
+		if s == "private" {
+			out = append(out, keyfunc.PrivateNetworks()...)
+			return
+		}
+		if pre, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, pre)
+			return
+		}
+		if addr, err := netip.ParseAddr(s); err == nil && addr.Zone() == "" {
+			out = append(out, netip.PrefixFrom(addr, addr.BitLen()))
+			return
+		}
+		d.fail(v, p, "%q is not a CIDR prefix, an IP address or \"private\"", s)
+	})
+	return out
+}
+
+func (d *decoder) rule(n ast.Node, path string) RuleConfig {
+	var rc RuleConfig
+	d.object(n, path, ruleFields, func(key string, v ast.Node, path string) {
+		switch key {
+		case "name":
+			rc.Name, _ = d.str(v, path)
+		case "match":
+			d.object(v, path, matchFields, func(key string, v ast.Node, path string) {
+				switch key {
+				case "routes":
+					rc.Match.Routes = d.strings(v, path, maxRoutes)
+				case "methods":
+					rc.Match.Methods = d.strings(v, path, maxMethods)
+				case "headers":
+					rc.Match.Headers = make(map[string][]string)
+					d.object(v, path, nil, func(name string, v ast.Node, path string) {
+						if len(rc.Match.Headers) >= maxHeaders {
+							d.fail(v, path, "more than %d headers", maxHeaders)
+							return
+						}
+						rc.Match.Headers[name] = d.strings(v, path, maxHeaderValues)
+					})
+				case "plans":
+					rc.Match.Plans = d.strings(v, path, maxPlans)
+				}
+			})
+		case "limits":
+			d.list(v, path, MaxLimits, func(_ int, v ast.Node, path string) {
+				rc.Limits = append(rc.Limits, d.limit(v, path))
+			})
+		}
+	})
+	return rc
+}
+
+func (d *decoder) limit(n ast.Node, path string) LimitConfig {
+	var lc LimitConfig
+	var rateNode ast.Node
+	var fieldsGiven []string
+	d.object(n, path, limitFields, func(key string, v ast.Node, path string) {
+		switch key {
+		case "name":
+			lc.Name, _ = d.str(v, path)
+		case "rate":
+			rateNode = v
+			lc.Rate = d.nonEmpty(v, path)
+		case "limit":
+			fieldsGiven = append(fieldsGiven, key)
+			lc.Limit, _ = d.int(v, path)
+		case "window":
+			fieldsGiven = append(fieldsGiven, key)
+			if s, ok := d.str(v, path); ok {
+				w, err := parseWindow(s)
+				if err != nil {
+					d.fail(v, path, "%v", err)
+				}
+				lc.Window = w
+			}
+		case "algorithm":
+			fieldsGiven = append(fieldsGiven, key)
+			lc.Algorithm = d.nonEmpty(v, path)
+		case "burst":
+			fieldsGiven = append(fieldsGiven, key)
+			lc.Burst, _ = d.int(v, path)
+		case "key":
+			lc.Key = d.strings(v, path, maxKeyParts)
+		case "cost":
+			lc.Cost = d.positive(v, path)
+		case "failure":
+			lc.Failure = d.nonEmpty(v, path)
+		case "shadow":
+			lc.Shadow = d.bool(v, path)
+		}
+	})
+	if rateNode != nil && len(fieldsGiven) > 0 {
+		d.fail(rateNode, path+".rate", "rate and %s are given both; give the policy one way", strings.Join(fieldsGiven, ", "))
+	}
+	return lc
+}
+
+func (d *decoder) override(n ast.Node, path string) OverrideConfig {
+	var oc OverrideConfig
+	d.object(n, path, overrideFields, func(key string, v ast.Node, path string) {
+		switch key {
+		case "limit":
+			oc.Limit, _ = d.str(v, path)
+		case "key":
+			oc.Key, _ = d.str(v, path)
+		case "rate":
+			oc.Rate, _ = d.str(v, path)
+		}
+	})
+	return oc
+}
+
+// parseWindow reads a window as core.ParsePolicy does ("1m", "7d", "s").
+func parseWindow(s string) (time.Duration, error) {
+	bad := fmt.Errorf("%q is not a window: a duration such as 1s, 15m, 1h30m or 7d, from %v to %dd", s, core.MinWindow, int64(core.MaxWindow/(24*time.Hour)))
+	if s == "" || strings.ContainsAny(s, " \t\r\n/=") {
+		return 0, bad
+	}
+	p, err := core.ParsePolicy("1/" + s)
+	if err != nil {
+		return 0, bad
+	}
+	return p.Window, nil
+}
