@@ -64,11 +64,15 @@ func readFile(path string) ([]byte, error) {
 // found (up to 20) is returned, each an [*Error] naming the file, the line
 // and column, and the field's path, joined with errors.Join.
 func Parse(name string, data []byte, opts ...Option) (*Set, error) {
+	return parse(name, data, buildOptions(opts))
+}
+
+func parse(name string, data []byte, o *options) (*Set, error) {
 	cfg, d, err := decode(name, data)
 	if err != nil {
 		return nil, err
 	}
-	s, errs := build(cfg, buildOptions(opts))
+	s, errs := build(cfg, o)
 	if len(errs.errs) > 0 {
 		for _, e := range errs.errs {
 			if !e.option {
