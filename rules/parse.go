@@ -225,14 +225,6 @@ func (d *decoder) checkTokens(tokens token.Tokens) error {
 				flow = flow[:len(flow)-1]
 			}
 		case token.MappingValueType:
-			if len(flow) > 0 {
-				if top := &flow[len(flow)-1]; *top >= 0 {
-					if *top++; *top > maxMappingKeys {
-						return d.at(tk, "", fmt.Errorf("a mapping of more than %d keys", maxMappingKeys))
-					}
-				}
-				continue
-			}
 			// The key is the token before the ':'; its column places it.
 			key := tk
 			for j := i - 1; j >= 0; j-- {
@@ -241,6 +233,14 @@ func (d *decoder) checkTokens(tokens token.Tokens) error {
 					break
 				}
 			}
+			if len(flow) > 0 {
+				if top := &flow[len(flow)-1]; *top >= 0 {
+					if *top++; *top > maxMappingKeys {
+						return d.at(key, "", fmt.Errorf("a mapping of more than %d keys", maxMappingKeys))
+					}
+				}
+				continue
+			}
 			col := key.Position.Column
 			for len(block) > 0 && block[len(block)-1].col > col {
 				block = block[:len(block)-1]
@@ -248,7 +248,7 @@ func (d *decoder) checkTokens(tokens token.Tokens) error {
 			if len(block) > 0 && block[len(block)-1].col == col {
 				top := &block[len(block)-1]
 				if top.keys++; top.keys > maxMappingKeys {
-					return d.at(tk, "", fmt.Errorf("a mapping of more than %d keys", maxMappingKeys))
+					return d.at(key, "", fmt.Errorf("a mapping of more than %d keys", maxMappingKeys))
 				}
 				continue
 			}

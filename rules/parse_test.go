@@ -212,7 +212,7 @@ func TestParseErrors(t *testing.T) {
 				fmt.Fprintf(&b, "k%d: 1\n", i)
 			}
 			return b.String()
-		}(), `f.yaml:257:5: a mapping of more than 256 keys`},
+		}(), `f.yaml:257:1: a mapping of more than 256 keys`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -393,6 +393,33 @@ func TestParseDocumentMarkers(t *testing.T) {
 	for _, src := range []string{ok + "...\n" + ok, ok + "---\n", "---\n---\n" + ok} {
 		if _, err := Parse("f.yaml", []byte(src)); err == nil || !strings.Contains(err.Error(), "more than one document") {
 			t.Errorf("%q: %v", src, err)
+		}
+	}
+}
+
+// TestParseHostileFiles checks that files the YAML parser would take
+// minutes over are refused before it reads them.
+func TestParseHostileFiles(t *testing.T) {
+	var keys strings.Builder
+	for i := 0; keys.Len() < 256<<10; i++ {
+		fmt.Fprintf(&keys, "k%d: v\n", i)
+	}
+	var flowKeys strings.Builder
+	flowKeys.WriteString("{")
+	for i := 0; flowKeys.Len() < 256<<10; i++ {
+		fmt.Fprintf(&flowKeys, "k%d: v, ", i)
+	}
+	flowKeys.WriteString("z: 1}")
+	for name, tt := range map[string]struct{ src, want string }{
+		"keys":      {keys.String(), "f.yaml:257:1: a mapping of more than 256 keys"},
+		"flow keys": {flowKeys.String(), "a mapping of more than 256 keys"},
+		"nesting":   {strings.Repeat("[", 128<<10) + strings.Repeat("]", 128<<10), "f.yaml:1:33: nested deeper than 32"},
+		"blocks":    {strings.Repeat("- ", 128<<10) + "x", "nested deeper than 32"},
+		"documents": {strings.Repeat("---\na: 1\n", 32<<10), "f.yaml:3:1: more than one document"},
+	} {
+		_, err := Parse("f.yaml", []byte(tt.src))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want %s", name, err, tt.want)
 		}
 	}
 }

@@ -390,3 +390,46 @@ func TestWatchTargets(t *testing.T) {
 		t.Errorf("a bare name: %v", dirs)
 	}
 }
+
+// TestSourceLoadDuringReloads has requests load and use sets while the file
+// is reloaded: each sees one whole set, old or new.
+func TestSourceLoadDuringReloads(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	writeAtomic(t, path, version(0))
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			req := newRequest("GET", "/v", nil)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				set := s.Load()
+				v := versionOf(set)
+				r, err := set.Match(req)
+				if v < 0 || err != nil || r.Name() != fmt.Sprintf("v%d", v) || r.Limits()[0].Policy().Limit != int64(v+1) {
+					t.Errorf("version %d: rule %v, %v", v, r, err)
+					return
+				}
+			}
+		})
+	}
+	for v := 1; v <= 100; v++ {
+		writeAtomic(t, path, version(v))
+		if err := s.Reload(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if versionOf(s.Load()) != 100 {
+		t.Errorf("running version %d", versionOf(s.Load()))
+	}
+}
