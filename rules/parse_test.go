@@ -423,3 +423,25 @@ func TestParseHostileFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestDocExample parses the file shown in the package documentation.
+func TestDocExample(t *testing.T) {
+	src, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, _ := strings.Cut(string(src), "// # The file\n//\n")
+	block, _, _ := strings.Cut(after, "\n//\n// A rule has")
+	var b strings.Builder
+	for line := range strings.Lines(block) {
+		line = strings.TrimPrefix(strings.TrimPrefix(line, "//"), "\t")
+		b.WriteString(line)
+	}
+	s, err := Parse("doc.yaml", []byte(b.String()), exampleOptions()...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b.String())
+	}
+	if len(s.Rules()) != 3 || len(s.Limits()) != 5 {
+		t.Errorf("%d rules, %d limits", len(s.Rules()), len(s.Limits()))
+	}
+}
