@@ -609,7 +609,7 @@ func (s *store[S, A]) rebuild(sh *keyShard[S], now int64) {
 	old := sh.slots
 	size := len(old)
 	if sh.n < size*5/8 || size >= sh.maxLen {
-		s.compact(sh)
+		s.compact(sh, now)
 		return
 	}
 	size *= 2
@@ -651,16 +651,18 @@ func (s *store[S, A]) rebuild(sh *keyShard[S], now int64) {
 // neither skips an entry in this lap nor looks again at one it has passed
 // (which would clear bits they had no time to set again). Should the dead
 // slots kept leave less than a sixteenth of the slots before the next
-// rebuild, that table is compacted again with entries crossing the hand,
-// which goes back to the earliest slot one moved to, as remove does.
-func (s *store[S, A]) compact(sh *keyShard[S]) {
-	slots, dead, _ := s.compactFrom(sh, sh.slots, true)
-	back := 0
+// rebuild, that table is compacted again with entries crossing the hand.
+// The hand stays: the entries that cross it are looked at in the next lap,
+// their fresh times kept in this lap's bound (lapMin). Going back to them
+// instead, as remove does for its one entry, would make the hand judge
+// again the entries it passed on the way, their reference bits just
+// cleared: a key that keeps asking would go as if it had not.
+func (s *store[S, A]) compact(sh *keyShard[S], now int64) {
+	slots, dead := s.compactFrom(sh, sh.slots, true, now)
 	if sh.n+dead > sh.grow-len(slots)/16 {
-		slots, dead, back = s.compactFrom(sh, slots, false)
+		slots, dead = s.compactFrom(sh, slots, false, now)
 	}
-	m := len(slots) - 1
-	hand, lapLeft := (sh.hand-back)&m, sh.lapLeft+back
+	hand, lapLeft := sh.hand, sh.lapLeft
 	sh.resize(slots)
 	sh.hand, sh.lapLeft = hand, lapLeft
 	sh.used = sh.n + dead
@@ -668,10 +670,11 @@ func (s *store[S, A]) compact(sh *keyShard[S]) {
 
 // compactFrom returns the entries of from in a new table of the same size,
 // as compact places them: with keep, none crossing sh's hand, and the dead
-// slots that kept; without, crossing it, and how far the hand must go back.
+// slots that kept; without, crossing it, lowering sh.lapMin to the fresh
+// time at now of each entry that does.
 // It takes the states of from, unless from is the private result of an
 // earlier call (!keep).
-func (s *store[S, A]) compactFrom(sh *keyShard[S], from []entry[S], keep bool) (slots []entry[S], dead, back int) {
+func (s *store[S, A]) compactFrom(sh *keyShard[S], from []entry[S], keep bool, now int64) (slots []entry[S], dead int) {
 	m := len(from) - 1
 	start := 0
 	for atomic.LoadUint64(&from[start].tag) != 0 || from[start].check != 0 {
@@ -698,7 +701,10 @@ func (s *store[S, A]) compactFrom(sh *keyShard[S], from []entry[S], keep bool) (
 		}
 		if d := (sh.hand - i) & m; d > 0 && d <= (j-i)&m {
 			if !keep {
-				back = max(back, d)
+				// Behind the hand now: looked at in the next lap, its
+				// fresh time in this one's bound.
+				_, until := s.alg.holds(st, now)
+				sh.lapMin = min(sh.lapMin, now+until)
 			} else {
 				for ; i != sh.hand; i = (i + 1) & m {
 					if !taken(i) {
@@ -713,7 +719,7 @@ func (s *store[S, A]) compactFrom(sh *keyShard[S], from []entry[S], keep bool) (
 		}
 		slots[i] = entry[S]{tag: tag, check: e.check, state: st}
 	}
-	return slots, dead, back
+	return slots, dead
 }
 
 // remove empties slot i of sh, releasing its state, and shifts the entries
