@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/ratekit/ratekit/internal/memtime"
 )
 
 // DefaultMaxKeys is the number of keys a [Memory] limiter holds unless
@@ -172,6 +174,16 @@ func (m *Memory) Allow(ctx context.Context, key string) (Decision, error) {
 func (m *Memory) AllowN(_ context.Context, key string, n int64) (d Decision, err error) {
 	err = m.decideInto(&d, key, n, true, m.now())
 	return d, err
+}
+
+func init() {
+	memtime.Allow = func(m *Memory, key string, n int64) (d Decision, now int64, err error) {
+		now = m.nowNs()
+		err = m.decideInto(&d, key, n, true, micros(now))
+		return d, now, err
+	}
+	memtime.Now = (*Memory).nowNs
+	memtime.System = func(m *Memory) bool { return m.system }
 }
 
 // Peek reports key's state as it is, and whether AllowN would allow n units

@@ -15,6 +15,7 @@ import (
 	"github.com/ratekit/ratekit/internal/failover"
 	"github.com/ratekit/ratekit/internal/httpview"
 	"github.com/ratekit/ratekit/internal/keyfallback"
+	"github.com/ratekit/ratekit/internal/memtime"
 	"github.com/ratekit/ratekit/keyfunc"
 )
 
@@ -49,6 +50,10 @@ type Engine struct {
 	// set when the clock is core.SystemClock.
 	base   time.Time
 	system bool
+
+	// memTime is set when mem reads the system clock as the engine does:
+	// a request's start is then the limiter's own reading.
+	memTime bool
 
 	// The names of the fields written for a browser's script to read,
 	// and them as one Access-Control-Expose-Headers value.
@@ -90,6 +95,8 @@ func New(l core.Limiter, opts ...Option) (*Engine, error) {
 	}
 	e.base = c.clock.Now()
 	_, e.system = c.clock.(core.SystemClock)
+	// Both on the system clock: the limiter's reading serves.
+	e.memTime = e.mem != nil && e.system && memSystem(e.mem)
 	e.exposedNames = exposedNames(c.headers)
 	e.exposed = []string{strings.Join(e.exposedNames, ", ")}
 	return e, nil
@@ -262,7 +269,9 @@ func (r *Result) Counting() bool { return r.charge }
 func (r *Result) WriteHeaders(h HeaderWriter) {
 	sc := scratchPool.Get().(*headerScratch)
 	if hh, ok := h.(http.Header); ok {
-		r.writeHeaders(httpSink(hh), sc.buf[:0])
+		sc.hs = httpSink{h: hh, sc: sc}
+		r.writeHeaders(&sc.hs, sc.buf[:0])
+		sc.hs = httpSink{}
 	} else {
 		sc.ws.reset(h)
 		r.writeHeaders(&sc.ws, sc.buf[:0])
@@ -431,14 +440,21 @@ func (e *Engine) decide(res *Result) bool {
 	if res.fallback {
 		ctx = keyfallback.With(ctx) // one allocation, on this path only
 	}
-	// The time before counting, for a refund after: with WithCountIf, or
-	// when a limit checked later refuses the request.
-	res.start = e.now()
+	// res.start is the time before counting, for a refund after: with
+	// WithCountIf, or when a limit checked later refuses the request.
 	var err error
-	if e.mem != nil {
+	switch {
+	case e.memTime:
+		// The limiter's own reading of the system clock: one clock read
+		// per request, not two.
+		res.d, res.start, err = memAllow(e.mem, res.key, res.cost)
+		res.lim = e.mem
+	case e.mem != nil:
+		res.start = e.now()
 		res.d, err = e.mem.AllowN(ctx, res.key, res.cost)
 		res.lim = e.mem
-	} else {
+	default:
+		res.start = e.now()
 		var ld core.LayeredDecision
 		var outage error
 		ld, res.lim, outage, err = checkFailover(e.f, ctx, res.key, res.cost)
@@ -592,8 +608,23 @@ func (e *Engine) now() int64 {
 	return int64(e.cfg.clock.Now().Sub(e.base))
 }
 
-// since returns the time elapsed since start, a time of [Engine.now].
-func (e *Engine) since(start int64) time.Duration { return time.Duration(e.now() - start) }
+// since returns the time elapsed since start, a time of [Engine.now], or
+// of the limiter's clock when memTime is set.
+func (e *Engine) since(start int64) time.Duration {
+	if e.memTime {
+		return time.Duration(memNow(e.mem) - start)
+	}
+	return time.Duration(e.now() - start)
+}
+
+// memAllow, memNow and memSystem decide on a Memory limiter with the clock
+// reading it decided at, read its clock, and say whether it is the system
+// clock (internal/memtime).
+var (
+	memAllow  = memtime.Allow.(func(*core.Memory, string, int64) (core.Decision, int64, error))
+	memNow    = memtime.Now.(func(*core.Memory) int64)
+	memSystem = memtime.System.(func(*core.Memory) bool)
+)
 
 func (e *Engine) report(req keyfunc.Request, err error) {
 	if e.cfg.errorHook != nil {
