@@ -106,7 +106,7 @@ func (e *Engine) headersFor(p core.Policy) *policyHeaders {
 //
 // setBytes and addBytes take a value being formatted in a buffer of the
 // Engine's, which they copy: an http.Header into memory of the value's own
-// (see newValue), a [HeaderWriter] that takes bytes (fasthttp's) into its
+// (see valueSlab), a [HeaderWriter] that takes bytes (fasthttp's) into its
 // own buffers, so that the value costs that writer no allocation.
 type headerSink interface {
 	set(name string, v []string)
@@ -117,50 +117,91 @@ type headerSink interface {
 	values(name string) []string
 }
 
-type httpSink http.Header
-
-func (h httpSink) set(name string, v []string) { h[name] = v }
-
-func (h httpSink) setBytes(name string, b []byte) { h[name] = newValue(b) }
-
-func (h httpSink) addBytes(name string, b []byte) { h.add(name, newValue(b)) }
-
-// headerValue is the memory of one header value of an http.Header: the
-// one-element slice the header holds and the bytes of its string, in one
-// allocation. It is never written again once filled, and never reused: an
-// http.Header is read after the middleware returns (net/http writes it when
-// the handler has written nothing, a recorder or a cache keeps it), so its
-// values must stay as they are for as long as anything holds them.
-type headerValue struct {
-	s [1]string
-	b [56]byte
+// httpSink writes to an http.Header. It is used through a pointer, into
+// the pooled [headerScratch], whose slab its formatted values are carved
+// from; with no scratch (sc nil) each value is an allocation of its own.
+type httpSink struct {
+	h  http.Header
+	sc *headerScratch
 }
 
-// newValue returns b as the value of an http.Header field: one allocation
-// for a value of up to 56 bytes (the default RateLimit value, whatever its
-// numbers, if the policy's name is under 16 bytes), two for a longer one.
-func newValue(b []byte) []string {
-	if len(b) > len(headerValue{}.b) {
-		return []string{string(b)}
-	}
-	v := new(headerValue)
-	n := copy(v.b[:], b)
-	v.s[0] = unsafe.String(&v.b[0], n)
-	return v.s[:]
+func (s *httpSink) set(name string, v []string) { s.h[name] = v }
+
+func (s *httpSink) setBytes(name string, b []byte) { s.h[name] = s.value(b) }
+
+func (s *httpSink) addBytes(name string, b []byte) { s.add(name, s.value(b)) }
+
+func (s *httpSink) has(name string) bool {
+	v := s.h[name]
+	return len(v) > 0 && v[0] != ""
 }
 
-func (h httpSink) has(name string) bool { return len(h[name]) > 0 && h[name][0] != "" }
+func (s *httpSink) values(name string) []string { return s.h[name] }
 
-func (h httpSink) values(name string) []string { return h[name] }
-
-func (h httpSink) add(name string, v []string) {
-	old := h[name]
+func (s *httpSink) add(name string, v []string) {
+	old := s.h[name]
 	if len(old) == 0 {
-		h[name] = v
+		s.h[name] = v
 		return
 	}
 	// Capped, so that appending never writes into a slice the engine shares.
-	h[name] = append(old[:len(old):len(old)], v...)
+	s.h[name] = append(old[:len(old):len(old)], v...)
+}
+
+// value returns b as the value of an http.Header field, in memory of its
+// own: carved from the scratch's slab, which is replaced when full.
+func (s *httpSink) value(b []byte) []string {
+	if s.sc == nil || len(b) > maxSlabValue {
+		return []string{string(b)}
+	}
+	sl := s.sc.slab
+	if sl == nil || !sl.fits(b) {
+		sl = new(valueSlab)
+		s.sc.slab = sl
+	}
+	return sl.carve(b)
+}
+
+// valueSlab is the memory the values of http.Header fields are carved
+// from: one-element slices the header holds and the bytes of their
+// strings, about 40 responses' RateLimit values in one allocation.
+//
+// A carved value is written once, when carved, and never again, and a slab
+// is never reused once full: an http.Header is read after the middleware
+// returns (net/http writes it when the handler has written nothing, a
+// recorder or a cache keeps it), so its values must stay as they are for
+// as long as anything holds them, which the garbage collector sees to. A
+// slab belongs to one pooled scratch at a time, so carving needs no lock;
+// readers of a carved value share no memory with the values carved after
+// it. The cost of a response kept for long (in a cache) is the slab it
+// pins: at most its 2 KiB.
+type valueSlab struct {
+	s      [slabValues]string
+	b      [slabBytes]byte
+	ns, nb int // strings and bytes carved
+}
+
+const (
+	slabValues   = 40
+	slabBytes    = 2048 - slabValues*16 - 16
+	maxSlabValue = 256 // a longer value is allocated alone
+)
+
+func (sl *valueSlab) fits(b []byte) bool {
+	return sl.ns < len(sl.s) && len(b) <= len(sl.b)-sl.nb
+}
+
+// carve returns b as a one-element slice of sl's memory, capped so that
+// appending to it never writes into the next value. sl.fits(b) must hold.
+func (sl *valueSlab) carve(b []byte) []string {
+	i, n := sl.ns, len(b)
+	if n > 0 {
+		copy(sl.b[sl.nb:], b)
+		sl.s[i] = unsafe.String(&sl.b[sl.nb], n)
+	}
+	sl.ns++
+	sl.nb += n
+	return sl.s[i : i+1 : i+1]
 }
 
 // HeaderWriter is where an adapter's framework takes response headers:
@@ -226,8 +267,10 @@ func (s *writerSink) addBytes(name string, b []byte) {
 // headerScratch is the memory [Result.WriteHeaders] formats header values
 // in and its writerSink, kept in a pool.
 type headerScratch struct {
-	buf [160]byte
-	ws  writerSink
+	buf  [160]byte
+	ws   writerSink
+	hs   httpSink
+	slab *valueSlab // the values of http.Header fields are carved here
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(headerScratch) }}

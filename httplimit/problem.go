@@ -167,7 +167,7 @@ func WriteDenied(w http.ResponseWriter, d core.Decision) {
 		h[k] = v
 	}
 	h[hRetryAfter] = retryAfterValue(d.RetryAfter)
-	exposeNames(httpSink(h), []string{"Retry-After"}, []string{"Retry-After"})
+	exposeNames(&httpSink{h: h}, []string{"Retry-After"}, []string{"Retry-After"})
 	w.WriteHeader(res.Status)
 	w.Write(res.Body)
 }
