@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
-	"strconv"
-	"strings"
 )
 
 // Bounds on the forwarding headers read by ClientIP, so that a client
@@ -277,17 +275,40 @@ func (c *ipConfig) format(a netip.Addr) string {
 // of a dotted quad), so it serves as the key as it is, without formatting
 // the address again. It agrees with parsePeer wherever ok is true.
 func peerIPv4(s string) (host string, a netip.Addr, ok bool) {
-	i := strings.LastIndexByte(s, ':')
-	if i <= 0 || s[0] == '[' || strings.IndexByte(s[:i], ':') >= 0 {
+	// By hand, as netip.ParseAddr and strconv.ParseUint would read it (the
+	// fuzz test holds the two together): this runs on every request.
+	var ip [4]byte
+	i := 0
+	for f := range ip {
+		if f > 0 {
+			if i >= len(s) || s[i] != '.' {
+				return "", netip.Addr{}, false
+			}
+			i++
+		}
+		start, v := i, 0
+		for i < len(s) && i-start < 4 && '0' <= s[i] && s[i] <= '9' {
+			v = v*10 + int(s[i]-'0')
+			i++
+		}
+		if n := i - start; n == 0 || n > 3 || v > 255 || (n > 1 && s[start] == '0') {
+			return "", netip.Addr{}, false
+		}
+		ip[f] = byte(v)
+	}
+	if i >= len(s) || s[i] != ':' || i+1 == len(s) {
 		return "", netip.Addr{}, false
 	}
-	if _, err := strconv.ParseUint(s[i+1:], 10, 16); err != nil {
-		return "", netip.Addr{}, false
+	host, port := s[:i], 0
+	for _, c := range []byte(s[i+1:]) {
+		if c < '0' || c > '9' {
+			return "", netip.Addr{}, false
+		}
+		if port = port*10 + int(c-'0'); port > 65535 {
+			return "", netip.Addr{}, false
+		}
 	}
-	if a, err := netip.ParseAddr(s[:i]); err == nil && a.Is4() {
-		return s[:i], a, true
-	}
-	return "", netip.Addr{}, false
+	return host, netip.AddrFrom4(ip), true
 }
 
 // parsePeer parses a socket peer address: "host:port", "[host]:port" or a

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode"
@@ -52,6 +53,39 @@ func fuzzIPConfig(t *testing.T, opts ...IPOption) *ipConfig {
 		}
 	}
 	return c
+}
+
+// peerIPv4Ref is peerIPv4 by the standard library's parsers: the
+// definition peerIPv4 must agree with on every input.
+func peerIPv4Ref(s string) (string, netip.Addr, bool) {
+	i := strings.LastIndexByte(s, ':')
+	if i <= 0 || s[0] == '[' || strings.IndexByte(s[:i], ':') >= 0 {
+		return "", netip.Addr{}, false
+	}
+	if _, err := strconv.ParseUint(s[i+1:], 10, 16); err != nil {
+		return "", netip.Addr{}, false
+	}
+	if a, err := netip.ParseAddr(s[:i]); err == nil && a.Is4() {
+		return s[:i], a, true
+	}
+	return "", netip.Addr{}, false
+}
+
+// FuzzPeerIPv4 holds the hand-written fast path for "a.b.c.d:port" to
+// netip and strconv's reading of the same string.
+func FuzzPeerIPv4(f *testing.F) {
+	for _, s := range []string{"192.0.2.1:1234", "0.0.0.0:0", "255.255.255.255:65535", "1.2.3.4:65536",
+		"01.2.3.4:80", "1.2.3.4:0080", "1.2.3:80", "1.2.3.4.5:80", "1.2.3.4:", ":80", "1.2.3.256:1",
+		"[::1]:80", "::ffff:1.2.3.4:80", "1.2.3.4%eth0:80", "1.2.3.4:+80", "1..2.3:4", "1.2.3.0004:5"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		host, a, ok := peerIPv4(s)
+		wh, wa, wok := peerIPv4Ref(s)
+		if host != wh || a != wa || ok != wok {
+			t.Fatalf("peerIPv4(%q) = %q, %v, %v; netip and strconv say %q, %v, %v", s, host, a, ok, wh, wa, wok)
+		}
+	})
 }
 
 // FuzzXForwardedFor feeds arbitrary X-Forwarded-For headers (lines split at
