@@ -341,7 +341,13 @@ func (g *group) answer() {
 			c.SetErr(fmt.Errorf("batch script returned %d bytes too few", len(r)))
 			continue
 		}
-		if be64(r) >= 0 {
+		if v := be64(r); v <= -2 {
+			// Fresh: -2 - resetAfter alone (batch.lua), which decision
+			// reads as it is.
+			c.SetVal(r[:8])
+			r = r[8:]
+			continue
+		} else if v >= 0 {
 			if len(r) < answerLen {
 				c.SetErr(fmt.Errorf("batch script returned %d bytes too few", answerLen-len(r)))
 				r = ""

@@ -3,27 +3,43 @@
 -- the other, each exactly as that script would: KEYS[i] is decision i's
 -- key, ARGV[2i-1] its now (empty: the server's TIME, read once for the
 -- batch) and ARGV[2i] its cost (negative: a Peek). Ahead of it: the
--- policy's constants, clock.lua, and decide, the algorithm as a function.
+-- policy's constants, clock.lua, batchArg, and decide, the algorithm as a
+-- function.
 --
--- Returns the decisions' answers, packed one after the other; a decision
--- that fails (a Redis error, or a state the script cannot read) is
--- packed as -1, the length of its message, and the message, and the
--- others are made all the same, as separate calls would be.
+-- Returns the decisions' answers, packed one after the other: a fresh one
+-- (see clock.lua's answer) as one '>i8', -2 - resetAfter, the same for
+-- every fresh decision of the batch on the server's TIME, so packed once;
+-- any other as answer says. A decision that fails (a Redis error, or a
+-- state the script cannot read) is packed as -1, the length of its
+-- message, and the message, and the others are made all the same, as
+-- separate calls would be. The first 8 bytes of each thus say which it is:
+-- 0 or 1, allowed; -1, an error; below, fresh.
 local K, out, tnow = {}, {}, nil
+local lastreset, lastfresh
 for i = 1, #KEYS do
-	local now, n = tonumber(ARGV[i + i - 1]), tonumber(ARGV[i + i])
-	if not now then
+	local now, n = ARGV[i + i - 1], ARGV[i + i]
+	if now == '' then
 		tnow = tnow or servertime()
 		now = tnow
+	else
+		now = tonumber(now)
 	end
+	n = n == '1' and 1 or tonumber(n)
 	local commit = n > 0
 	if not commit then
 		n = -n
 	end
 	K[1] = KEYS[i]
-	local ok, a, b, c, d, e = pcall(decide, K, now, n, commit)
+	local ok, a, b, c, d, e, fresh = pcall(decide, K, now, n, commit)
 	if ok then
-		out[i] = bpack(answer, a, b, c, d, e)
+		if fresh then
+			if d ~= lastreset then
+				lastreset, lastfresh = d, bpack('>i8', -2 - d)
+			end
+			out[i] = lastfresh
+		else
+			out[i] = bpack(answer, a, b, c, d, e)
+		end
 	else
 		if type(a) == 'table' then
 			a = a.err

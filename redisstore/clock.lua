@@ -21,7 +21,12 @@ local bpack, bunpack = struct.pack, struct.unpack
 -- A decision's answer, packed: allowed (1 or 0), remaining, retryAfter,
 -- resetAfter, delay, durations in microseconds; remaining and resetAfter
 -- describe the state after the request when it is allowed and counted,
--- and the state as it is for a denial or a Peek (core.Decision).
+-- and the state as it is for a denial or a Peek (core.Decision). decide
+-- returns these five numbers and, when a request to count found no key
+-- and wrote one (the common case), true: the answer is then fresh, the one
+-- every such request for n gets, but for its resetAfter; a script's own
+-- reply for it is that resetAfter alone, which the client completes
+-- (redisstore.go's decision).
 local answer = '>i8i8i8i8i8'
 
 -- newset: SET takes NX and GET together (Redis 7 and later, which alone

@@ -11,9 +11,9 @@ if commit and not elapsed and newset and n <= L then
 	-- missing key, by SET NX, which answers the state of a key that exists
 	-- instead (GET), writing nothing; that is decided below as always.
 	local untilEnd = (idx + 1) * W - now
-	v = redis.call('SET', KEYS[1], bpack('>i8i8', idx, n), 'PX', ceil(untilEnd / 1000) + margin, 'NX', 'GET')
+	v = redis.call('SET', KEYS[1], bpack('>i8i8', idx, n), 'PX', arg(ceil(untilEnd / 1000) + margin), 'NX', 'GET')
 	if not v then
-		return 1, L - n, 0, untilEnd, 0
+		return 1, L - n, 0, untilEnd, 0, true
 	end
 else
 	v = redis.call('GET', KEYS[1])
@@ -49,7 +49,7 @@ if elapsed then
 			count = 0
 		end
 		if px > 0 then
-			redis.call('SET', KEYS[1], bpack('>i8i8', idx, count), 'PX', px)
+			redis.call('SET', KEYS[1], bpack('>i8i8', idx, count), 'PX', arg(px))
 		else
 			redis.call('DEL', KEYS[1])
 		end
@@ -69,5 +69,5 @@ if count + n > L or not commit then
 	return 1, L - count, 0, reset, 0
 end
 count = count + n
-redis.call('SET', KEYS[1], bpack('>i8i8', idx, count), 'PX', ceil(untilEnd / 1000) + margin)
+redis.call('SET', KEYS[1], bpack('>i8i8', idx, count), 'PX', arg(ceil(untilEnd / 1000) + margin))
 return 1, L - count, 0, untilEnd, 0

@@ -21,7 +21,7 @@ local function state(b)
 	local whole = floor(b / q)
 	local px = ceil(ceil(b / q) / 1000) + margin
 	if q == 1 then
-		return now + whole, px
+		return arg(now + whole), px
 	end
 	return bpack('>i8B', now + whole, b - whole * q), px
 end
@@ -35,13 +35,13 @@ if commit and not elapsed and newset and n * T <= C then
 	-- below as always. px > 0: n·T >= 1.
 	local b = n * T
 	local sv, px = state(b)
-	v = redis.call('SET', KEYS[1], sv, 'PX', px, 'NX', 'GET')
+	v = redis.call('SET', KEYS[1], sv, 'PX', arg(px), 'NX', 'GET')
 	if not v then
 		local delay = 0
 		if leaky then
 			delay = ceil((n - 1) * T / q)
 		end
-		return 1, floor((C - b) / T), 0, ceil(b / q), delay
+		return 1, floor((C - b) / T), 0, ceil(b / q), delay, true
 	end
 else
 	v = redis.call('GET', KEYS[1])
@@ -79,7 +79,7 @@ local function set(b)
 	if px <= 0 then
 		redis.call('DEL', KEYS[1])
 	else
-		redis.call('SET', KEYS[1], sv, 'PX', px)
+		redis.call('SET', KEYS[1], sv, 'PX', arg(px))
 	end
 end
 

@@ -132,7 +132,8 @@ func NewLayered(client redis.UniversalClient, policies []core.Policy, opts ...Op
 	return l, nil
 }
 
-// layeredSource returns the script of a layered limiter: the prelude once,
+// layeredSource returns the script of a layered limiter: the prelude once
+// (its short set false: a layer's answer is always packed in full),
 // then each layer's own script wrapped as a Lua function of (KEYS, n,
 // commit), then layered.lua, which calls them. A layer's function holds
 // the parts of its policy's script that are its own (see policyParts): its
@@ -142,6 +143,7 @@ func layeredSource(policies []core.Policy, marginMs int64) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "-- ratekit layered, %d layers\n", len(policies))
 	b.WriteString(preludeLua)
+	b.WriteString("short = false -- a layer answers in full\n")
 	var list, keys strings.Builder
 	for i, p := range policies {
 		head, body := policyParts(p, marginMs)

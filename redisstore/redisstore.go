@@ -56,8 +56,9 @@ type Limiter struct {
 	prefix  string // "<prefix>:<policy>:{"
 	clock   core.Clock
 	timeout time.Duration
-	cost    int64    // largest cost ever allowed
-	batch   *batcher // nil without WithBatching
+	cost    int64         // largest cost ever allowed
+	emit    core.Emission // the buckets' (Capacity 0 for the windows): a fresh answer's
+	batch   *batcher      // nil without WithBatching
 	// trip is a recent script call's duration, in ns, a decaying maximum
 	// kept on the server's TIME only: Refund pads elapsed with it (see
 	// Refund).
@@ -149,6 +150,9 @@ func New(client redis.UniversalClient, p core.Policy, opts ...Option) (*Limiter,
 		clock:   o.clock,
 		timeout: o.timeout,
 		cost:    p.Capacity(),
+	}
+	if p.Algorithm.Burstable() {
+		l.emit = p.Emission()
 	}
 	var batch *redis.Script
 	if o.batching {
@@ -399,7 +403,25 @@ func (l *Limiter) decision(cmd redis.Cmder, err error) (core.Decision, error) {
 	}
 	r := cmd.(*redis.StringCmd).Val() // evalOf keeps the type
 	if len(r) != answerLen {
-		return d, fmt.Errorf("redisstore: eval: script returned %q, want %d bytes", r, answerLen)
+		// A fresh answer (clock.lua's answer): its resetAfter, an integer
+		// reply, or a batch script's packed -2 - resetAfter (batch.lua),
+		// which starts with 0xff, as no decimal number does.
+		var reset int64
+		if len(r) == 8 && r[0] == 0xff {
+			reset = -2 - be64(r)
+		} else if reset, err = strconv.ParseInt(r, 10, 64); err != nil {
+			reset = -1
+		}
+		// Only a request to count is answered fresh: its cost is the
+		// call's last argument (see call), positive.
+		var n int64
+		if a := cmd.Args(); len(a) == 6 {
+			n, _ = a[5].(int64)
+		}
+		if reset < 0 || n <= 0 {
+			return d, fmt.Errorf("redisstore: eval: script returned %q, want %d bytes or a resetAfter", r, answerLen)
+		}
+		return l.fresh(d, n, reset), nil
 	}
 	d.Allowed = be64(r) == 1
 	d.Remaining = be64(r[8:])
@@ -407,6 +429,25 @@ func (l *Limiter) decision(cmd redis.Cmder, err error) (core.Decision, error) {
 	d.ResetAfter = time.Duration(be64(r[24:])) * time.Microsecond
 	d.Delay = time.Duration(be64(r[32:])) * time.Microsecond
 	return d, nil
+}
+
+// fresh completes d, the decision of a request of cost n that found no
+// state and was counted (a fresh answer, clock.lua), given its resetAfter
+// in µs: what every such request gets, as the scripts compute it.
+func (l *Limiter) fresh(d core.Decision, n, reset int64) core.Decision {
+	d.Allowed = true
+	d.ResetAfter = time.Duration(reset) * time.Microsecond
+	if e := l.emit; e.Capacity > 0 {
+		// The scripts' floor((C - nT)/T) and, leaky, ceil((n-1)T/q), exactly:
+		// nT <= C < 2^53.
+		d.Remaining = (e.Capacity - n*e.Interval) / e.Interval
+		if l.policy.Algorithm == core.LeakyBucket {
+			d.Delay = time.Duration(((n-1)*e.Interval+e.Scale-1)/e.Scale) * time.Microsecond
+		}
+		return d
+	}
+	d.Remaining = l.policy.Limit - n
+	return d
 }
 
 // answerLen is the length of a decision's answer (clock.lua): five

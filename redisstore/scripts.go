@@ -35,11 +35,29 @@ var (
 var preludeLua = clockLua + argsLua
 
 // singleLua ends a script of one call: it runs decide, and packs its
-// decision (a refund returns 0).
+// decision, or returns a fresh one's resetAfter alone (see prelude.lua; a
+// refund returns 0).
 const singleLua = `if elapsed then
 	return decide(KEYS, now, n, commit, elapsed)
 end
-return bpack(answer, decide(KEYS, now, n, commit))
+local a, b, c, d, e, fresh = decide(KEYS, now, n, commit)
+if fresh and short then
+	return d
+end
+return bpack(answer, a, b, c, d, e)
+`
+
+// batchArg is arg in a batch script (see prelude.lua): the decimal string
+// of x, kept for the next call, as a batch's decisions on the server's TIME
+// mostly pass the same expiry (and, for the buckets, the same state):
+// formatting a number costs Redis (or Lua) more than comparing two.
+const batchArg = `local lastx, lasts
+local function arg(x)
+	if x ~= lastx then
+		lastx, lasts = x, string.format('%d', x)
+	end
+	return lasts
+end
 `
 
 // scripts holds one *redis.Script per source, so that limiters of one
@@ -76,7 +94,7 @@ func scriptSource(p core.Policy, marginMs int64) string {
 // loop that makes a decision per key.
 func batchSource(p core.Policy, marginMs int64) string {
 	head, _ := policyParts(p, marginMs)
-	return "-- batch\n" + head + clockLua + decideLua(p) + batchLua
+	return "-- batch\n" + head + clockLua + batchArg + decideLua(p) + batchLua
 }
 
 // decideLua returns p's algorithm as the Lua function decide(KEYS, now,
@@ -103,8 +121,11 @@ func decideLua(p core.Policy) string {
 func policyParts(p core.Policy, marginMs int64) (head, body string) {
 	var consts string
 	switch p.Algorithm {
-	case core.FixedWindow, core.SlidingWindow, core.SlidingLog:
+	case core.FixedWindow, core.SlidingWindow:
 		consts = fmt.Sprintf("local L, W = %d, %d\n", p.Limit, int64(p.Window.Microseconds()))
+	case core.SlidingLog:
+		w := int64(p.Window.Microseconds())
+		consts = fmt.Sprintf("local L, W, wpx = %d, %d, '%d'\n", p.Limit, w, (w+999)/1000+marginMs)
 	default:
 		e := p.Emission()
 		consts = fmt.Sprintf("local q, T, C, dcap, dmax, leaky = %d, %d, %d, %d, %d, %t\n",

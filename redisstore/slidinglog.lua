@@ -39,13 +39,16 @@
 -- counts from base, and the total is cut back to the window's units (at
 -- most L) before it passes 2^50.
 --
--- A denied request and a Peek write nothing. Constants: L, W.
+-- A denied request and a Peek write nothing. Constants: L, W, and wpx,
+-- ceil(W / 1000) + margin as a decimal string: a new log's PX.
 local pack, sunpack = struct.pack, struct.unpack -- Redis's struct library
 local key = KEYS[1]
 local H, hfmt = 48, '>i8i4i4i4i4i8i8i8'
+-- A new log: the header and its first record, in one format.
+local newfmt = '>i8i4i4i4i4i8i8i8i8i8'
 local rebaseAt = 2 ^ 50
 
-local hdr = redis.call('GETRANGE', key, 0, H - 1)
+local hdr = redis.call('GETRANGE', key, '0', '47') -- 0 to H - 1
 if #hdr < H then
 	-- No log: nothing to refund; a request is allowed (n <= L) and, if
 	-- counted, the log's first record, the common case, written at once.
@@ -55,8 +58,8 @@ if #hdr < H then
 	if not commit then
 		return 1, L, 0, 0, 0 -- a Peek: nothing is counted
 	end
-	redis.call('SET', key, pack(hfmt, 0, 1, 1, 0, 0, 0, n, now) .. pack('>i8i8', now, n), 'PX', ceil(W / 1000) + margin)
-	return 1, L - n, 0, W, 0
+	redis.call('SET', key, pack(newfmt, 0, 1, 1, 0, 0, 0, n, now, now, n), 'PX', wpx)
+	return 1, L - n, 0, W, 0, true
 end
 local base, hd, kd, zeros, zd, dead, total, last = sunpack(hfmt, hdr)
 local h, k, zfrom = base + hd, base + kd, nil
@@ -224,7 +227,7 @@ local function setAll(s, px)
 		px = redis.call('PTTL', key)
 	end
 	if px > 0 then
-		redis.call('SET', key, s, 'PX', px)
+		redis.call('SET', key, s, 'PX', arg(px))
 	else
 		redis.call('SET', key, s)
 	end
@@ -338,7 +341,7 @@ local function store(px, shrunk)
 	end
 	redis.call('SETRANGE', key, 0, pack(hfmt, base, h - base, k - base, zeros, zrel, dead, total, last))
 	if px then
-		redis.call('PEXPIRE', key, px)
+		redis.call('PEXPIRE', key, arg(px))
 	end
 end
 
@@ -446,7 +449,7 @@ local reset = t + W - now
 local px = ceil(reset / 1000) + margin
 if f > k then
 	-- Everything has left: a new log.
-	redis.call('SET', key, pack(hfmt, 0, 1, 1, 0, 0, 0, n, t) .. pack('>i8i8', t, n), 'PX', px)
+	redis.call('SET', key, pack(newfmt, 0, 1, 1, 0, 0, 0, n, t, t, n), 'PX', arg(px))
 else
 	h, dead = f, uf
 	if last == t then

@@ -41,9 +41,9 @@ if commit and not elapsed and newset and n <= L then
 	-- missing key, by SET NX, which answers the state of a key that exists
 	-- instead (GET), writing nothing; that is decided below as always.
 	local reset = 2 * W - (now - idx * W)
-	v = redis.call('SET', KEYS[1], bpack('>i8i8i8', idx, 0, n), 'PX', ceil(reset / 1000) + margin, 'NX', 'GET')
+	v = redis.call('SET', KEYS[1], bpack('>i8i8i8', idx, 0, n), 'PX', arg(ceil(reset / 1000) + margin), 'NX', 'GET')
 	if not v then
-		return 1, L - n, 0, reset, 0
+		return 1, L - n, 0, reset, 0, true
 	end
 else
 	v = redis.call('GET', KEYS[1])
@@ -100,7 +100,7 @@ if elapsed then
 		end
 		local px = ceil(reset / 1000) + margin
 		if px > 0 then
-			redis.call('SET', KEYS[1], bpack('>i8i8i8', sidx, prev, cur), 'PX', px)
+			redis.call('SET', KEYS[1], bpack('>i8i8i8', sidx, prev, cur), 'PX', arg(px))
 		else
 			redis.call('DEL', KEYS[1])
 		end
@@ -170,5 +170,5 @@ if remaining < 0 then
 end
 -- cur > 0 now.
 local reset = lag + 2 * W - e
-redis.call('SET', KEYS[1], bpack('>i8i8i8', sidx, prev, cur), 'PX', ceil(reset / 1000) + margin)
+redis.call('SET', KEYS[1], bpack('>i8i8i8', sidx, prev, cur), 'PX', arg(ceil(reset / 1000) + margin))
 return 1, remaining, 0, reset, 0
