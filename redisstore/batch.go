@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -172,6 +173,11 @@ func (b *batcher) flush() {
 		}
 		clear(batch)
 		clear(skipped)
+		// The callers just answered often decide again at once: let them
+		// run and queue before the queue is found empty and the place
+		// given up, or the first of them, finding a place and no queue,
+		// would send its decision alone (on one P, every time).
+		runtime.Gosched()
 	}
 }
 
