@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ratekit/ratekit/internal/policyname"
 )
 
 // Algorithm selects how a [Policy] counts usage. The zero value is
@@ -177,18 +179,7 @@ func (e *PolicyError) Error() string {
 // Unwrap returns [ErrInvalidPolicy].
 func (e *PolicyError) Unwrap() error { return ErrInvalidPolicy }
 
-func checkName(name string) error {
-	if len(name) > 64 {
-		return fmt.Errorf("is %d bytes long, at most 64", len(name))
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return fmt.Errorf("%q has %q; use letters, digits, '-', '_' or '.'", name, name[i:i+1])
-		}
-	}
-	return nil
-}
+func checkName(name string) error { return policyname.Check(name) }
 
 // String formats the policy the way [ParsePolicy] reads it, such as
 // "100/1m" or "5/15m algorithm=sliding-log name=login". Fields at their

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/policyname"
 	"github.com/ratekit/ratekit/keyfunc"
 )
 
@@ -498,14 +499,5 @@ func checkName(name string) error {
 	if name == "" {
 		return errors.New("a name is required")
 	}
-	if len(name) > 64 {
-		return fmt.Errorf("%d bytes long, at most 64", len(name))
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return fmt.Errorf("%q has %q; use letters, digits, '-', '_' or '.'", name, name[i:i+1])
-		}
-	}
-	return nil
+	return policyname.Check(name)
 }

@@ -3,7 +3,6 @@
 package rules
 
 import (
-	"context"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -20,12 +19,7 @@ func TestSourceWatchSignal(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := watchReloads(s)
-	ready := make(chan struct{})
-	s.ready = func() { close(ready) }
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- s.Watch(ctx) }()
-	<-ready
+	stop := startWatch(t, s)
 	for v := 1; v <= 5; v++ {
 		writeAtomic(t, path, version(v))
 		if err := syscall.Kill(syscall.Getpid(), syscall.SIGHUP); err != nil {
@@ -33,8 +27,5 @@ func TestSourceWatchSignal(t *testing.T) {
 		}
 		r.waitVersion(t, s, v)
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("Watch returned %v", err)
-	}
+	stop()
 }

@@ -181,12 +181,7 @@ func TestSourceWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = watchReloads(s)
-	ready := make(chan struct{})
-	s.ready = func() { close(ready) }
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- s.Watch(ctx) }()
-	<-ready
+	stop := startWatch(t, s)
 
 	for v := 1; v <= 60; v++ {
 		switch v % 3 {
@@ -224,15 +219,7 @@ func TestSourceWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Watch returned %v", err)
-		}
-	case <-time.After(failAfter):
-		t.Fatal("Watch did not return after its context was done")
-	}
+	stop()
 }
 
 // TestSourceWatchConfigMap swaps the file as a Kubernetes ConfigMap volume
@@ -272,20 +259,12 @@ func TestSourceWatchConfigMap(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := watchReloads(s)
-	ready := make(chan struct{})
-	s.ready = func() { close(ready) }
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- s.Watch(ctx) }()
-	<-ready
+	stop := startWatch(t, s)
 	for v := 1; v <= 20; v++ {
 		publish(v)
 		r.waitVersion(t, s, v)
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("Watch returned %v", err)
-	}
+	stop()
 }
 
 // TestWatchLoop drives Watch's loop with events and signals of its own in
@@ -431,5 +410,29 @@ func TestSourceLoadDuringReloads(t *testing.T) {
 	wg.Wait()
 	if versionOf(s.Load()) != 100 {
 		t.Errorf("running version %d", versionOf(s.Load()))
+	}
+}
+
+// startWatch runs s.Watch in a goroutine and returns once its watcher is
+// set up; stop ends it and checks it returned nil.
+func startWatch(t *testing.T, s *Source) (stop func()) {
+	t.Helper()
+	ready := make(chan struct{})
+	s.ready = func() { close(ready) }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- s.Watch(ctx) }()
+	<-ready
+	return func() {
+		t.Helper()
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Watch returned %v", err)
+			}
+		case <-time.After(failAfter):
+			t.Fatal("Watch did not return after its context was done")
+		}
 	}
 }
