@@ -1,6 +1,8 @@
 package httplimit
 
 import (
+	"bytes"
+	"iter"
 	"net/http"
 	"strconv"
 	"strings"
@@ -226,19 +228,115 @@ type canonicalHeaderSetter interface {
 	SetCanonical(name, value []byte)
 }
 
+// headerVisitor and headerLister are a HeaderWriter that lists the fields
+// it holds: fasthttp's *ResponseHeader (VisitAll; All in later versions).
+// A writer that lists and sets canonical names is written without its
+// normalizing a name on every call: one pass over the response's few
+// fields tells which of the engine's are there already. VisitAll is
+// preferred: called through an interface, an iterator All returns, or the
+// loop body passed to it, is an allocation, which the sink's visit made
+// once is not (fasthttp's own VisitAll ranges over All without one).
+type (
+	headerVisitor interface {
+		VisitAll(f func(key, value []byte))
+	}
+	headerLister interface {
+		All() iter.Seq2[[]byte, []byte]
+	}
+)
+
 // writerSink writes to a HeaderWriter; it is used through a pointer, into
 // the pooled [headerScratch], so that passing it costs no allocation.
 type writerSink struct {
 	w  HeaderWriter
 	bw bytesHeaderWriter     // w, when it takes bytes
 	cs canonicalHeaderSetter // w, when it sets canonical names
+	hv headerVisitor         // w, when it visits its fields
+	hl headerLister          // w, when it lists them (and does not visit)
+
+	// What one pass over w's fields found, once listed: which of the
+	// fields the engine adds to or reads w holds. visit and yield record a
+	// field; they are made once per pooled sink, so that passing them
+	// costs no allocation.
+	listed bool
+	seen   seenFields
+	visit  func(key, value []byte)
+	yield  func(key, value []byte) bool
 }
+
+// seenFields are the fields a listing found: the IETF fields (present),
+// and Access-Control-Allow-Origin with a first value that is not empty, as
+// has reads it.
+type seenFields uint8
+
+const (
+	seenRateLimit seenFields = 1 << iota
+	seenRateLimitPolicy
+	seenAllowOrigin
+	seenAllowOriginAny // the field is there, its first value read
+)
 
 // reset makes s a sink over w (nil: none).
 func (s *writerSink) reset(w HeaderWriter) {
 	s.w = w
 	s.bw, _ = w.(bytesHeaderWriter)
 	s.cs, _ = w.(canonicalHeaderSetter)
+	s.hv, _ = w.(headerVisitor)
+	s.hl = nil
+	if s.hv == nil {
+		s.hl, _ = w.(headerLister)
+	}
+	s.listed, s.seen = false, 0
+}
+
+// list makes one pass over w's fields, and reports whether w can list them.
+func (s *writerSink) list() bool {
+	switch {
+	case s.listed:
+	case s.hv != nil:
+		s.hv.VisitAll(s.visit)
+	case s.hl != nil:
+		s.hl.All()(s.yield)
+	default:
+		return false
+	}
+	s.listed = true
+	return true
+}
+
+// note records field k, of value v, if it is one the sink looks for.
+func (s *writerSink) note(k, v []byte) {
+	switch {
+	case bytes.EqualFold(k, bytesOf(hRateLimit)):
+		s.seen |= seenRateLimit
+	case bytes.EqualFold(k, bytesOf(hRateLimitPolicy)):
+		s.seen |= seenRateLimitPolicy
+	case s.seen&seenAllowOriginAny == 0 && bytes.EqualFold(k, bytesOf(hAllowOrigin)):
+		s.seen |= seenAllowOriginAny
+		if len(v) > 0 {
+			s.seen |= seenAllowOrigin
+		}
+	}
+}
+
+// fresh reports whether name is an IETF field w does not hold yet, which
+// a canonical set then adds without normalizing the name; it marks the
+// field held.
+func (s *writerSink) fresh(name string) bool {
+	var f seenFields
+	switch name {
+	case hRateLimit:
+		f = seenRateLimit
+	case hRateLimitPolicy:
+		f = seenRateLimitPolicy
+	default:
+		return false
+	}
+	if s.cs == nil || !s.list() || s.seen&f != 0 {
+		return false
+	}
+	s.seen |= f
+	return true
 }
 
 // bytesOf returns s's bytes, for a writer that only reads them.
@@ -257,6 +355,10 @@ func (s *writerSink) setBytes(name string, b []byte) {
 }
 
 func (s *writerSink) addBytes(name string, b []byte) {
+	if s.fresh(name) {
+		s.cs.SetCanonical(bytesOf(name), b)
+		return
+	}
 	if s.bw != nil {
 		s.bw.AddBytesV(name, b)
 		return
@@ -273,7 +375,12 @@ type headerScratch struct {
 	slab *valueSlab // the values of http.Header fields are carved here
 }
 
-var scratchPool = sync.Pool{New: func() any { return new(headerScratch) }}
+var scratchPool = sync.Pool{New: func() any {
+	sc := new(headerScratch)
+	sc.ws.visit = func(k, v []byte) { sc.ws.note(k, v) }
+	sc.ws.yield = func(k, v []byte) bool { sc.ws.note(k, v); return true }
+	return sc
+}}
 
 func (s *writerSink) set(name string, v []string) {
 	if s.cs != nil && len(v) == 1 {
@@ -290,12 +397,19 @@ func (s *writerSink) set(name string, v []string) {
 }
 
 func (s *writerSink) add(name string, v []string) {
+	if len(v) > 0 && s.fresh(name) {
+		s.cs.SetCanonical(bytesOf(name), bytesOf(v[0]))
+		v = v[1:]
+	}
 	for _, x := range v {
 		s.w.Add(name, x)
 	}
 }
 
 func (s *writerSink) has(name string) bool {
+	if name == hAllowOrigin && s.list() {
+		return s.seen&seenAllowOrigin != 0
+	}
 	r, ok := s.w.(HeaderReader)
 	if !ok {
 		return false
