@@ -36,7 +36,9 @@ const (
 )
 
 type options struct {
-	nilOption   int // the position of the first nil option, from 1; 0 if none
+	ctor        string // the function given the options: New, Parse, ParseFile or Open
+	nilOption   int    // the position of the first nil option, from 1; 0 if none
+	clockSet    bool
 	plan        func(keyfunc.Request) (string, error)
 	planSet     bool
 	keyFuncs    map[string]keyfunc.Func
@@ -56,8 +58,8 @@ type options struct {
 	signals   []os.Signal
 }
 
-func buildOptions(opts []Option) *options {
-	o := &options{cacheSize: DefaultOverrideCacheSize, cacheTTL: DefaultOverrideTTL, debounce: DefaultDebounce}
+func buildOptions(ctor string, opts []Option) *options {
+	o := &options{ctor: ctor, cacheSize: DefaultOverrideCacheSize, cacheTTL: DefaultOverrideTTL, debounce: DefaultDebounce}
 	for i, opt := range opts {
 		if opt == nil {
 			if o.nilOption == 0 {
@@ -67,7 +69,7 @@ func buildOptions(opts []Option) *options {
 		}
 		opt(o)
 	}
-	if o.clock == nil {
+	if !o.clockSet {
 		o.clock = core.SystemClock{}
 	}
 	return o
@@ -170,7 +172,7 @@ func WithOverrideCache(size int, ttl time.Duration) Option {
 // WithClock sets the clock that ages an OverrideFunc's cached answers.
 // Default: core.SystemClock. Applies to: New, Parse, Open.
 func WithClock(c core.Clock) Option {
-	return func(o *options) { o.clock = c }
+	return func(o *options) { o.clock, o.clockSet = c, true }
 }
 
 // WithErrorHook gives a function that a Source calls with every reload that

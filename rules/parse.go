@@ -33,7 +33,7 @@ func ParseFile(path string, opts ...Option) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Parse(path, data, opts...)
+	return parse(path, data, buildOptions("ParseFile", opts))
 }
 
 // readFile reads at most MaxFileBytes of the file at path.
@@ -64,7 +64,7 @@ func readFile(path string) ([]byte, error) {
 // found (up to 20) is returned, each an [*Error] naming the file, the line
 // and column, and the field's path, joined with errors.Join.
 func Parse(name string, data []byte, opts ...Option) (*Set, error) {
-	return parse(name, data, buildOptions(opts))
+	return parse(name, data, buildOptions("Parse", opts))
 }
 
 func parse(name string, data []byte, o *options) (*Set, error) {

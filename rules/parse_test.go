@@ -326,7 +326,8 @@ func TestOptionErrors(t *testing.T) {
 		opts []Option
 		want string
 	}{
-		{"nil", []Option{WithPlan(proPlan), nil}, "rules: option 2 is nil"},
+		{"nil", []Option{WithPlan(proPlan), nil}, "rules: New: option 2 is nil"},
+		{"nil clock", []Option{WithClock(nil)}, "rules: WithClock: the clock is nil"},
 		{"nil plan", []Option{WithPlan(nil)}, "rules: WithPlan: the function is nil"},
 		{"nil override", []Option{WithOverride(nil)}, "rules: WithOverride: the function is nil"},
 		{"cache size", []Option{WithOverrideCache(0, time.Minute)}, "rules: WithOverrideCache: size 0, at least 1"},
@@ -352,8 +353,22 @@ func TestOptionErrors(t *testing.T) {
 		})
 	}
 	_, err := Parse("f.yaml", []byte("rules: [{name: a, limits: [{name: x, rate: 1/s, key: ip}]}]"), nil)
-	if err == nil || err.Error() != "rules: option 1 is nil" {
+	if err == nil || err.Error() != "rules: Parse: option 1 is nil" {
 		t.Errorf("Parse with a nil option: %v", err)
+	}
+	_, err = ParseFile(filepath.Join(t.TempDir(), "none.yaml"), nil)
+	if err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("ParseFile of no file: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(path, []byte("rules: [{name: a, limits: [{name: x, rate: 1/s, key: ip}]}]"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(path, nil); err == nil || err.Error() != "rules: Open: option 1 is nil" {
+		t.Errorf("Open with a nil option: %v", err)
+	}
+	if _, err := Open(path, WithClock(nil)); err == nil || err.Error() != "rules: WithClock: the clock is nil" {
+		t.Errorf("Open with a nil clock: %v", err)
 	}
 }
 

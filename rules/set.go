@@ -218,7 +218,7 @@ func (s *Set) TrustedProxies() []netip.Prefix { return slices.Clone(s.trusted) }
 // mistake it finds (up to 20), each an [*Error] naming the field by its path
 // in the file's terms, joined with errors.Join.
 func New(cfg Config, opts ...Option) (*Set, error) {
-	s, errs := build(cfg, buildOptions(opts))
+	s, errs := build(cfg, buildOptions("New", opts))
 	if err := errs.err(); err != nil {
 		return nil, err
 	}
@@ -302,7 +302,7 @@ func build(cfg Config, o *options) (*Set, *errorList) {
 
 func checkOptions(o *options, errs *errorList) {
 	if o.nilOption > 0 {
-		errs.option("option %d is nil", o.nilOption)
+		errs.option("%s: option %d is nil", o.ctor, o.nilOption)
 	}
 	if o.planSet && o.plan == nil {
 		errs.option("WithPlan: the function is nil")

@@ -51,7 +51,7 @@ type Source struct {
 // Open reads and validates the rule file at path (as [ParseFile] does, with
 // opts) and returns a Source holding its set, or the file's errors.
 func Open(path string, opts ...Option) (*Source, error) {
-	s := &Source{path: path, o: buildOptions(opts)}
+	s := &Source{path: path, o: buildOptions("Open", opts)}
 	data, err := readFile(path)
 	if err != nil {
 		return nil, err
