@@ -1,5 +1,7 @@
 package core
 
+import "sync/atomic"
+
 // algorithm is one counting rule over a per-key state S. Implementations are
 // pure functions of (state, now, n): they read no clock and take no lock; the
 // store serializes calls per key and supplies the time, in microseconds since
@@ -33,6 +35,14 @@ type algorithm[S any] interface {
 	// units, never past fresh, never more room than if the units had not
 	// been counted. It may reuse s.
 	refund(s S, now, since, n int64) S
+	// carry returns s, a state at now under the algorithm's parameters,
+	// converted to those of to, for [Memory.SetPolicy]: what it counts
+	// carries over as the algorithm defines it (docs/algorithms.md,
+	// "Changing a policy"), rounded towards less room. It may reuse s.
+	carry(s S, now int64, to *settings) S
+	// adopt makes the algorithm decide by to from now on. The store calls
+	// it under every one of its shards' locks, after carrying every state.
+	adopt(to *settings)
 	// release is called when the store drops a key's state s for good
 	// (evicted, swept, replaced or reset), so that what s refers to out
 	// of line can be reused. States held inline release nothing.
@@ -83,8 +93,10 @@ type atomicState[S any] interface {
 	kill(p *S, old S) bool
 	// put stores v at p.
 	put(p *S, v S)
-	// decideShared is decide on the state at p, storing the new state by
-	// compare-and-swap; it reports false, deciding nothing, when the state
-	// is taken.
-	decideShared(p *S, now, n int64, commit bool) (verdict, bool)
+	// decideShared is decide on the state at p under the settings at set,
+	// loaded after the state, storing the new state by compare-and-swap;
+	// it returns the settings it decided by (deciding nothing for a cost
+	// above their capacity), and reports false, deciding nothing, when the
+	// state is taken.
+	decideShared(p *S, set *atomic.Pointer[settings], now, n int64, commit bool) (verdict, *settings, bool)
 }

@@ -47,9 +47,7 @@ type Failover struct {
 	remoteRef Refunder       // remote, when it can refund
 	localRef  Refunder       // local, when it can refund
 	onError   ErrorPolicy
-	policy    Policy
-	hasPol    bool  // policy is the remote's; unknown otherwise
-	cost      int64 // the policy's capacity, or MaxInt64 when unknown
+	pol       PolicyReporter // remote, when it knows its policy (which may change: Memory.SetPolicy)
 	failures  int64
 	coolDown  time.Duration
 	timeout   time.Duration
@@ -123,7 +121,7 @@ func NewFailover(remote Limiter, opts ...FailoverOption) (*Failover, error) {
 	if remote == nil {
 		return nil, errors.New("core: NewFailover: a remote limiter is required")
 	}
-	f := &Failover{remote: remote, failures: 3, coolDown: 5 * time.Second, clock: SystemClock{}, cost: math.MaxInt64}
+	f := &Failover{remote: remote, failures: 3, coolDown: 5 * time.Second, clock: SystemClock{}}
 	for i, opt := range opts {
 		if opt == nil {
 			return nil, fmt.Errorf("core: NewFailover: option %d is nil", i+1)
@@ -148,9 +146,7 @@ func NewFailover(remote Limiter, opts ...FailoverOption) (*Failover, error) {
 	case f.clock == nil:
 		return nil, errors.New("core: NewFailover: WithClock(nil): a clock is required")
 	}
-	if p, ok := policyOf(remote); ok {
-		f.policy, f.hasPol, f.cost = p, true, p.Capacity()
-	}
+	f.pol, _ = As[PolicyReporter](remote)
 	f.remoteLay, _ = As[LayeredLimiter](remote)
 	f.localLay, _ = As[LayeredLimiter](f.local)
 	f.remoteRef = refunderOf(remote)
@@ -205,12 +201,13 @@ func (f *Failover) PeekLayers(ctx context.Context, key string, n int64) (Layered
 // Decision of [FailOpen] (by nil, allowed), made for AllowN with n units
 // counted, becomes a new key's state, with nothing counted.
 func (f *Failover) peekOpen(ld LayeredDecision, by Limiter, err error) LayeredDecision {
-	if by != nil || err != nil || !ld.Allowed || !f.hasPol {
+	if by != nil || err != nil || !ld.Allowed || f.pol == nil {
 		return ld
 	}
-	ld.Remaining = f.cost
+	c := f.pol.Policy().Capacity()
+	ld.Remaining = c
 	for i := range ld.Layers {
-		ld.Layers[i].Remaining = f.cost
+		ld.Layers[i].Remaining = c
 	}
 	return ld
 }
@@ -258,8 +255,8 @@ func (f *Failover) Refund(ctx context.Context, key string, n int64, elapsed time
 	if f.remoteRef == nil {
 		return noRefund("failover", f.remote)
 	}
-	if key == "" || n <= 0 || n > f.cost || elapsed < 0 {
-		return checkRefund(key, n, f.cost, elapsed)
+	if c := f.capacity(); key == "" || n <= 0 || n > c || elapsed < 0 {
+		return checkRefund(key, n, c, elapsed)
 	}
 	call, probe := f.admit()
 	var err error
@@ -285,7 +282,21 @@ func (f *Failover) Unwrap() Limiter { return f.remote }
 
 // Policy returns the remote limiter's policy, or the zero Policy when it
 // has none (see [PolicyReporter]).
-func (f *Failover) Policy() Policy { return f.policy }
+func (f *Failover) Policy() Policy {
+	if f.pol == nil {
+		return Policy{}
+	}
+	return f.pol.Policy()
+}
+
+// capacity returns the remote policy's capacity, or MaxInt64 when it is
+// unknown.
+func (f *Failover) capacity() int64 {
+	if f.pol == nil {
+		return math.MaxInt64
+	}
+	return f.pol.Policy().Capacity()
+}
 
 type (
 	decideFunc func(l Limiter, ctx context.Context, key string, n int64) (Decision, error)
@@ -318,8 +329,12 @@ func (f *Failover) check(ctx context.Context, key string, n int64, op decideFunc
 		}
 		return ld, f.local, cause, err
 	}
-	d := Decision{Limit: f.policy.Limit, Policy: f.policy}
-	switch err = checkRequest(key, n, f.cost); {
+	p, c := f.Policy(), int64(math.MaxInt64)
+	if f.pol != nil {
+		c = p.Capacity()
+	}
+	d := Decision{Limit: p.Limit, Policy: p}
+	switch err = checkRequest(key, n, c); {
 	case err != nil:
 	case f.onError.closed:
 		if cause == nil {
@@ -328,8 +343,8 @@ func (f *Failover) check(ctx context.Context, key string, n int64, op decideFunc
 		err, cause = &UnavailableError{RetryAfter: f.retryAfter(), Err: cause}, nil
 	default:
 		d.Allowed = true
-		if f.hasPol {
-			d.Remaining = f.cost - n
+		if f.pol != nil {
+			d.Remaining = c - n
 		}
 	}
 	if wrap {

@@ -53,7 +53,21 @@ func (f *fixedWindow) decide(s fwState, now, n int64, commit bool) (verdict, fwS
 		reset = untilEnd
 	}
 	if cur.count+n > f.limit {
-		return deny(f.limit-cur.count, untilEnd, reset), s
+		// A count above the limit: lowered by Memory.SetPolicy.
+		return deny(max(f.limit-cur.count, 0), untilEnd, reset), s
 	}
 	return verdict{remaining: f.limit - cur.count, resetAfter: reset}, s
 }
+
+// carry keeps the count of the current window. When the window changes,
+// the count moves to the new window that holds now (aligned to multiples
+// of the new Window), and leaves when that window ends.
+func (f *fixedWindow) carry(s fwState, now int64, to *settings) fwState {
+	cur := f.current(s, now)
+	if to.window != f.window {
+		cur.idx = floorDiv(now, to.window)
+	}
+	return cur
+}
+
+func (f *fixedWindow) adopt(to *settings) { f.limit, f.window = to.policy.Limit, to.window }

@@ -147,7 +147,7 @@ func cmpUint64(a, b uint64) int {
 func (l *Layered) Policies() []Policy {
 	ps := make([]Policy, len(l.layers))
 	for i, m := range l.layers {
-		ps[i] = m.policy
+		ps[i] = m.Policy()
 	}
 	return ps
 }
@@ -251,7 +251,7 @@ func (l *Layered) RefundKeys(_ context.Context, keys []string, n int64, elapsed 
 	}
 	key := func(i int) string { return keys[min(i, len(keys)-1)] }
 	for i, m := range l.layers {
-		if err := checkRefund(key(i), n, m.cost, elapsed); err != nil {
+		if err := checkRefund(key(i), n, m.set.Load().cost, elapsed); err != nil {
 			return err
 		}
 	}
@@ -285,10 +285,14 @@ func (l *Layered) decide(keys []string, n int64, commit bool, out []Decision) (L
 		return LayeredDecision{}, err
 	}
 	key := func(i int) string { return keys[min(i, len(keys)-1)] }
+	refused := func(i int, m *Memory) (LayeredDecision, error) {
+		set := m.set.Load()
+		d := Decision{Limit: set.policy.Limit, Policy: set.policy}
+		return LayeredDecision{Decision: d, Layer: i}, checkRequest(key(i), n, set.cost)
+	}
 	for i, m := range l.layers {
-		if k := key(i); k == "" || n <= 0 || n > m.cost {
-			d := Decision{Limit: m.policy.Limit, Policy: m.policy}
-			return LayeredDecision{Decision: d, Layer: i}, checkRequest(k, n, m.cost)
+		if key(i) == "" || n <= 0 || n > m.set.Load().cost {
+			return refused(i, m)
 		}
 	}
 	var buf [4]layerRef
@@ -298,6 +302,17 @@ func (l *Layered) decide(keys []string, n int64, commit bool, out []Decision) (L
 	}
 	for _, i := range l.order {
 		refs[i].ref.mu.Lock()
+	}
+	// Each layer's policy stays as it is while one of its shards is
+	// locked (Memory.SetPolicy holds them all); checked again, as a
+	// change may have lowered a capacity since.
+	for i, m := range l.layers {
+		if n > m.set.Load().cost {
+			for j := range refs {
+				refs[j].ref.mu.Unlock()
+			}
+			return refused(i, m)
+		}
 	}
 	// Check every layer but the last. If all pass, decide the last one for
 	// real: it counts only if it passes too, and then so do the others,

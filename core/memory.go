@@ -33,6 +33,9 @@ const DefaultMaxKeys = 1 << 20
 // minted one request each go before a key at its limit; [Memory.Stats] counts
 // those evictions, the only way a Memory forgets usage.
 //
+// [Memory.SetPolicy] changes the policy while it runs, keeping every key's
+// usage as its algorithm defines it.
+//
 // A key's check-and-update is atomic; requests for different keys rarely
 // wait for each other. A Memory is safe for concurrent use. Its methods
 // ignore ctx.
@@ -40,13 +43,12 @@ type Memory struct {
 	// The table that holds the keys, and its figures: store.go and
 	// docs/algorithms.md.
 
-	policy Policy
+	set    atomic.Pointer[settings] // the policy in force: see SetPolicy
 	clock  Clock
 	base   time.Time // clock reading at construction
 	baseNs int64     // base as Unix nanoseconds
 	system bool      // clock is SystemClock: read only its monotonic clock
 	nanos  nanoClock // clock as a nanoClock, or nil
-	cost   int64     // largest cost ever allowed
 	id     uint64    // unique per Memory: the order in which a Layered locks
 	eng    engine
 }
@@ -57,9 +59,34 @@ var memoryIDs atomic.Uint64
 
 var _ Limiter = (*Memory)(nil)
 
+// settings are what a [Memory] makes of its policy, published as a whole
+// and never changed: [Memory.SetPolicy] publishes new ones.
+type settings struct {
+	policy Policy
+	cost   int64  // the largest cost allowed: the policy's capacity
+	window int64  // the policy's Window in µs
+	idle   int64  // µs an entry must have been fresh before a new key sweeps it
+	bucket bucket // the token and leaky buckets' arithmetic; zero for the others
+}
+
+// newSettings returns the settings of a valid policy.
+func newSettings(p Policy) *settings {
+	s := &settings{policy: p, cost: p.Capacity(), window: int64(p.Window / time.Microsecond)}
+	s.idle = s.window
+	if p.Algorithm == TokenBucket || p.Algorithm == LeakyBucket {
+		// A bucket is swept once it has been full for the time it takes
+		// to fill (B·W/L, at most W): its state tells no more than that.
+		s.idle = int64(min(uint64(s.window), mulDivFloor(uint64(s.window), uint64(s.cost), uint64(p.Limit))))
+		s.bucket = newBucket(p)
+	}
+	return s
+}
+
 // engine is a store for one algorithm, with its state type erased.
 type engine interface {
-	decide(key string, now, n int64, commit bool) verdict
+	// decide decides for key and returns the settings it decided by,
+	// deciding nothing for a cost above their capacity.
+	decide(key string, now, n int64, commit bool) (verdict, *settings)
 	ref(key string) keyRef
 	decideLocked(r keyRef, now, n int64, commit bool) verdict
 	reset(key string)
@@ -67,6 +94,10 @@ type engine interface {
 	// refund gives back n units of key counted at since or later (Unix
 	// µs), at now, under the key's shard lock. See refund.go.
 	refund(key string, now, since, n int64)
+	// retune carries every key's state to the settings to and makes them
+	// the store's, under every shard's lock, at the time clock returns
+	// once they are all held. See SetPolicy.
+	retune(to *settings, clock func() int64)
 }
 
 // Stats describes what a [Memory] limiter holds.
@@ -111,24 +142,22 @@ func New(p Policy, opts ...Option) (*Memory, error) {
 	if o.maxKeys < 1 {
 		return nil, fmt.Errorf("core: WithMaxKeys(%d): must be at least 1", o.maxKeys)
 	}
-	m := &Memory{policy: p, clock: o.clock, cost: p.Capacity(), id: memoryIDs.Add(1)}
+	m := &Memory{clock: o.clock, id: memoryIDs.Add(1)}
+	set := newSettings(p)
+	m.set.Store(set)
 	m.base = o.clock.Now()
 	m.baseNs = m.base.UnixNano()
 	_, m.system = o.clock.(SystemClock)
 	m.nanos, _ = o.clock.(nanoClock)
-	limit, window := p.Limit, int64(p.Window/time.Microsecond)
 	switch p.Algorithm {
 	case TokenBucket, LeakyBucket:
-		// A bucket is swept once it has been full for the time it takes
-		// to fill (B·W/L, at most W): its state tells no more than that.
-		idle := int64(min(uint64(window), mulDivFloor(uint64(window), uint64(p.Capacity()), uint64(limit))))
-		m.eng = newStore[uint64](newGCRA(p), o.maxKeys, idle)
+		m.eng = newStore[uint64](&gcra{set: &m.set}, o.maxKeys, &m.set)
 	case FixedWindow:
-		m.eng = newStore[fwState](&fixedWindow{limit: limit, window: window}, o.maxKeys, window)
+		m.eng = newStore[fwState](&fixedWindow{limit: p.Limit, window: set.window}, o.maxKeys, &m.set)
 	case SlidingWindow:
-		m.eng = newStore[swState](&slidingWindow{limit: limit, window: window}, o.maxKeys, window)
+		m.eng = newStore[swState](&slidingWindow{limit: p.Limit, window: set.window}, o.maxKeys, &m.set)
 	case SlidingLog:
-		m.eng = newStore[logRef](&slidingLog{limit: limit, window: window, logs: newLogArena(o.maxKeys)}, o.maxKeys, window)
+		m.eng = newStore[logRef](&slidingLog{limit: p.Limit, window: set.window, logs: newLogArena(o.maxKeys)}, o.maxKeys, &m.set)
 	}
 	return m, nil
 }
@@ -161,8 +190,49 @@ func micros(ns int64) int64 {
 	return us
 }
 
-// Policy returns the policy the limiter enforces.
-func (m *Memory) Policy() Policy { return m.policy }
+// Policy returns the policy the limiter enforces: the last one given to
+// [Memory.SetPolicy], or else to [New].
+func (m *Memory) Policy() Policy { return m.set.Load().policy }
+
+// SetPolicy makes the limiter enforce p from now on, keeping every key's
+// usage: a key that has used 80 of 100 and is given 200 has 120 left;
+// lowered to 50, it is over (denied) until its usage has aged out to fit.
+// Each algorithm carries its state over by its own definition, in integer
+// arithmetic, rounding towards less room (docs/algorithms.md, "Changing a
+// policy"):
+//
+//   - token and leaky bucket: the backlog's units carry, d' = ceil(d·T'/T)
+//     in the new policy's time, and drain at the new rate;
+//   - fixed window: the current window's count carries, into the new
+//     window that holds now when Window changes;
+//   - sliding window: the counters carry when only Limit changes; when
+//     Window changes, the estimate at now (rounded up) becomes the count
+//     of the new window that holds now, the previous one 0;
+//   - sliding log: its entries carry, and leave the new window as always.
+//
+// p must use the limiter's algorithm (to change algorithms, build a new
+// limiter) and be valid (the error names the field, see
+// [Policy.Validate]); its Name may change. On error nothing changes.
+//
+// The change is atomic: SetPolicy holds every shard's lock while it
+// converts the states, so every decision that starts after it returns is
+// made by p. A decision in flight when it is called may finish under the
+// old policy, counted and reported by it: at most the requests in flight
+// at that moment. Keys that were fresh stay fresh. SetPolicy to the policy
+// in force changes no decision. It costs a pass over every key held, with
+// requests waiting for it meanwhile; call it on reload, not per request.
+// It is safe for concurrent use, with [Layered] limiters over m too.
+func (m *Memory) SetPolicy(p Policy) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	// The algorithm never changes, so reading it unlocked is safe.
+	if a := m.Policy().Algorithm; p.Algorithm != a {
+		return fmt.Errorf("core: SetPolicy: the limiter runs %v and the policy %v: build a new limiter to change the algorithm", a, p.Algorithm)
+	}
+	m.eng.retune(newSettings(p), m.now)
+	return nil
+}
 
 // Allow is shorthand for AllowN(ctx, key, 1).
 func (m *Memory) Allow(ctx context.Context, key string) (Decision, error) {
@@ -198,17 +268,27 @@ func (m *Memory) Peek(_ context.Context, key string, n int64) (d Decision, err e
 // fills the caller's result in place: returning a Decision through a
 // function that returns another one's costs a copy of its 13 words.
 func (m *Memory) decideInto(d *Decision, key string, n int64, commit bool, now int64) error {
-	d.Limit, d.Policy = m.policy.Limit, m.policy
-	if key == "" || n <= 0 || n > m.cost {
-		return checkRequest(key, n, m.cost)
+	if key == "" || n <= 0 {
+		set := m.set.Load()
+		d.Limit, d.Policy = set.policy.Limit, set.policy
+		return checkRequest(key, n, set.cost)
 	}
-	setVerdict(d, m.eng.decide(key, now, n, commit))
+	// The settings are the ones the decision read: with lock-free
+	// decisions, after the key's state (see SetPolicy).
+	v, set := m.eng.decide(key, now, n, commit)
+	d.Limit, d.Policy = set.policy.Limit, set.policy
+	if n > set.cost {
+		return checkRequest(key, n, set.cost)
+	}
+	setVerdict(d, v)
 	return nil
 }
 
-// decision returns the Decision of verdict v under the limiter's policy.
+// decision returns the Decision of verdict v under the limiter's policy,
+// for a caller that holds a shard's lock (the policy cannot change).
 func (m *Memory) decision(v verdict) Decision {
-	d := Decision{Limit: m.policy.Limit, Policy: m.policy}
+	set := m.set.Load()
+	d := Decision{Limit: set.policy.Limit, Policy: set.policy}
 	setVerdict(&d, v)
 	return d
 }

@@ -93,7 +93,7 @@ var _ Refunder = (*Memory)(nil)
 // does not hold is left alone. Like AllowN, it reads the clock once and
 // ignores ctx.
 func (m *Memory) Refund(_ context.Context, key string, n int64, elapsed time.Duration) error {
-	if err := checkRefund(key, n, m.cost, elapsed); err != nil {
+	if err := checkRefund(key, n, m.set.Load().cost, elapsed); err != nil {
 		return err
 	}
 	now := m.now()
@@ -107,6 +107,9 @@ func (m *Memory) Refund(_ context.Context, key string, n int64, elapsed time.Dur
 func (s *store[S, A]) refund(key string, now, since, n int64) {
 	sh, h, check := s.locate(key)
 	sh.mu.Lock()
+	// A policy changed since the caller checked n may have lowered the
+	// capacity: giving back all of it is all there is to give.
+	n = min(n, s.set.Load().cost)
 	if i, res := sh.find(h&tagHash|tagUsed, check); res == found {
 		// A refund may make the state fresh sooner than the shard's
 		// bound on fresh times says.
@@ -116,7 +119,7 @@ func (s *store[S, A]) refund(key string, now, since, n int64) {
 }
 
 // refund gives back g = max(0, n·T - e·q) of the backlog, e = now - since.
-func (g *gcra) refund(tat uint64, now, since, n int64) uint64 {
+func (g *bucket) refund(tat uint64, now, since, n int64) uint64 {
 	d := int64(tat - g.scaled(now))
 	if d <= 0 || d > gcraMaxBacklog {
 		return tat // full, or stepped back beyond what decisions read

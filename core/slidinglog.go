@@ -138,7 +138,8 @@ func (l *slidingLog) decide(r logRef, now, n int64, commit bool) (verdict, logRe
 		// where the running count from the first one in the window
 		// reaches sum + n - L has left.
 		i := s.reach(gone + sum + n - l.limit)
-		return deny(l.limit-sum, s.time(i)+l.window-now, s.last()+l.window-now), r
+		// (sum may be above the limit, lowered by Memory.SetPolicy.)
+		return deny(max(l.limit-sum, 0), s.time(i)+l.window-now, s.last()+l.window-now), r
 	}
 	if !commit {
 		// A Peek: the log as it is. Its last entry holds units, so it is
@@ -165,3 +166,18 @@ func (l *slidingLog) decide(r logRef, now, n int64, commit bool) (verdict, logRe
 	s.push(at, n, l.limit)
 	return v, r
 }
+
+// carry keeps the log's entries, times and units, dropping those that have
+// left the current window first: under a longer window they would
+// otherwise count again. Under a shorter one, older entries leave as
+// always. The ring keeps its size: a lower limit leaves it larger than
+// the new limit's ⌈4L/3⌉ slots until its entries leave and it shrinks, and
+// a higher one lets it grow to the new bound (see logState.push).
+func (l *slidingLog) carry(r logRef, now int64, _ *settings) logRef {
+	if s := l.logs.at(r); s != nil {
+		s.expire(s.after(now-l.window, false))
+	}
+	return r
+}
+
+func (l *slidingLog) adopt(to *settings) { l.limit, l.window = to.policy.Limit, to.window }

@@ -1,5 +1,7 @@
 package core
 
+import "math"
+
 // slidingWindow estimates the units of the last Window from two fixed-window
 // counters: with e the time into the current window,
 //
@@ -115,3 +117,18 @@ func (w *slidingWindow) resetAfter(prev, cur, e, lag int64) int64 {
 	}
 	return 0
 }
+
+// carry keeps the counters as they are when only the limit changes. When
+// the window changes, the estimate at now (as holds computes it, rounded
+// up, at most 2^32-1) becomes the count of the new window that holds now,
+// the previous one 0: it weighs fully until that window ends, and then as
+// the previous window's count.
+func (w *slidingWindow) carry(s swState, now int64, to *settings) swState {
+	if to.window == w.window {
+		return s
+	}
+	est, _ := w.holds(s, now)
+	return swState{idx: floorDiv(now, to.window), cur: uint32(min(est, math.MaxUint32))}
+}
+
+func (w *slidingWindow) adopt(to *settings) { w.limit, w.window = to.policy.Limit, to.window }

@@ -123,6 +123,12 @@ import (
 //     may be lost: recency is a hint, and no unit is.
 //   - calm stays a bound: a lock-free request only delays its key's fresh
 //     time.
+//   - A change of policy (retune, [Memory.SetPolicy]) takes a shard's live
+//     states, publishes the shard's new settings (keyShard.set), and puts
+//     the converted states back, all under every shard's lock; a reader
+//     loads the state, then the settings, so it never decides a converted
+//     state by the old ones (gcra.decideShared says why, ABA included).
+//     calm and lapMin are then recomputed from the converted states.
 //
 // Dead slots cost room: a table with a quarter of dead slots or more is
 // rebuilt (doubled while live entries fill five eighths of it and it may
@@ -134,9 +140,10 @@ import (
 // (BenchmarkManyKeys, BenchmarkNewKeys, BenchmarkMemoryPerKey).
 type store[S any, A algorithm[S]] struct {
 	alg          A
-	atom         atomicState[S] // alg, if decisions on held keys take no lock; else nil
-	idle         int64          // µs an entry must have been fresh before a new key sweeps it away
-	mask         uint64         // shard count - 1
+	atom         atomicState[S]            // alg, if decisions on held keys take no lock; else nil
+	idle         int64                     // µs an entry must have been fresh before a new key sweeps it away
+	set          *atomic.Pointer[settings] // the Memory's settings
+	mask         uint64                    // shard count - 1
 	seed1, seed2 maphash.Seed
 	shards       []keyShard[S]
 }
@@ -153,6 +160,7 @@ type keyShard[S any] struct {
 	mu      sync.Mutex
 	slots   []entry[S]                 // a power of two of them
 	tab     atomic.Pointer[[]entry[S]] // slots, for lock-free readers
+	set     atomic.Pointer[settings]   // the settings of the states of slots, for lock-free readers
 	n       int                        // entries held
 	used    int                        // entries held and dead slots (lock-free stores)
 	limit   int                        // at most this many entries
@@ -218,13 +226,13 @@ const maxShards = 1 << (64 - tagShard)
 // minSlots is how many slots a shard starts with.
 const minSlots = 8
 
-// newStore returns a store of at most maxKeys keys. idle is how long, in
-// microseconds, a fresh entry is kept while its shard has room (see
-// makeRoom).
-func newStore[S any, A algorithm[S]](alg A, maxKeys int, idle int64) *store[S, A] {
+// newStore returns a store of at most maxKeys keys, deciding by the
+// settings at set. Their idle is how long, in microseconds, a fresh entry
+// is kept while its shard has room (see makeRoom).
+func newStore[S any, A algorithm[S]](alg A, maxKeys int, set *atomic.Pointer[settings]) *store[S, A] {
 	n := shardCount(maxKeys)
 	s := &store[S, A]{
-		alg: alg, idle: idle, mask: uint64(n - 1),
+		alg: alg, idle: set.Load().idle, set: set, mask: uint64(n - 1),
 		seed1: maphash.MakeSeed(), seed2: maphash.MakeSeed(),
 		shards: make([]keyShard[S], n),
 	}
@@ -243,6 +251,7 @@ func newStore[S any, A algorithm[S]](alg A, maxKeys int, idle int64) *store[S, A
 			sh.maxLen = max(2, 1<<bits.Len(uint(8*sh.limit-1)/5))
 		}
 		sh.atom, sh.held = s.atom, -1
+		sh.set.Store(set.Load())
 		sh.resize(make([]entry[S], min(minSlots, sh.maxLen)))
 		sh.calm, sh.lapMin = math.MaxInt64, math.MaxInt64
 	}
@@ -305,25 +314,33 @@ func (sh *keyShard[S]) find(tag, check uint64) (int, int) {
 // decide runs the algorithm for key: without a lock for a held key of a
 // store with lock-free decisions (see decideFree), else under its shard's
 // lock (see decideIn).
-func (s *store[S, A]) decide(key string, now, n int64, commit bool) verdict {
+//
+// It returns the settings it decided by, and decides nothing for a cost
+// above their capacity (see Memory.decideInto).
+func (s *store[S, A]) decide(key string, now, n int64, commit bool) (verdict, *settings) {
 	sh, h, check := s.locate(key)
 	if s.atom != nil {
-		if v, ok := s.decideFree(sh, h, check, now, n, commit); ok {
-			return v
+		if v, set, ok := s.decideFree(sh, h, check, now, n, commit); ok {
+			return v, set
 		}
 	}
 	sh.mu.Lock()
-	v := s.decideIn(sh, h, check, now, n, commit, false)
+	set := s.set.Load()
+	var v verdict
+	if n <= set.cost {
+		v = s.decideIn(sh, h, check, now, n, commit, false)
+	}
 	sh.mu.Unlock()
-	return v
+	return v, set
 }
 
 // decideFree decides for the key whose hashes are h and check without
 // taking sh's lock, as "Lock-free decisions" describes, and reports false,
 // deciding nothing, when the locked path must decide: the key is not in
 // the published table (new, or moved by a rehash), another key holds its
-// tag, or a writer has taken its state.
-func (s *store[S, A]) decideFree(sh *keyShard[S], h, check uint64, now, n int64, commit bool) (verdict, bool) {
+// tag, or a writer has taken its state. It returns the settings it decided
+// by: the shard's, loaded after the state (see gcra.decideShared).
+func (s *store[S, A]) decideFree(sh *keyShard[S], h, check uint64, now, n int64, commit bool) (verdict, *settings, bool) {
 	tag := h&tagHash | tagUsed
 	slots := *sh.tab.Load()
 	m := uint64(len(slots) - 1)
@@ -332,18 +349,18 @@ func (s *store[S, A]) decideFree(sh *keyShard[S], h, check uint64, now, n int64,
 		t := atomic.LoadUint64(&e.tag)
 		if t&^tagBits == tag {
 			if atomic.LoadUint64(&e.check) != check {
-				return verdict{}, false
+				return verdict{}, nil, false
 			}
-			v, ok := s.atom.decideShared(&e.state, now, n, commit)
+			v, set, ok := s.atom.decideShared(&e.state, &sh.set, now, n, commit)
 			if ok && commit {
 				setRef(e, t)
 			}
-			return v, ok
+			return v, set, ok
 		}
 		// At least a quarter of a published table's slots are empty,
 		// never dead, and stay so or are given to a key: the probe ends.
 		if t == 0 && atomic.LoadUint64(&e.check) == 0 {
-			return verdict{}, false
+			return verdict{}, nil, false
 		}
 	}
 }
@@ -1033,4 +1050,68 @@ func (s *store[S, A]) stats() Stats {
 		sh.mu.Unlock()
 	}
 	return st
+}
+
+// retune carries every state of the store to the settings to and makes
+// them the store's (see Memory.SetPolicy). It holds every shard's lock,
+// taken in index order, for the whole change, and reads the clock once
+// they are all held.
+//
+// With lock-free decisions, each shard's live states are taken (a reader
+// that finds one taken decides under the lock, and waits), the shard's
+// settings are published, and the converted states are put back: see
+// gcra.decideShared for why readers load the state first. The
+// algorithm's own parameters, read under a lock only, are changed once
+// every state is carried, and then each shard's calm and lapMin are
+// recomputed from its converted states (an entry may become fresh sooner:
+// a higher limit, a shorter window).
+func (s *store[S, A]) retune(to *settings, clock func() int64) {
+	for i := range s.shards {
+		s.shards[i].mu.Lock()
+	}
+	now := clock()
+	type carried struct {
+		slot  int
+		state S
+	}
+	var taken []carried
+	for i := range s.shards {
+		sh := &s.shards[i]
+		if s.atom == nil {
+			for k := range sh.slots {
+				if e := &sh.slots[k]; e.tag != 0 {
+					e.state = s.alg.carry(e.state, now, to)
+				}
+			}
+			sh.set.Store(to)
+			continue
+		}
+		taken = taken[:0]
+		for k := range sh.slots {
+			if e := &sh.slots[k]; atomic.LoadUint64(&e.tag) != 0 {
+				taken = append(taken, carried{k, s.alg.carry(s.atom.take(&e.state), now, to)})
+			}
+		}
+		sh.set.Store(to)
+		for _, c := range taken {
+			s.atom.put(&sh.slots[c.slot].state, c.state)
+		}
+	}
+	s.alg.adopt(to)
+	s.idle = to.idle
+	s.set.Store(to)
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.calm = math.MaxInt64
+		for k := range sh.slots {
+			if e := &sh.slots[k]; atomic.LoadUint64(&e.tag) != 0 {
+				_, until := s.alg.holds(s.load(&e.state), now)
+				sh.calm = min(sh.calm, now+until)
+			}
+		}
+		sh.lapMin = sh.calm
+	}
+	for i := range s.shards {
+		s.shards[i].mu.Unlock()
+	}
 }

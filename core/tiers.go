@@ -82,7 +82,7 @@ func NewTiered(plans map[string]Policy, planOf PlanFunc, opts ...Option) (*Tiere
 func (t *Tiered) Plans() map[string]Policy {
 	ps := make(map[string]Policy, len(t.plans))
 	for name, m := range t.plans {
-		ps[name] = m.policy
+		ps[name] = m.Policy()
 	}
 	return ps
 }

@@ -56,7 +56,11 @@ import (
 // beyond either cap (rare: 97/1m has q = 97) uses the largest q within them
 // and rounds T up to its next 1/q µs: never more than the policy allows, at
 // most 1/q µs per unit stricter.
-type gcra struct {
+//
+// A bucket is that arithmetic for one policy, immutable; gcra, below, is the
+// memory store's algorithm, which reads the bucket of the policy in force
+// (see [Memory.SetPolicy]).
+type bucket struct {
 	q     uint64 // time units per microsecond
 	unit  int64  // T: time one unit takes to refill, in 1/q µs
 	cap   int64  // C: capacity in 1/q µs
@@ -112,47 +116,45 @@ func (p Policy) Emission() Emission {
 	return Emission{Scale: int64(q), Interval: int64(unit), Capacity: int64(cost * unit)}
 }
 
-// newGCRA sets up the bucket for a valid policy.
-func newGCRA(p Policy) *gcra {
+// newBucket sets up the bucket for a valid policy.
+func newBucket(p Policy) bucket {
 	e := p.Emission()
-	return &gcra{
+	return bucket{
 		q: uint64(e.Scale), unit: e.Interval, cap: e.Capacity, leaky: p.Algorithm == LeakyBucket,
 		perUnit: newDivisor(uint64(e.Interval)), perMicro: newDivisor(uint64(e.Scale)),
 	}
 }
 
 // scaled returns now in 1/q µs, modulo 2^64.
-func (g *gcra) scaled(now int64) uint64 { return uint64(now) * g.q }
+func (g *bucket) scaled(now int64) uint64 { return uint64(now) * g.q }
 
 // backlog returns TAT - now in 1/q µs as decisions read it: 0 for a full
 // bucket, up to C for an empty one, more (up to gcraMaxBacklog) after the
 // clock stepped back. See the rule above.
-func (g *gcra) backlog(tat uint64, now int64) int64 {
+func (g *bucket) backlog(tat uint64, now int64) int64 {
 	return min(max(int64(tat-g.scaled(now)), 0), gcraMaxBacklog)
 }
 
 // toMicros converts a non-negative span in 1/q µs to microseconds, rounding
 // up.
-func (g *gcra) toMicros(d int64) int64 {
+func (g *bucket) toMicros(d int64) int64 {
 	if g.q == 1 {
 		return d
 	}
 	return int64(g.perMicro.ceil(uint64(d)))
 }
 
-func (g *gcra) empty(now int64) uint64 { return g.scaled(now) }
+func (g *bucket) empty(now int64) uint64 { return g.scaled(now) }
 
-func (*gcra) release(uint64) {}
-
-func (g *gcra) fresh(tat uint64, now int64) bool { return g.backlog(tat, now) == 0 }
+func (g *bucket) fresh(tat uint64, now int64) bool { return g.backlog(tat, now) == 0 }
 
 // holds returns the backlog in units of cost, rounded up, and in µs.
-func (g *gcra) holds(tat uint64, now int64) (units, until int64) {
+func (g *bucket) holds(tat uint64, now int64) (units, until int64) {
 	d := g.backlog(tat, now)
 	return int64(g.perUnit.div(uint64(d + g.unit - 1))), g.toMicros(d)
 }
 
-func (g *gcra) decide(tat uint64, now, n int64, commit bool) (verdict, uint64) {
+func (g *bucket) decide(tat uint64, now, n int64, commit bool) (verdict, uint64) {
 	d := g.backlog(tat, now)
 	need := d + n*g.unit
 	if need > g.cap {
@@ -176,12 +178,83 @@ func (g *gcra) decide(tat uint64, now, n int64, commit bool) (verdict, uint64) {
 	return v, g.scaled(now) + uint64(need)
 }
 
+// carry returns tat, a state of g at now, converted to the bucket to, for
+// [Memory.SetPolicy]: the units its backlog d holds carry over, as
+// d' = ceil(d·T'/T) in to's units of time (d as decisions read it, capped
+// at 2^52, and d' capped likewise), exact when T'/T is; a full bucket stays
+// full, and has been for as long (to the µs, rounded down, up to 2^52 µs),
+// so that it is swept no later than it would have been.
+//
+// When the scale changes (q' != q), the result is never tat itself: a
+// lock-free reader that loaded tat and the old bucket before the change
+// could otherwise store a state in the old scale over an identical-looking
+// one in the new (see [Memory.SetPolicy]). Should the conversion land on
+// tat, a full bucket's time goes back by 1/q' µs (still full), a backlog
+// grows by 1/q' µs (stricter).
+func (g *bucket) carry(tat uint64, now int64, to *bucket) uint64 {
+	raw := int64(tat - g.scaled(now))
+	var next uint64
+	if raw <= 0 {
+		full := min((0-uint64(raw))/g.q, gcraMaxBacklog) // µs the bucket has been full
+		next = to.scaled(now - int64(full))
+	} else {
+		d := mulDivCeil(uint64(min(raw, gcraMaxBacklog)), uint64(to.unit), uint64(g.unit))
+		if d == 0 || d > gcraMaxBacklog {
+			d = gcraMaxBacklog // saturated, or wrapped at the very top
+		}
+		next = to.scaled(now) + d
+	}
+	if next == tat && to.q != g.q {
+		if raw <= 0 {
+			next--
+		} else {
+			next++
+		}
+	}
+	return next
+}
+
 // gcraTaken is the state of a slot whose bucket a locked writer of the
 // memory store has taken (see store.go, "Lock-free decisions"). No live
 // state holds it: a live TAT is now·q plus at most 2^52, with now a Unix
 // time in µs that fits int64 nanoseconds (|now| < 2^53) and q <= 64, so
 // |TAT| < 2^60 as a signed number, never -2^63.
 const gcraTaken = 1 << 63
+
+// gcra is the token and leaky buckets' algorithm in the memory store: the
+// arithmetic of the bucket in force, read from the settings a Memory
+// publishes. Under a shard's lock every method reads the Memory's
+// settings, which change only under every shard's lock (SetPolicy);
+// lock-free readers read their shard's, after the state (decideShared).
+type gcra struct {
+	set *atomic.Pointer[settings]
+}
+
+// in returns the bucket in force, for a caller holding a shard's lock.
+func (g *gcra) in() *bucket { return &g.set.Load().bucket }
+
+func (g *gcra) empty(now int64) uint64 { return g.in().empty(now) }
+
+func (*gcra) release(uint64) {}
+
+func (g *gcra) fresh(tat uint64, now int64) bool { return g.in().fresh(tat, now) }
+
+func (g *gcra) holds(tat uint64, now int64) (units, until int64) { return g.in().holds(tat, now) }
+
+func (g *gcra) decide(tat uint64, now, n int64, commit bool) (verdict, uint64) {
+	return g.in().decide(tat, now, n, commit)
+}
+
+func (g *gcra) refund(tat uint64, now, since, n int64) uint64 {
+	return g.in().refund(tat, now, since, n)
+}
+
+func (g *gcra) carry(tat uint64, now int64, to *settings) uint64 {
+	return g.in().carry(tat, now, &to.bucket)
+}
+
+// adopt does nothing: the store publishes the settings gcra reads.
+func (*gcra) adopt(*settings) {}
 
 // The token and leaky buckets are the memory store's atomic algorithm (see
 // atomicState): a slot's state is one word, read and updated with
@@ -196,19 +269,42 @@ func (*gcra) kill(p *uint64, old uint64) bool {
 func (*gcra) put(p *uint64, v uint64) { atomic.StoreUint64(p, v) }
 
 // decideShared is decide on the state at p, which lock-free readers and
-// locked writers share: it loads the state and, when commit is set and the
-// request is allowed, stores the new one with one compare-and-swap,
-// deciding again if another request changed it first. It reports false,
-// deciding nothing, when a writer has taken the state.
-func (g *gcra) decideShared(p *uint64, now, n int64, commit bool) (verdict, bool) {
+// locked writers share, under the settings at set (its shard's): it loads
+// the state, then the settings, and, when commit is set and the request is
+// allowed, stores the new state with one compare-and-swap, deciding again
+// if another request changed it first. It returns the settings it decided
+// by, and decides nothing for a cost above their capacity (the caller
+// reports it). It reports false, deciding nothing, when a writer has taken
+// the state.
+//
+// The state is loaded before the settings, and SetPolicy takes a shard's
+// states, publishes its new settings, then puts the converted states back.
+// So a state loaded after it was put back comes with the new settings. A
+// state loaded before it was taken is decided by either: its CAS succeeds
+// before the take, and SetPolicy converts the result, or fails, or finds
+// the converted state equal to it bit for bit (an ABA). With the new
+// settings that is exact: the decision is the new policy's on the same
+// bits. With the old, it is a decision in flight under the old policy:
+// counted at the old T, checked against the old capacity, in the same
+// scale (carry never leaves a state unchanged when the scale changes).
+// (A state that later changes back to the very bits the reader loaded is
+// the same ABA; across a change of scale it needs the clock to move by
+// 1/64 of its Unix time, 320 days today, while the reader stands still.)
+// Loading the settings first would instead let a reader decide a converted
+// state by the old settings, with no ABA needed.
+func (*gcra) decideShared(p *uint64, set *atomic.Pointer[settings], now, n int64, commit bool) (verdict, *settings, bool) {
 	for {
 		tat := atomic.LoadUint64(p)
 		if tat == gcraTaken {
-			return verdict{}, false
+			return verdict{}, nil, false
 		}
-		v, next := g.decide(tat, now, n, commit)
+		cfg := set.Load()
+		if n > cfg.cost {
+			return verdict{}, cfg, true
+		}
+		v, next := cfg.bucket.decide(tat, now, n, commit)
 		if !commit || !v.allowed() || atomic.CompareAndSwapUint64(p, tat, next) {
-			return v, true
+			return v, cfg, true
 		}
 	}
 }

@@ -95,7 +95,7 @@ func TestGCRAScale(t *testing.T) {
 		{Policy{Limit: 999_999_937, Window: 30 * 24 * time.Hour}, 64, 165_889, false},
 	}
 	for _, tt := range tests {
-		g := newGCRA(tt.p)
+		g := newBucket(tt.p)
 		if g.q != tt.q || g.unit != tt.unit || g.cap != g.unit*tt.p.Capacity() {
 			t.Errorf("%v: q=%d unit=%d cap=%d, want q=%d unit=%d", tt.p, g.q, g.unit, g.cap, tt.q, tt.unit)
 		}
@@ -114,7 +114,7 @@ func TestGCRAScale(t *testing.T) {
 // wrapped around) as a full bucket, one ahead of now by more than the
 // capacity (the clock stepped back) as its true backlog, capped at 2^52.
 func TestGCRAStaleState(t *testing.T) {
-	g := newGCRA(Policy{Limit: 3, Window: time.Second})
+	g := newBucket(Policy{Limit: 3, Window: time.Second})
 	now := int64(1_800_000_000_000_000)
 	for _, tt := range []struct {
 		tat  uint64
