@@ -96,7 +96,7 @@ type atomicState[S any] interface {
 	// decideShared is decide on the state at p under the settings at set,
 	// loaded after the state, storing the new state by compare-and-swap;
 	// it returns the settings it decided by (deciding nothing for a cost
-	// above their capacity), and reports false, deciding nothing, when the
-	// state is taken.
-	decideShared(p *S, set *atomic.Pointer[settings], now, n int64, commit bool) (verdict, *settings, bool)
+	// above their capacity), or nil, deciding nothing, when the state is
+	// taken.
+	decideShared(p *S, set *atomic.Pointer[settings], now, n int64, commit bool) (verdict, *settings)
 }

@@ -132,9 +132,14 @@ func checkRequest(key string, n, maxCost int64) error {
 		return fmt.Errorf("core: cost %d: %w", n, ErrInvalidCost)
 	}
 	if n > maxCost {
-		return fmt.Errorf("core: cost %d, at most %d: %w", n, maxCost, ErrCostTooHigh)
+		return costTooHigh(n, maxCost)
 	}
 	return nil
+}
+
+// costTooHigh returns the error of a cost n above maxCost.
+func costTooHigh(n, maxCost int64) error {
+	return fmt.Errorf("core: cost %d, at most %d: %w", n, maxCost, ErrCostTooHigh)
 }
 
 // CallerError reports whether err, returned by a limiter asked with ctx,

@@ -82,10 +82,15 @@ func newSettings(p Policy) *settings {
 	return s
 }
 
+// tooCostly returns the verdict of a cost n above the capacity, which
+// decides nothing: retryAfter -1, n in remaining.
+func tooCostly(n int64) verdict { return verdict{remaining: n, retryAfter: -1} }
+
 // engine is a store for one algorithm, with its state type erased.
 type engine interface {
-	// decide decides for key and returns the settings it decided by,
-	// deciding nothing for a cost above their capacity.
+	// decide decides for key and returns the settings it decided by;
+	// for a cost above their capacity it decides nothing and returns
+	// tooCostly(n).
 	decide(key string, now, n int64, commit bool) (verdict, *settings)
 	ref(key string) keyRef
 	decideLocked(r keyRef, now, n int64, commit bool) verdict
@@ -274,11 +279,13 @@ func (m *Memory) decideInto(d *Decision, key string, n int64, commit bool, now i
 		return checkRequest(key, n, set.cost)
 	}
 	// The settings are the ones the decision read: with lock-free
-	// decisions, after the key's state (see SetPolicy).
+	// decisions, after the key's state (see SetPolicy). Neither key nor n
+	// is used past the call (a cost above the capacity comes back in the
+	// verdict), which keeps them out of the stack.
 	v, set := m.eng.decide(key, now, n, commit)
 	d.Limit, d.Policy = set.policy.Limit, set.policy
-	if n > set.cost {
-		return checkRequest(key, n, set.cost)
+	if v.retryAfter < 0 {
+		return costTooHigh(v.remaining, set.cost)
 	}
 	setVerdict(d, v)
 	return nil

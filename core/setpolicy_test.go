@@ -419,18 +419,31 @@ func TestSetPolicyCost(t *testing.T) {
 // flight at a change add nothing to that bound here: the windows decide
 // under the shard's lock, and a bucket's in-flight decision under the old
 // policy can only land on a state its conversion left unchanged, a fresh
-// one (q and T' are exact here), where it counts half a unit of 200
-// against the 100's scale, or two of 100 against the 200's. So the test
-// checks admitted <= 200 for every key, no error, and that each key's
-// final Remaining is what its admitted count leaves (exact carry), give
-// or take that one in-flight decision.
+// one with the same scale, where it counts half a unit of 200 against the
+// 100's, or two of 100 against the 200's (and a change of scale never
+// leaves a state's bits unchanged: token-bucket-scale, q = 1 and 64 with
+// T rounded up, where carrying rounds up too). So the test checks
+// admitted <= 200 for every key, no error, and that each key's final
+// Remaining is what its admitted count leaves (exact carry), give or take
+// one unit for the buckets.
 func TestSetPolicyUnderTraffic(t *testing.T) {
 	ctx := context.Background()
 	const changes = 100
+	type pair struct {
+		name      string
+		low, high Policy
+	}
+	var pairs []pair
 	for _, a := range Algorithms() {
-		t.Run(a.String(), func(t *testing.T) {
-			low := Policy{Algorithm: a, Limit: 100, Window: time.Hour}
-			high := Policy{Algorithm: a, Limit: 200, Window: time.Hour}
+		pairs = append(pairs, pair{a.String(), Policy{Algorithm: a, Limit: 100, Window: time.Hour}, Policy{Algorithm: a, Limit: 200, Window: time.Hour}})
+	}
+	// A change of scale on every change: q = 1 and q = 64 (200 per hour
+	// and a µs has no exact T: rounded up).
+	pairs = append(pairs, pair{"token-bucket-scale", Policy{Limit: 100, Window: time.Hour},
+		Policy{Limit: 200, Window: time.Hour + time.Microsecond}})
+	for _, pp := range pairs {
+		a, low, high := pp.low.Algorithm, pp.low, pp.high
+		t.Run(pp.name, func(t *testing.T) {
 			clk := NewManualClock(setStart)
 			m := newSet(t, low, clk, WithMaxKeys(4096))
 			other := newSet(t, low, clk)
@@ -507,8 +520,8 @@ func TestSetPolicyUnderTraffic(t *testing.T) {
 					t.Errorf("%s: %d admitted, Remaining %d, want %d", key, got, rem, want)
 				}
 			}
-			t.Logf("%v: %d decisions, %d changes, %d admitted over %d keys, most per key %d (bound %d), %d errors",
-				a, decisions.Load(), changes, total, len(keys), maxAdmitted(admitted), high.Limit, errs.Load())
+			t.Logf("%s: %d decisions, %d changes, %d admitted over %d keys, most per key %d (bound %d), %d errors",
+				pp.name, decisions.Load(), changes, total, len(keys), maxAdmitted(admitted), high.Limit, errs.Load())
 		})
 	}
 }

@@ -316,31 +316,32 @@ func (sh *keyShard[S]) find(tag, check uint64) (int, int) {
 // lock (see decideIn).
 //
 // It returns the settings it decided by, and decides nothing for a cost
-// above their capacity (see Memory.decideInto).
+// above their capacity (tooCostly, see Memory.decideInto).
 func (s *store[S, A]) decide(key string, now, n int64, commit bool) (verdict, *settings) {
 	sh, h, check := s.locate(key)
 	if s.atom != nil {
-		if v, set, ok := s.decideFree(sh, h, check, now, n, commit); ok {
+		if v, set := s.decideFree(sh, h, check, now, n, commit); set != nil {
 			return v, set
 		}
 	}
 	sh.mu.Lock()
-	set := s.set.Load()
-	var v verdict
-	if n <= set.cost {
-		v = s.decideIn(sh, h, check, now, n, commit, false)
+	set := sh.set.Load() // the store's, under the lock: a load nearer at hand
+	if n > set.cost {
+		sh.mu.Unlock()
+		return tooCostly(n), set
 	}
+	v := s.decideIn(sh, h, check, now, n, commit, false)
 	sh.mu.Unlock()
 	return v, set
 }
 
 // decideFree decides for the key whose hashes are h and check without
-// taking sh's lock, as "Lock-free decisions" describes, and reports false,
-// deciding nothing, when the locked path must decide: the key is not in
+// taking sh's lock, as "Lock-free decisions" describes, and returns nil
+// settings, deciding nothing, when the locked path must decide: the key is not in
 // the published table (new, or moved by a rehash), another key holds its
 // tag, or a writer has taken its state. It returns the settings it decided
 // by: the shard's, loaded after the state (see gcra.decideShared).
-func (s *store[S, A]) decideFree(sh *keyShard[S], h, check uint64, now, n int64, commit bool) (verdict, *settings, bool) {
+func (s *store[S, A]) decideFree(sh *keyShard[S], h, check uint64, now, n int64, commit bool) (verdict, *settings) {
 	tag := h&tagHash | tagUsed
 	slots := *sh.tab.Load()
 	m := uint64(len(slots) - 1)
@@ -349,18 +350,18 @@ func (s *store[S, A]) decideFree(sh *keyShard[S], h, check uint64, now, n int64,
 		t := atomic.LoadUint64(&e.tag)
 		if t&^tagBits == tag {
 			if atomic.LoadUint64(&e.check) != check {
-				return verdict{}, nil, false
+				return verdict{}, nil
 			}
-			v, set, ok := s.atom.decideShared(&e.state, &sh.set, now, n, commit)
-			if ok && commit {
+			v, set := s.atom.decideShared(&e.state, &sh.set, now, n, commit)
+			if set != nil && commit {
 				setRef(e, t)
 			}
-			return v, set, ok
+			return v, set
 		}
 		// At least a quarter of a published table's slots are empty,
 		// never dead, and stay so or are given to a key: the probe ends.
 		if t == 0 && atomic.LoadUint64(&e.check) == 0 {
-			return verdict{}, nil, false
+			return verdict{}, nil
 		}
 	}
 }

@@ -273,9 +273,9 @@ func (*gcra) put(p *uint64, v uint64) { atomic.StoreUint64(p, v) }
 // the state, then the settings, and, when commit is set and the request is
 // allowed, stores the new state with one compare-and-swap, deciding again
 // if another request changed it first. It returns the settings it decided
-// by, and decides nothing for a cost above their capacity (the caller
-// reports it). It reports false, deciding nothing, when a writer has taken
-// the state.
+// by, and decides nothing for a cost above their capacity (tooCostly: the
+// caller reports it); nil settings, deciding nothing, when a writer has taken the
+// state.
 //
 // The state is loaded before the settings, and SetPolicy takes a shard's
 // states, publishes its new settings, then puts the converted states back.
@@ -292,19 +292,19 @@ func (*gcra) put(p *uint64, v uint64) { atomic.StoreUint64(p, v) }
 // 1/64 of its Unix time, 320 days today, while the reader stands still.)
 // Loading the settings first would instead let a reader decide a converted
 // state by the old settings, with no ABA needed.
-func (*gcra) decideShared(p *uint64, set *atomic.Pointer[settings], now, n int64, commit bool) (verdict, *settings, bool) {
+func (*gcra) decideShared(p *uint64, set *atomic.Pointer[settings], now, n int64, commit bool) (verdict, *settings) {
 	for {
 		tat := atomic.LoadUint64(p)
 		if tat == gcraTaken {
-			return verdict{}, nil, false
+			return verdict{}, nil
 		}
 		cfg := set.Load()
 		if n > cfg.cost {
-			return verdict{}, cfg, true
+			return tooCostly(n), cfg
 		}
 		v, next := cfg.bucket.decide(tat, now, n, commit)
 		if !commit || !v.allowed() || atomic.CompareAndSwapUint64(p, tat, next) {
-			return v, cfg, true
+			return v, cfg
 		}
 	}
 }
