@@ -325,7 +325,7 @@ func (s *store[S, A]) decide(key string, now, n int64, commit bool) (verdict, *s
 		}
 	}
 	sh.mu.Lock()
-	set := sh.set.Load() // the store's, under the lock: a load nearer at hand
+	set := sh.set.Load() // under the lock, the same as s.set, and nearer at hand
 	if n > set.cost {
 		sh.mu.Unlock()
 		return tooCostly(n), set
@@ -336,11 +336,12 @@ func (s *store[S, A]) decide(key string, now, n int64, commit bool) (verdict, *s
 }
 
 // decideFree decides for the key whose hashes are h and check without
-// taking sh's lock, as "Lock-free decisions" describes, and returns nil
-// settings, deciding nothing, when the locked path must decide: the key is not in
-// the published table (new, or moved by a rehash), another key holds its
-// tag, or a writer has taken its state. It returns the settings it decided
-// by: the shard's, loaded after the state (see gcra.decideShared).
+// taking sh's lock, as "Lock-free decisions" describes, and returns the
+// settings it decided by: the shard's, loaded after the state (see
+// gcra.decideShared). It returns nil settings, deciding nothing, when the
+// locked path must decide: the key is not in the published table (new, or
+// moved by a rehash), another key holds its tag, or a writer has taken its
+// state.
 func (s *store[S, A]) decideFree(sh *keyShard[S], h, check uint64, now, n int64, commit bool) (verdict, *settings) {
 	tag := h&tagHash | tagUsed
 	slots := *sh.tab.Load()
