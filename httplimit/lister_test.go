@@ -14,11 +14,10 @@ import (
 )
 
 // listingHeader is a header such as fasthttp's *ResponseHeader: it sets
-// canonical names, takes bytes, reads back and lists its fields (All, or
-// VisitAll with visit set). It records the calls that normalize a name.
+// canonical names, takes bytes, reads back and lists its fields (All). It
+// records the calls that normalize a name.
 type listingHeader struct {
 	h          http.Header
-	visit      bool
 	normalized []string // names of the calls that normalize them
 }
 

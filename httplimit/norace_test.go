@@ -2,8 +2,6 @@
 
 package httplimit_test
 
-const raceEnabled = false
-
 // maxAllocs is the allocations an allowed request may cost the engine:
 // none (the header values are carved from pooled slabs, one allocation per
 // about 40 responses).
