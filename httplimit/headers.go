@@ -319,10 +319,10 @@ func (s *writerSink) note(k, v []byte) {
 	}
 }
 
-// fresh reports whether name is an IETF field w does not hold yet, which
+// absent reports whether name is an IETF field w does not hold yet, which
 // a canonical set then adds without normalizing the name; it marks the
 // field held.
-func (s *writerSink) fresh(name string) bool {
+func (s *writerSink) absent(name string) bool {
 	var f seenFields
 	switch name {
 	case hRateLimit:
@@ -355,7 +355,7 @@ func (s *writerSink) setBytes(name string, b []byte) {
 }
 
 func (s *writerSink) addBytes(name string, b []byte) {
-	if s.fresh(name) {
+	if s.absent(name) {
 		s.cs.SetCanonical(bytesOf(name), b)
 		return
 	}
@@ -397,7 +397,7 @@ func (s *writerSink) set(name string, v []string) {
 }
 
 func (s *writerSink) add(name string, v []string) {
-	if len(v) > 0 && s.fresh(name) {
+	if len(v) > 0 && s.absent(name) {
 		s.cs.SetCanonical(bytesOf(name), bytesOf(v[0]))
 		v = v[1:]
 	}
