@@ -72,32 +72,39 @@ func New(l core.Limiter, opts ...httplimit.Option) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c *echo.Context) error {
 			w := c.Response()
+			// Pooled writers are zero (put back only once reset), so
+			// setting the writer is all its Reset would do. A handler
+			// that panics leaves l as the context's response, and l is
+			// not reused: echo's Recover, around this, writes through it.
 			l := limitedPool.Get().(*httpview.Writer[httplimit.Result])
-			defer limitedPool.Put(l)
-			l.Reset(w)
-			defer l.Reset(nil)
+			l.ResponseWriter = w
 			l.View.Reset(c.Request(), c.Path(), nil)
 			l.View.Native = c
 			l.Value = e.Check(&l.View)
 			l.Value.After(httpview.Outer[httplimit.Result](w))
 			l.Value.WriteHeaders(w.Header())
+			var err error
 			if !l.Value.Serve() {
-				return refuse(c, &l.Value)
+				err = refuse(c, &l.Value)
+			} else {
+				// The handlers write through l, which unwraps to echo's
+				// Response, and where a limit further down finds this
+				// one's Result.
+				c.SetResponse(l)
+				err = next(c)
+				if l.Value.Counting() {
+					if err != nil {
+						c.Echo().HTTPErrorHandler(c, err)
+						err = nil
+					}
+					_, status := echo.ResolveResponseStatus(w, nil)
+					l.Value.Done(status)
+				}
+				c.SetResponse(w)
 			}
-			// The handlers write through l, which unwraps to echo's
-			// Response, and where a limit further down finds this one's
-			// Result.
-			c.SetResponse(l)
-			defer c.SetResponse(w)
-			if !l.Value.Counting() {
-				return next(c)
-			}
-			if err := next(c); err != nil {
-				c.Echo().HTTPErrorHandler(c, err)
-			}
-			_, status := echo.ResolveResponseStatus(w, nil)
-			l.Value.Done(status)
-			return nil
+			l.Reset(nil)
+			limitedPool.Put(l)
+			return err
 		}
 	}
 }

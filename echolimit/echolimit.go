@@ -75,30 +75,37 @@ func New(l core.Limiter, opts ...httplimit.Option) echo.MiddlewareFunc {
 		}
 		h := func(c echo.Context) error {
 			resp := c.Response()
+			// Pooled writers are zero (put back only once reset), so
+			// setting the writer is all its Reset would do. A handler
+			// that panics leaves l as resp.Writer, and l is not reused:
+			// echo's Recover, around this, writes through it.
 			l := limitedPool.Get().(*httpview.Writer[httplimit.Result])
-			defer limitedPool.Put(l)
-			l.Reset(resp.Writer)
-			defer l.Reset(nil)
+			l.ResponseWriter = resp.Writer
 			l.View.Reset(c.Request(), c.Path(), nil)
 			l.View.Native = c
 			l.Value = e.Check(&l.View)
 			l.Value.After(httpview.Outer[httplimit.Result](resp.Writer))
 			l.Value.WriteHeaders(resp.Header())
+			var err error
 			if !l.Value.Serve() {
-				return refuse(c, &l.Value)
+				err = refuse(c, &l.Value)
+			} else {
+				// The handlers write through l, where a limit further
+				// down finds this one's Result.
+				resp.Writer = l
+				err = next(c)
+				if l.Value.Counting() {
+					if err != nil {
+						c.Error(err)
+						err = nil
+					}
+					l.Value.Done(resp.Status)
+				}
+				resp.Writer = l.ResponseWriter
 			}
-			// The handlers write through l, where a limit further down
-			// finds this one's Result.
-			resp.Writer = l
-			defer func() { resp.Writer = l.ResponseWriter }()
-			if !l.Value.Counting() {
-				return next(c)
-			}
-			if err := next(c); err != nil {
-				c.Error(err)
-			}
-			l.Value.Done(resp.Status)
-			return nil
+			l.Reset(nil)
+			limitedPool.Put(l)
+			return err
 		}
 		built.put(next, h)
 		return h

@@ -62,8 +62,10 @@ func muxRoute(mux *http.ServeMux) func(*http.Request) string {
 // the limits around it counted ([Result.After]).
 func (e *Engine) Handler(next http.Handler, route func(*http.Request) string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Pooled writers are zero (put back only once reset), so setting
+		// the writer is all its Reset would do.
 		l := limitedPool.Get().(*httpview.Writer[Result])
-		l.Reset(w)
+		l.ResponseWriter = w
 		l.View.Reset(r, "", route)
 		l.Value = e.Check(&l.View)
 		l.Value.After(httpview.Outer[Result](w))

@@ -276,27 +276,29 @@ func (c *ipConfig) format(a netip.Addr) string {
 // the address again. It agrees with parsePeer wherever ok is true.
 func peerIPv4(s string) (host string, a netip.Addr, ok bool) {
 	// By hand, as netip.ParseAddr and strconv.ParseUint would read it (the
-	// fuzz test holds the two together): this runs on every request.
-	var ip [4]byte
-	i := 0
-	for f := range ip {
-		if f > 0 {
-			if i >= len(s) || s[i] != '.' {
+	// fuzz test holds the two together): this runs on every request, so
+	// it is one pass over the bytes, a field's digits in v and n.
+	var ip uint32
+	i, f, v, n := 0, 0, 0, 0
+	for ; i < len(s); i++ {
+		c := s[i]
+		if d := int(c) - '0'; uint(d) <= 9 {
+			// A fourth digit, or a digit after a leading 0 ("01").
+			if n == 3 || (n > 0 && v == 0) {
 				return "", netip.Addr{}, false
 			}
-			i++
+			v, n = v*10+d, n+1
+			continue
 		}
-		start, v := i, 0
-		for i < len(s) && i-start < 4 && '0' <= s[i] && s[i] <= '9' {
-			v = v*10 + int(s[i]-'0')
-			i++
-		}
-		if n := i - start; n == 0 || n > 3 || v > 255 || (n > 1 && s[start] == '0') {
+		if n == 0 || v > 255 || (c != '.' && c != ':') || (c == '.') == (f == 3) {
 			return "", netip.Addr{}, false
 		}
-		ip[f] = byte(v)
+		ip, f, v, n = ip<<8|uint32(v), f+1, 0, 0
+		if c == ':' {
+			break
+		}
 	}
-	if i >= len(s) || s[i] != ':' || i+1 == len(s) {
+	if f != 4 || i+1 >= len(s) {
 		return "", netip.Addr{}, false
 	}
 	host, port := s[:i], 0
@@ -308,7 +310,7 @@ func peerIPv4(s string) (host string, a netip.Addr, ok bool) {
 			return "", netip.Addr{}, false
 		}
 	}
-	return host, netip.AddrFrom4(ip), true
+	return host, netip.AddrFrom4([4]byte{byte(ip >> 24), byte(ip >> 16), byte(ip >> 8), byte(ip)}), true
 }
 
 // parsePeer parses a socket peer address: "host:port", "[host]:port" or a
