@@ -42,9 +42,10 @@ type Engine struct {
 	f     *core.Failover      // over the limiter: decides every request
 	mem   *core.Memory        // the limiter, when it is one: asked directly
 	lay   core.LayeredLimiter // the limiter, when it is layered
+	rl    RequestLimiter      // the limiter, when it decides whole requests
 	cfg   config
 	last  atomic.Pointer[policyHeaders]
-	lastL atomic.Pointer[layerHeaders]
+	lastL [8]atomic.Pointer[layerHeaders]
 
 	// base is the clock's time at New, from which now counts; system is
 	// set when the clock is core.SystemClock.
@@ -79,6 +80,11 @@ func New(l core.Limiter, opts ...Option) (*Engine, error) {
 		return nil, fmt.Errorf("httplimit: WithErrorPolicy: %w", err)
 	}
 	e.f = f
+	if e.rl, _ = l.(RequestLimiter); e.rl != nil {
+		if err := c.checkRequestLimiter(); err != nil {
+			return nil, err
+		}
+	}
 	// A Memory limiter has no store to fail: its only errors are the
 	// caller's, which the composition passes through as they are, so it
 	// is asked directly, without the composition's work per request.
@@ -90,7 +96,7 @@ func New(l core.Limiter, opts ...Option) (*Engine, error) {
 	if c.maxBody <= 0 {
 		c.maxBody = keyfunc.DefaultMaxBodyBytes
 	}
-	if err := c.checkCountIf(l, f); err != nil {
+	if err := c.checkCountIf(l, f); e.rl == nil && err != nil {
 		return nil, err
 	}
 	e.base = c.clock.Now()
@@ -114,7 +120,7 @@ func (c *config) apply(opts []Option) error {
 	if len(c.errs) > 0 {
 		return errors.Join(c.errs...)
 	}
-	if c.key == nil {
+	if c.keyGiven = c.key != nil; !c.keyGiven {
 		c.key = keyfunc.PeerIP
 	}
 	if c.clock == nil {
@@ -201,6 +207,8 @@ type Result struct {
 	// for the observers that count it.
 	fallback bool
 	start    int64         // the engine's time (Engine.now) before the limiter counted it
+	rule     string        // the rule a RequestLimiter matched
+	undo     RequestUndoer // gives back what a RequestLimiter counted
 	resp     *Response     // when refusing
 	retry    time.Duration // the Retry-After of a ProblemUnavailable refusal
 }
@@ -323,7 +331,7 @@ func (r *Result) Done(status int) {
 	}
 	elapsed := r.e.since(r.start)
 	ctx := context.WithoutCancel(r.req.Context())
-	if err := r.lim.(core.Refunder).Refund(ctx, r.key, r.cost, elapsed); err != nil {
+	if err := r.refund(ctx, elapsed); err != nil {
 		r.e.report(r.req, fmt.Errorf("httplimit: give back an uncounted request: %w", err))
 	}
 }
@@ -347,6 +355,12 @@ func (e *Engine) Check(req keyfunc.Request) Result {
 	}
 	if e.cfg.skip != nil && e.cfg.skip(req) {
 		res.serve = true
+		return res
+	}
+	if e.rl != nil {
+		if e.decideRequest(&res) {
+			e.outcome(&res)
+		}
 		return res
 	}
 	var ok bool

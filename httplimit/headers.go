@@ -501,13 +501,19 @@ type layerHeaders struct {
 }
 
 // layerHeadersFor returns the header values of the layers whose decisions
-// are ds, cached for the layers seen last.
+// are ds, cached in one of the engine's slots, picked by the layers'
+// count and first policy: a limiter whose requests meet a few lists of
+// layers (a rule set's rules) keeps each list's values, most of the time
+// in a slot of its own. A list meeting another in its slot costs them
+// both their values' building again.
 func (e *Engine) layerHeadersFor(ds []core.Decision) *layerHeaders {
-	if lh := e.lastL.Load(); lh != nil && lh.matches(ds) {
+	p := &ds[0].Policy
+	slot := &e.lastL[(uint(len(ds))*7+uint(p.Limit)*3+uint(len(p.Name))+uint(p.Window>>20))%uint(len(e.lastL))]
+	if lh := slot.Load(); lh != nil && lh.matches(ds) {
 		return lh
 	}
 	lh := newLayerHeaders(ds)
-	e.lastL.Store(lh)
+	slot.Store(lh)
 	return lh
 }
 

@@ -32,6 +32,10 @@ type config struct {
 	clock     core.Clock
 	maxBody   int64
 	errs      []error // invalid options, reported by New
+
+	// keyGiven and onErrorGiven record WithKey and WithErrorPolicy, which
+	// a RequestLimiter refuses.
+	keyGiven, onErrorGiven bool
 }
 
 // WithKey sets who is limited: the function that turns a request into the
@@ -100,7 +104,9 @@ func WithDenied(f func(r keyfunc.Request, d core.Decision) Response) Option {
 // cost): those are refused.
 //
 // Default: [core.FailOpen]: the request is served, without rate headers.
-func WithErrorPolicy(p core.ErrorPolicy) Option { return func(c *config) { c.onError = p } }
+func WithErrorPolicy(p core.ErrorPolicy) Option {
+	return func(c *config) { c.onError, c.onErrorGiven = p, true }
+}
 
 // WithErrorHook sets a function that receives every error met while
 // limiting a request: limiter and store errors, cost function errors, and

@@ -3,6 +3,7 @@ package httplimit
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/ratekit/ratekit/core"
 )
@@ -44,13 +45,26 @@ func (r *Result) giveBack() {
 		return
 	}
 	r.counted, r.charge = false, false
-	ref, ok := core.As[core.Refunder](r.lim)
-	if !ok {
-		r.e.report(r.req, fmt.Errorf("httplimit: give back a request a later limit refused: %T: %w", r.lim, core.ErrNoRefund))
-		return
-	}
 	elapsed := r.e.since(r.start)
-	if err := ref.Refund(context.WithoutCancel(r.req.Context()), r.key, r.cost, elapsed); err != nil {
+	if err := r.refund(context.WithoutCancel(r.req.Context()), elapsed); err != nil {
 		r.e.report(r.req, fmt.Errorf("httplimit: give back a request a later limit refused: %w", err))
 	}
+}
+
+// refund gives back what r counted: by its RequestUndoer, or as its
+// limiter's Refund, which must be one ([core.ErrNoRefund] otherwise).
+func (r *Result) refund(ctx context.Context, elapsed time.Duration) error {
+	if r.e.rl != nil {
+		u := r.undo
+		if u == nil {
+			return fmt.Errorf("%T: %w", r.lim, core.ErrNoRefund)
+		}
+		r.undo = nil
+		return u.Undo(ctx, elapsed)
+	}
+	ref, ok := core.As[core.Refunder](r.lim)
+	if !ok {
+		return fmt.Errorf("%T: %w", r.lim, core.ErrNoRefund)
+	}
+	return ref.Refund(ctx, r.key, r.cost, elapsed)
 }
