@@ -176,7 +176,7 @@ func (l *Layered) Allow(ctx context.Context, key string) (Decision, error) {
 //     queue the request in each).
 func (l *Layered) AllowN(_ context.Context, key string, n int64) (Decision, error) {
 	var buf [4]Decision
-	d, err := l.decide([]string{key}, n, true, buf[:0])
+	d, err := l.decide([]string{key}, []int64{n}, true, buf[:0])
 	return d.Decision, err
 }
 
@@ -185,7 +185,7 @@ func (l *Layered) AllowN(_ context.Context, key string, n int64) (Decision, erro
 // chooses.
 func (l *Layered) Peek(_ context.Context, key string, n int64) (Decision, error) {
 	var buf [4]Decision
-	d, err := l.decide([]string{key}, n, false, buf[:0])
+	d, err := l.decide([]string{key}, []int64{n}, false, buf[:0])
 	return d.Decision, err
 }
 
@@ -193,22 +193,48 @@ func (l *Layered) Peek(_ context.Context, key string, n int64) (Decision, error)
 // as the client IP for one layer and the account for another), or keys
 // holds one key for every layer. It also returns every layer's Decision.
 func (l *Layered) AllowKeys(_ context.Context, keys []string, n int64) (LayeredDecision, error) {
-	return l.decide(keys, n, true, make([]Decision, 0, len(l.layers)))
+	return l.decide(keys, []int64{n}, true, make([]Decision, 0, len(l.layers)))
 }
 
 // PeekKeys reports what AllowKeys would decide now, counting nothing.
 func (l *Layered) PeekKeys(_ context.Context, keys []string, n int64) (LayeredDecision, error) {
-	return l.decide(keys, n, false, make([]Decision, 0, len(l.layers)))
+	return l.decide(keys, []int64{n}, false, make([]Decision, 0, len(l.layers)))
 }
 
 // AllowLayers is AllowKeys with key for every layer; see [LayeredLimiter].
 func (l *Layered) AllowLayers(_ context.Context, key string, n int64) (LayeredDecision, error) {
-	return l.decide([]string{key}, n, true, make([]Decision, 0, len(l.layers)))
+	return l.decide([]string{key}, []int64{n}, true, make([]Decision, 0, len(l.layers)))
 }
 
 // PeekLayers reports what AllowLayers would decide now, counting nothing.
 func (l *Layered) PeekLayers(_ context.Context, key string, n int64) (LayeredDecision, error) {
-	return l.decide([]string{key}, n, false, make([]Decision, 0, len(l.layers)))
+	return l.decide([]string{key}, []int64{n}, false, make([]Decision, 0, len(l.layers)))
+}
+
+// AllowCosts is AllowKeys with a cost per layer: costs[i] units are
+// counted in layer i for keys[i] (keys holds one key per layer, or one for
+// every layer), all or nothing, as [Layered.AllowN] decides. costs must
+// hold exactly one cost per layer, each positive and at most its layer's
+// capacity: otherwise it fails, counting nothing, with [ErrInvalidCost] or
+// [ErrCostTooHigh] (that layer's Limit and Policy in the Decision, Layer
+// its index). A layer that denies counts nothing in any layer.
+//
+// The layers' Decisions are appended to dst[:0], which the result's Layers
+// then is: a caller that passes a dst with room for every layer decides
+// without allocating.
+func (l *Layered) AllowCosts(_ context.Context, keys []string, costs []int64, dst []Decision) (LayeredDecision, error) {
+	if err := l.checkCosts(costs); err != nil {
+		return LayeredDecision{Layer: -1}, err
+	}
+	return l.decide(keys, costs, true, dst[:0])
+}
+
+// PeekCosts reports what AllowCosts would decide now, counting nothing.
+func (l *Layered) PeekCosts(_ context.Context, keys []string, costs []int64, dst []Decision) (LayeredDecision, error) {
+	if err := l.checkCosts(costs); err != nil {
+		return LayeredDecision{Layer: -1}, err
+	}
+	return l.decide(keys, costs, false, dst[:0])
 }
 
 // Reset forgets key in every layer. Each layer is reset in turn: a request
@@ -246,19 +272,37 @@ func (l *Layered) Refund(ctx context.Context, key string, n int64, elapsed time.
 // decided between two layers' refunds sees the earlier layers refunded and
 // the later ones not yet, which is never more room than after the refund.
 func (l *Layered) RefundKeys(_ context.Context, keys []string, n int64, elapsed time.Duration) error {
+	return l.refund(keys, []int64{n}, elapsed)
+}
+
+// RefundCosts is RefundKeys with a cost per layer, as for
+// [Layered.AllowCosts]: it gives back costs[i] units in layer i. It fails,
+// giving back nothing, for the arguments AllowCosts rejects and for a
+// negative elapsed.
+func (l *Layered) RefundCosts(_ context.Context, keys []string, costs []int64, elapsed time.Duration) error {
+	if err := l.checkCosts(costs); err != nil {
+		return err
+	}
+	return l.refund(keys, costs, elapsed)
+}
+
+// refund is RefundCosts, with costs holding one cost per layer or one for
+// every layer.
+func (l *Layered) refund(keys []string, costs []int64, elapsed time.Duration) error {
 	if err := l.checkKeys(keys); err != nil {
 		return err
 	}
 	key := func(i int) string { return keys[min(i, len(keys)-1)] }
+	cost := func(i int) int64 { return costs[min(i, len(costs)-1)] }
 	for i, m := range l.layers {
-		if err := checkRefund(key(i), n, m.set.Load().cost, elapsed); err != nil {
+		if err := checkRefund(key(i), cost(i), m.set.Load().cost, elapsed); err != nil {
 			return err
 		}
 	}
 	e := elapsedMicros(elapsed)
 	for i, m := range l.layers {
 		now := m.now()
-		m.eng.refund(key(i), now, now-e, n)
+		m.eng.refund(key(i), now, now-e, cost(i))
 	}
 	return nil
 }
@@ -266,6 +310,13 @@ func (l *Layered) RefundKeys(_ context.Context, keys []string, n int64, elapsed 
 func (l *Layered) checkKeys(keys []string) error {
 	if len(keys) != 1 && len(keys) != len(l.layers) {
 		return fmt.Errorf("core: layered: %d keys for %d layers; want one, or one per layer", len(keys), len(l.layers))
+	}
+	return nil
+}
+
+func (l *Layered) checkCosts(costs []int64) error {
+	if len(costs) != len(l.layers) {
+		return fmt.Errorf("core: layered: %d costs for %d layers; want one per layer", len(costs), len(l.layers))
 	}
 	return nil
 }
@@ -278,20 +329,22 @@ type layerRef struct {
 }
 
 // decide checks every layer under the locks of their keys' shards and, when
-// commit is set and all pass, counts in all. out receives each layer's
-// Decision.
-func (l *Layered) decide(keys []string, n int64, commit bool, out []Decision) (LayeredDecision, error) {
+// commit is set and all pass, counts in all: costs[i] units in layer i, or
+// costs[0] in every layer when it holds one. out receives each layer's
+// Decision. Every decision of a Layered goes through it.
+func (l *Layered) decide(keys []string, costs []int64, commit bool, out []Decision) (LayeredDecision, error) {
 	if err := l.checkKeys(keys); err != nil {
 		return LayeredDecision{}, err
 	}
 	key := func(i int) string { return keys[min(i, len(keys)-1)] }
+	cost := func(i int) int64 { return costs[min(i, len(costs)-1)] }
 	refused := func(i int, m *Memory) (LayeredDecision, error) {
 		set := m.set.Load()
 		d := Decision{Limit: set.policy.Limit, Policy: set.policy}
-		return LayeredDecision{Decision: d, Layer: i}, checkRequest(key(i), n, set.cost)
+		return LayeredDecision{Decision: d, Layer: i}, checkRequest(key(i), cost(i), set.cost)
 	}
 	for i, m := range l.layers {
-		if key(i) == "" || n <= 0 || n > m.set.Load().cost {
+		if n := cost(i); key(i) == "" || n <= 0 || n > m.set.Load().cost {
 			return refused(i, m)
 		}
 	}
@@ -307,7 +360,7 @@ func (l *Layered) decide(keys []string, n int64, commit bool, out []Decision) (L
 	// locked (Memory.SetPolicy holds them all); checked again, as a
 	// change may have lowered a capacity since.
 	for i, m := range l.layers {
-		if n > m.set.Load().cost {
+		if cost(i) > m.set.Load().cost {
 			for j := range refs {
 				refs[j].ref.mu.Unlock()
 			}
@@ -321,16 +374,16 @@ func (l *Layered) decide(keys []string, n int64, commit bool, out []Decision) (L
 	last := len(l.layers) - 1
 	pass := true
 	for i, m := range l.layers[:last] {
-		d := m.decision(m.eng.decideLocked(refs[i].ref, refs[i].now, n, false))
+		d := m.decision(m.eng.decideLocked(refs[i].ref, refs[i].now, cost(i), false))
 		pass = pass && d.Allowed
 		out = append(out, d)
 	}
 	m := l.layers[last]
-	out = append(out, m.decision(m.eng.decideLocked(refs[last].ref, refs[last].now, n, commit && pass)))
+	out = append(out, m.decision(m.eng.decideLocked(refs[last].ref, refs[last].now, cost(last), commit && pass)))
 	pass = pass && out[last].Allowed
 	if commit && pass {
 		for i, m := range l.layers[:last] {
-			out[i] = m.decision(m.eng.decideLocked(refs[i].ref, refs[i].now, n, true))
+			out[i] = m.decision(m.eng.decideLocked(refs[i].ref, refs[i].now, cost(i), true))
 		}
 	}
 	for i := range refs {
