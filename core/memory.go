@@ -103,6 +103,10 @@ type engine interface {
 	// the store's, under every shard's lock, at the time clock returns
 	// once they are all held. See SetPolicy.
 	retune(to *settings, clock func() int64)
+	// moveLocked moves the state of the key at r to dst, a store of the
+	// same algorithm, its key at dr, converted to dst's settings, at now;
+	// the caller holds both keys' shard locks. See package memmove.
+	moveLocked(r keyRef, dst engine, dr keyRef, now int64)
 }
 
 // Stats describes what a [Memory] limiter holds.
