@@ -130,4 +130,14 @@
 // set; a reload that validates replaces it atomically and tells the
 // functions given to [Source.OnReload], which is where a limiter carries its
 // keys' state over; one that does not is reported and changes nothing.
+//
+// # Enforcing
+//
+// A [Limiter] enforces a set, or a Source's running set, in memory:
+// [Limiter.Decide] matches the rule and decides its limits as one
+// all-or-nothing core.Layered decision (shadow limits apart, reported
+// only), and follows reloads keeping every key's usage as [Compare]
+// allows. Keys with an override get a limiter of their own, their usage
+// moved in and out as they gain and lose it. docs/config.md, "Enforcing",
+// says what a reload keeps.
 package rules
