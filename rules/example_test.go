@@ -1,10 +1,13 @@
 package rules_test
 
 import (
+	"context"
 	"fmt"
 	"net/http/httptest"
 	"strings"
+	"time"
 
+	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/keyfunc"
 	"github.com/ratekit/ratekit/rules"
 )
@@ -68,4 +71,44 @@ func ExampleCompare() {
 	// Output:
 	// changed api/per-ip: 100/1m name=per-ip -> 200/1m name=per-ip
 	// added [api/per-key] removed [api/daily]
+}
+
+func ExampleLimiter() {
+	const file = `
+rules:
+  - name: api
+    limits:
+      - {name: per-ip, rate: 3/1m algorithm=fixed-window, key: ip}
+      - {name: per-route, rate: 100/1m algorithm=fixed-window, key: route, cost: 10}
+      - {name: trial, rate: 2/1m algorithm=fixed-window, key: ip, shadow: true}
+`
+	set, err := rules.Parse("rules.yaml", []byte(file))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	clock := core.NewManualClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	limiter, err := rules.NewLimiter(set, core.WithClock(clock)) // or a *rules.Source, followed on reload
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer limiter.Close()
+	r := httptest.NewRequest("GET", "/items/1", nil)
+	r.Pattern = "GET /items/{id}"
+	req := keyfunc.FromHTTP(r)
+	var d rules.Decision // reused: no allocation per request
+	for i := 1; i <= 4; i++ {
+		if err := limiter.Decide(context.Background(), req, &d); err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Printf("request %d: allowed %v by %s, %d left; per-route %d left; trial allows %v\n",
+			i, d.Allowed, d.Limits[d.Layer].ID(), d.Remaining, d.Layers[1].Remaining, d.Shadow[0].Decision.Allowed)
+	}
+	// Output:
+	// request 1: allowed true by api/per-ip, 2 left; per-route 90 left; trial allows true
+	// request 2: allowed true by api/per-ip, 1 left; per-route 80 left; trial allows true
+	// request 3: allowed true by api/per-ip, 0 left; per-route 70 left; trial allows false
+	// request 4: allowed false by api/per-ip, 0 left; per-route 70 left; trial allows false
 }
