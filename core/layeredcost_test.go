@@ -122,3 +122,19 @@ func TestLayeredCostsAllocs(t *testing.T) {
 		t.Errorf("AllowCosts: %v allocs, want 0", n)
 	}
 }
+
+func BenchmarkLayeredCosts(b *testing.B) {
+	clock := core.NewManualClock(layeredStart)
+	l := mustLayered(b,
+		mustNew(b, core.Policy{Name: "a", Limit: 1e9, Window: time.Hour}, clock),
+		mustNew(b, core.Policy{Name: "b", Algorithm: core.FixedWindow, Limit: 1e9, Window: time.Hour}, clock))
+	keys := []string{"k", "/x"}
+	costs := []int64{1, 1}
+	var dst [2]core.Decision
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := l.AllowCosts(ctx, keys, costs, dst[:0]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
