@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/httplimit"
 	"github.com/ratekit/ratekit/internal/memtime"
 	"github.com/ratekit/ratekit/keyfunc"
 )
@@ -224,19 +225,25 @@ func (l *Limiter) Decide(ctx context.Context, req keyfunc.Request, d *Decision) 
 	if l.closed.Load() {
 		return ErrClosed
 	}
-	e := l.cur.Load()
-	for {
-		e.rw.RLock()
-		if n := l.cur.Load(); n != e {
-			e.rw.RUnlock() // replaced meanwhile: take the new one
-			e = n
-			continue
-		}
-		break
-	}
+	e := l.hold()
 	err := l.decide(ctx, req, e, d)
 	e.rw.RUnlock()
 	return err
+}
+
+// hold returns the enforcer in force, held for reading: the caller
+// releases e.rw.
+func (l *Limiter) hold() *enforcer {
+	e := l.cur.Load()
+	for {
+		e.rw.RLock()
+		n := l.cur.Load()
+		if n == e {
+			return e
+		}
+		e.rw.RUnlock() // replaced meanwhile: take the new one
+		e = n
+	}
 }
 
 // decide is Decide under the enforcer e.
@@ -268,7 +275,7 @@ func (l *Limiter) decideEnforced(ctx context.Context, req keyfunc.Request, rs *r
 	for _, ls := range rs.enforced {
 		k, err := ls.limit.key(req)
 		if err != nil {
-			return fmt.Errorf("rules: %s: key: %w", ls.limit.id, err)
+			return fmt.Errorf("rules: %w", &httplimit.KeyError{Limit: ls.limit.id, Err: err})
 		}
 		m, held, err := ls.memFor(k)
 		if err != nil && d.OverrideErr == nil {
