@@ -496,3 +496,63 @@ func BenchmarkLimiterDecide(b *testing.B) {
 		}
 	}
 }
+
+// A key with an override is decided by its own limiter, in layers built
+// for the request.
+func BenchmarkLimiterDecideOverride(b *testing.B) {
+	set := mustParseSet(b, apiFile("1000000000/1h", "tenant", "overrides:\n  - {limit: api/per-key, key: k, rate: 999999999/1h}\n"))
+	l, err := NewLimiter(set)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	req := tenantRequest("/x", "k")
+	var d Decision
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := l.Decide(context.Background(), req, &d); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// An override applies to shadow limits too, and Refund gives back to the
+// key's own limiter; a new key spec drops the keys' own limiters with
+// their meaning.
+func TestLimiterOverrideShadowRefund(t *testing.T) {
+	clock := core.NewManualClock(limiterStart)
+	file := func(key string) string {
+		return fmt.Sprintf(`
+rules:
+  - name: api
+    limits:
+      - {name: per-key, rate: 5/1h algorithm=fixed-window, key: %s}
+      - {name: watch, rate: 5/1h algorithm=fixed-window, key: tenant, shadow: true}
+overrides:
+  - {limit: api/per-key, key: acme, rate: 10/1h}
+  - {limit: api/watch, key: acme, rate: 20/1h}
+`, key)
+	}
+	src, path := openSource(t, file("tenant"))
+	l := mustLimiter(t, src, clock)
+	spendN(t, l, "/x", "acme", 7)
+	var d Decision
+	if err := l.Decide(context.Background(), tenantRequest("/x", "acme"), &d); err != nil || !d.Allowed {
+		t.Fatalf("acme's 8th: allowed=%v, %v", d.Allowed, err)
+	}
+	if d.Layers[0].Limit != 10 || d.Layers[0].Remaining != 2 || d.Shadow[0].Decision.Limit != 20 || d.Shadow[0].Decision.Remaining != 12 {
+		t.Errorf("acme: per-key %d of %d left, watch %d of %d; want 2 of 10, 12 of 20", d.Layers[0].Remaining, d.Layers[0].Limit, d.Shadow[0].Decision.Remaining, d.Shadow[0].Decision.Limit)
+	}
+	if err := d.Refund(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if k, w := remaining(t, l, "api/per-key", "acme"), remaining(t, l, "api/watch", "acme"); k != 3 || w != 13 {
+		t.Errorf("after Refund: per-key %d, watch %d left; want 3, 13", k, w)
+	}
+	// per-key now keys by [tenant, route]: a new limit for Compare, which
+	// starts empty; watch, unchanged, keeps acme's own limiter.
+	reloadTo(t, src, path, file("[tenant, route]"))
+	if k, w := remaining(t, l, "api/per-key", "acme|/x"), remaining(t, l, "api/watch", "acme"); k != 5 || w != 13 {
+		t.Errorf("new key spec: per-key %d, watch %d left; want 5, 13", k, w)
+	}
+}
