@@ -81,7 +81,8 @@
 // [NewLayered] enforces several policies on one key (10 per second and 1,000
 // per hour), counting a request in every layer or in none, and reports each
 // layer in a [LayeredDecision] ([MostRestrictive] picks the layer that
-// decides). [NewTiered] picks a key's policy from its plan ([PlanFunc]) on
+// decides); each layer may have a key and a cost of its own
+// ([Layered.AllowCosts]). [NewTiered] picks a key's policy from its plan ([PlanFunc]) on
 // every request. [NewFailover] wraps a remote limiter (Redis) with an
 // [ErrorPolicy] for when it is down ([FailOpen], [FailClosed], [Fallback],
 // [FallbackShare]), behind a circuit breaker, configured by [FailoverOption]

@@ -18,7 +18,8 @@ import (
 // (the Redis store has a layered limiter of its own). [Layered.AllowN]
 // returns the most restrictive layer's Decision; [Layered.AllowKeys] and
 // [Layered.AllowLayers] also return every layer's Decision, for headers that
-// show each limit.
+// show each limit, and [Layered.AllowCosts] takes a key and a cost per
+// layer.
 //
 // A Layered is safe for concurrent use, and Layered limiters sharing Memory
 // limiters in any order cannot deadlock. Its methods ignore ctx, like

@@ -156,7 +156,7 @@ func (l *Limiter) apply(set *Set) error {
 		if ls.ov != nil && ls.ov.base != ls.mem {
 			ls.ov = nil
 		}
-		if ls.ov != nil && !ls.limit.HasOverrides() {
+		if ls.ov != nil && oldSet != nil && !ls.limit.HasOverrides() {
 			if ol := oldSet.byID[ls.limit.id]; ol != nil && !ol.HasOverrides() && ls.ov.lru.Len() == 0 {
 				ls.ov = nil // empty, and nothing adds to it
 			}
