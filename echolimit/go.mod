@@ -9,6 +9,9 @@ require (
 
 require (
 	github.com/dunglas/httpsfv v1.1.2 // indirect
+	github.com/fsnotify/fsnotify v1.10.1 // indirect
+	github.com/goccy/go-yaml v1.19.2 // indirect
+	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
 	github.com/labstack/gommon v0.5.0 // indirect
 	github.com/mattn/go-colorable v0.1.15 // indirect
 	github.com/mattn/go-isatty v0.0.22 // indirect

@@ -11,9 +11,12 @@ require (
 require (
 	github.com/andybalholm/brotli v1.2.0 // indirect
 	github.com/dunglas/httpsfv v1.1.2 // indirect
+	github.com/fsnotify/fsnotify v1.10.1 // indirect
+	github.com/goccy/go-yaml v1.19.2 // indirect
 	github.com/gofiber/schema v1.7.0 // indirect
 	github.com/gofiber/utils/v2 v2.0.2 // indirect
 	github.com/google/uuid v1.6.0 // indirect
+	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
 	github.com/klauspost/compress v1.18.4 // indirect
 	github.com/mattn/go-colorable v0.1.14 // indirect
 	github.com/mattn/go-isatty v0.0.20 // indirect

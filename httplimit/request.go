@@ -70,11 +70,14 @@ type RequestUndoer interface {
 // key for one of its limits: the Engine answers it as [WithNoKey] says when
 // Err wraps [keyfunc.ErrNoKey], and as [WithInvalidKey] says otherwise.
 type KeyError struct {
-	Limit string // the limit whose key could not be found
+	Limit string // the limit whose key could not be found; "" for the request's rule
 	Err   error  // the key function's error
 }
 
 func (e *KeyError) Error() string {
+	if e.Limit == "" {
+		return fmt.Sprintf("no rule: %v", e.Err)
+	}
 	return fmt.Sprintf("limit %q: key: %v", e.Limit, e.Err)
 }
 

@@ -67,8 +67,12 @@
 // does (a single value may stand for a list of one):
 //
 //   - routes: route patterns as the router reports them (keyfunc.Request's
-//     Route), compared exactly; "/api/*" matches every route beginning with
-//     "/api/". A request with no known route matches no routes.
+//     Route), compared exactly, a parameter in either syntax ("/items/{id}"
+//     matches gin's "/items/:id" too); "/api/*" matches every route
+//     beginning with "/api/". A request whose route is not known where
+//     the limiter runs (in front of the router, fiber's app.Use) is an error
+//     when it reaches a rule with routes (see [Set.Match]), never passed on
+//     to a laxer rule.
 //   - methods: GET, POST, PUT, PATCH, DELETE, OPTIONS, CONNECT, TRACE, in any
 //     case. A HEAD request matches GET, a request's method is compared
 //     without regard to case (a client respelling "POST" as "post" gets

@@ -88,8 +88,8 @@ func (l *Limiter) DecideRequest(req keyfunc.Request) (httplimit.RequestDecision,
 	if err != nil {
 		var ke *httplimit.KeyError
 		if d.Rule == nil && !errors.Is(err, ErrClosed) && !errors.As(err, &ke) {
-			// Match's error: the plan function's.
-			err = fmt.Errorf("rules: %w", &httplimit.KeyError{Limit: "plan", Err: err})
+			// Match's error: the request's route or plan is unknown.
+			err = &httplimit.KeyError{Err: err}
 		}
 		return v, err
 	}

@@ -91,6 +91,9 @@ func (b *builder) match(path string, mc MatchConfig) matcher {
 				m.exact = make(map[string]struct{})
 			}
 			m.exact[r] = struct{}{}
+			if o, ok := otherSpelling(r); ok {
+				m.exact[o] = struct{}{}
+			}
 		}
 	}
 
@@ -256,6 +259,29 @@ func (m *matcher) static(req keyfunc.Request, route *string, routeRead *bool, me
 	return true
 }
 
+// otherSpelling returns route r with its parameters in the other syntax
+// routers use, "/items/{id}" (chi, net/http) for "/items/:id" (gin, echo,
+// fiber) and back, so that one rule file serves every adapter; ok is false
+// when r has no parameter, or one (a chi pattern "{id:[0-9]+}") that the
+// other syntax cannot spell.
+func otherSpelling(r string) (string, bool) {
+	segs := strings.Split(r, "/")
+	changed := false
+	for i, s := range segs {
+		switch {
+		case len(s) > 1 && s[0] == ':' && !strings.ContainsAny(s[1:], ":{}"):
+			segs[i], changed = "{"+s[1:]+"}", true
+		case len(s) > 2 && s[0] == '{' && s[len(s)-1] == '}':
+			name := s[1 : len(s)-1]
+			if strings.ContainsAny(name, ":{}") {
+				return "", false
+			}
+			segs[i], changed = ":"+name, true
+		}
+	}
+	return strings.Join(segs, "/"), changed
+}
+
 func (m *matcher) route(r string) bool {
 	if r == "" {
 		return false
@@ -285,7 +311,10 @@ func (h *headerMatch) match(req keyfunc.Request) bool {
 
 // Match returns the rule that applies to req: the first, in order, whose
 // match holds; nil when none does, and then the request is not limited by
-// the set. Conditions are checked cheapest first (method, route, headers),
+// the set. A rule that lists routes, reached by a request whose route is
+// not known (keyfunc.Request's Route is "": a limit in fiber's app.Use, or
+// in front of a router, and gin's 404s), is an error wrapping
+// keyfunc.ErrNoKey, never a rule passed over. Conditions are checked cheapest first (method, route, headers),
 // and the plan function is called only when a rule with plans is reached,
 // at most once; its error is returned, wrapped. Match allocates nothing
 // of its own.
@@ -296,6 +325,16 @@ func (s *Set) Match(req keyfunc.Request) (*Rule, error) {
 		routeRead, planRead bool
 	)
 	for _, r := range s.rules {
+		if r.m.hasRoutes && (r.m.methods == 0 || r.m.methods&method != 0) {
+			if !routeRead {
+				route, routeRead = req.Route(), true
+			}
+			if route == "" {
+				// Not "no match": a later, laxer rule would then limit
+				// a login where the limiter runs before routing.
+				return nil, fmt.Errorf("rules: rule %q lists routes, and the request's route is not known where the limiter runs (%w): run it after routing, or on the route", r.name, keyfunc.ErrNoKey)
+			}
+		}
 		if !r.m.static(req, &route, &routeRead, method) {
 			continue
 		}

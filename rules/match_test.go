@@ -59,7 +59,6 @@ func TestMatch(t *testing.T) {
 		{"GET", "/login", nil, "rest", 0},   // another method
 		{"POSTX", "/login", nil, "rest", 0}, // an unknown method matches no listed one
 		{"POST", "/login/", nil, "rest", 0}, // routes are exact
-		{"POST", "", nil, "rest", 0},        // an unknown route matches no routes
 		{"GET", "/admin/users", map[string]string{"X-Role": "admin"}, "admin", 0},
 		{"GET", "/admin/users", map[string]string{"x-role": " root\t"}, "admin", 0}, // surrounding white space
 		{"GET", "/admin/users", map[string]string{"X-Role": "Admin"}, "rest", 0},    // values are exact
@@ -84,6 +83,11 @@ func TestMatch(t *testing.T) {
 		if r == nil || r.Name() != tt.want || plans != tt.plans {
 			t.Errorf("%s %s %v: rule %v after %d plan calls; want %s after %d", tt.method, tt.route, tt.headers, r, plans, tt.want, tt.plans)
 		}
+	}
+	// An unknown route, where a rule lists routes, is no rule passed over:
+	// the next one ("rest") would limit a login laxly.
+	if r, err := s.Match(newRequest("POST", "", nil)); r != nil || !errors.Is(err, keyfunc.ErrNoKey) {
+		t.Errorf("an unknown route: rule %v, err %v; want an error wrapping keyfunc.ErrNoKey", r, err)
 	}
 	_, err = s.Match(newRequest("GET", "/api/v1", map[string]string{"X-Plan": "broken"}))
 	if err == nil || err.Error() != "rules: plan: plan store down" {
@@ -190,6 +194,37 @@ func TestMatchAllocs(t *testing.T) {
 	} {
 		if n := testing.AllocsPerRun(100, func() { _, _ = s.Match(req) }); n != 0 {
 			t.Errorf("Match allocates %v times per call", n)
+		}
+	}
+}
+
+// A route's parameters match in either syntax, so that one file serves chi
+// and gin; a chi pattern the colon syntax cannot spell matches as written.
+func TestRouteSpellings(t *testing.T) {
+	set, err := Parse("r.yaml", []byte(`
+rules:
+  - name: items
+    match: {routes: ["/items/{id}", "/users/:user/keys/{key}", "/n/{id:[0-9]+}"]}
+    limits: [{name: l, rate: 1/1m, key: ip}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for route, want := range map[string]bool{
+		"/items/{id}":             true,
+		"/items/:id":              true,
+		"/users/{user}/keys/:key": true,
+		"/users/:user/keys/{key}": true,
+		"/n/{id:[0-9]+}":          true,
+		"/n/:id":                  false,
+		"/items/:id/more":         false,
+		"/items/*":                false,
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Pattern = route
+		rule, err := set.Match(keyfunc.FromHTTP(r))
+		if err != nil || (rule != nil) != want {
+			t.Errorf("%s: rule %v, err %v; want a match: %v", route, rule, err, want)
 		}
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/ratekit/ratekit/httplimit"
 	"github.com/ratekit/ratekit/internal/httpview"
 	"github.com/ratekit/ratekit/keyfunc"
+	"github.com/ratekit/ratekit/rules"
 )
 
 // Headers a test request may carry for the app's handler and the drivers.
@@ -237,6 +238,22 @@ func (e *Env) Layered(t *testing.T, ps ...core.Policy) core.Limiter {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return l
+}
+
+// Rules returns a rule set's limiter of the YAML file src, on the manual
+// clock.
+func (e *Env) Rules(t *testing.T, src string) core.Limiter {
+	t.Helper()
+	set, err := rules.Parse("rules.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := rules.NewLimiter(set, core.WithClock(e.Clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
 	return l
 }
 

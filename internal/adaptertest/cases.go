@@ -419,6 +419,43 @@ func Cases() []Case {
 			},
 		},
 		{
+			// A rule set (rules.Limiter, an httplimit.RequestLimiter)
+			// as the app's limiter: each request decided by the rule
+			// its route and method match, a login's two limits all or
+			// nothing (a denial by the account's counts nothing on the
+			// IP's), the headers and the 429 naming them, a route in the
+			// framework's own parameter syntax matching the file's, a
+			// login without its key refused, a request no rule matches
+			// served without headers.
+			Name: "rule set/each request by its rule",
+			App: func(t *testing.T, env *Env) *App {
+				// On the routes, where every framework knows the route
+				// (fiber's app.Use does not: there a rule with routes
+				// refuses, see rules.Set.Match).
+				l := &Limit{Limiter: env.Rules(t, loginRules), Options: opts(env, httplimit.WithClock(env.Clock))}
+				return &App{Routes: []Route{
+					{Method: "GET", Pattern: "/items/{id}", Limit: l},
+					{Method: "POST", Pattern: "/login", Limit: l},
+				}}
+			},
+			Steps: []Step{
+				{Req: accountLogin("a"), Want: with(ok, rates(accountRate(1), ipRate(2)))},
+				{Req: accountLogin("a"), Want: with(ok, rates(accountRate(0), ipRate(1)))},
+				{Req: accountLogin("a"), Want: with(limited, func(w *Want) {
+					w.RetryAfter = "3600"
+					rates(accountRate(0), ipRate(1))(w)
+				})},
+				{Req: accountLogin("b"), Want: with(ok, rates(accountRate(1), ipRate(0)))},
+				{Req: accountLogin("c"), Want: with(limited, func(w *Want) {
+					w.RetryAfter = "3600"
+					// carol's account holds nothing: no reset to wait for.
+					rates(Rate{Name: "account", Q: 2, W: 3600, R: 2, T: 0}, ipRate(0))(w)
+				})},
+				{Req: Req{Path: "/items/1"}, Want: with(ok, rate("reads", 100, 60, 99, 60))},
+				{Req: Req{Method: "POST", Path: "/login"}, Want: Want{Status: 400, Problem: httplimit.ProblemInvalidKey, RetryAfter: "-", Hooks: true, Errors: 1, NoRate: true}},
+			},
+		},
+		{
 			// An app-wide limit and a route's limit stacked on one
 			// request decide together: a request the route's limit
 			// refuses (429, or 400 for a missing key) is counted by
@@ -474,3 +511,25 @@ func Cases() []Case {
 
 // epoch returns the X-RateLimit-Reset value d after Start.
 func epoch(d time.Duration) string { return strconv.FormatInt(Start.Add(d).Unix(), 10) }
+
+// loginRules is the rule set of the rule-set case: logins limited per
+// account and per IP, reads per IP; nothing else.
+const loginRules = `
+rules:
+  - name: login
+    match: {routes: [/login], methods: [POST]}
+    limits:
+      - {name: account, rate: 2/1h algorithm=fixed-window, key: "header:X-Account"}
+      - {name: ip, rate: 3/1h algorithm=fixed-window, key: ip}
+  - name: reads
+    match: {routes: ["/items/{id}"], methods: [GET]}
+    limits:
+      - {name: reads, rate: 100/1m algorithm=fixed-window, key: ip}
+`
+
+func accountLogin(account string) Req {
+	return Req{Method: "POST", Path: "/login", Header: map[string]string{"X-Account": account}}
+}
+
+func accountRate(r int64) Rate { return Rate{Name: "account", Q: 2, W: 3600, R: r, T: 3600} }
+func ipRate(r int64) Rate      { return Rate{Name: "ip", Q: 3, W: 3600, R: r, T: 3600} }
