@@ -41,6 +41,7 @@ var imports = map[string]string{
 	"grpclimit":    "github.com/ratekit/ratekit/grpclimit",
 	"connectlimit": "github.com/ratekit/ratekit/connectlimit",
 	"clientlimit":  "github.com/ratekit/ratekit/clientlimit",
+	"rules":        "github.com/ratekit/ratekit/rules",
 
 	"redis":      "github.com/redis/go-redis/v9",
 	"gin":        "github.com/gin-gonic/gin",
