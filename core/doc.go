@@ -27,7 +27,8 @@
 //     algorithm's theoretical arrival time) and agrees with
 //     golang.org/x/time/rate, whose float64 arithmetic can differ only
 //     within a microsecond of a boundary.
-//   - [FixedWindow]: windows aligned to multiples of W since the Unix epoch;
+//   - [FixedWindow]: windows aligned to multiples of W since the Unix epoch,
+//     or calendar days, weeks or months in a time zone ([Calendar]);
 //     allowed if count + n <= L. Up to 2L can pass in a short span across a
 //     boundary (L at 12:00:59.9, L at 12:01:00.1): that is the algorithm.
 //   - [SlidingLog]: the time and cost of every allowed request; a request

@@ -145,3 +145,30 @@ func ExampleManualClock() {
 	fmt.Println(clock.Now().Format(time.TimeOnly))
 	// Output: 12:01:30
 }
+
+// A monthly quota in Berlin's time: the window is the calendar month, and
+// a request denied on its last evening waits until midnight, local time.
+func ExampleCalendar() {
+	p, err := core.ParsePolicy("2/1mo tz=Europe/Berlin")
+	if err != nil {
+		panic(err)
+	}
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		panic(err)
+	}
+	clock := core.NewManualClock(time.Date(2026, 3, 31, 21, 30, 0, 0, berlin))
+	limiter, err := core.New(p, core.WithClock(clock))
+	if err != nil {
+		panic(err)
+	}
+	limiter.AllowN(ctx, "acct-42", 2)
+	d, _ := limiter.Allow(ctx, "acct-42")
+	fmt.Println(p.Algorithm, p.Calendar, "allowed:", d.Allowed, "retry after:", d.RetryAfter)
+	clock.Advance(d.RetryAfter)
+	d, _ = limiter.Allow(ctx, "acct-42")
+	fmt.Println("April:", d.Allowed, "resets in:", d.ResetAfter)
+	// Output:
+	// fixed-window month allowed: false retry after: 2h30m0s
+	// April: true resets in: 720h0m0s
+}

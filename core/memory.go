@@ -63,15 +63,16 @@ var _ Limiter = (*Memory)(nil)
 // and never changed: [Memory.SetPolicy] publishes new ones.
 type settings struct {
 	policy Policy
-	cost   int64  // the largest cost allowed: the policy's capacity
-	window int64  // the policy's Window in µs
-	idle   int64  // µs an entry must have been fresh before a new key sweeps it
-	bucket bucket // the token and leaky buckets' arithmetic; zero for the others
+	cost   int64     // the largest cost allowed: the policy's capacity
+	window int64     // the policy's Window in µs
+	idle   int64     // µs an entry must have been fresh before a new key sweeps it
+	bucket bucket    // the token and leaky buckets' arithmetic; zero for the others
+	cal    *calendar // the fixed window's calendar periods; nil for epoch windows
 }
 
 // newSettings returns the settings of a valid policy.
 func newSettings(p Policy) *settings {
-	s := &settings{policy: p, cost: p.Capacity(), window: int64(p.Window / time.Microsecond)}
+	s := &settings{policy: p, cost: p.Capacity(), window: int64(p.Window / time.Microsecond), cal: newCalendar(p)}
 	s.idle = s.window
 	if p.Algorithm == TokenBucket || p.Algorithm == LeakyBucket {
 		// A bucket is swept once it has been full for the time it takes
@@ -162,7 +163,7 @@ func New(p Policy, opts ...Option) (*Memory, error) {
 	case TokenBucket, LeakyBucket:
 		m.eng = newStore[uint64](&gcra{set: &m.set}, o.maxKeys, &m.set)
 	case FixedWindow:
-		m.eng = newStore[fwState](&fixedWindow{limit: p.Limit, window: set.window}, o.maxKeys, &m.set)
+		m.eng = newStore[fwState](&fixedWindow{limit: p.Limit, window: set.window, cal: set.cal}, o.maxKeys, &m.set)
 	case SlidingWindow:
 		m.eng = newStore[swState](&slidingWindow{limit: p.Limit, window: set.window}, o.maxKeys, &m.set)
 	case SlidingLog:
@@ -213,7 +214,8 @@ func (m *Memory) Policy() Policy { return m.set.Load().policy }
 //   - token and leaky bucket: the backlog's units carry, d' = ceil(d·T'/T)
 //     in the new policy's time, and drain at the new rate;
 //   - fixed window: the current window's count carries, into the new
-//     window that holds now when Window changes;
+//     window that holds now when the windows change (Window, Calendar or
+//     Zone: between epoch and calendar windows too);
 //   - sliding window: the counters carry when only Limit changes; when
 //     Window changes, the estimate at now (rounded up) becomes the count
 //     of the new window that holds now, the previous one 0;

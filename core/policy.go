@@ -21,7 +21,8 @@ const (
 	// then a steady rate.
 	TokenBucket Algorithm = iota
 	// FixedWindow counts units per window aligned to multiples of Window
-	// since the Unix epoch. Up to 2×Limit can pass in a short span across a
+	// since the Unix epoch, or to calendar periods in a time zone (see
+	// [Calendar]). Up to 2×Limit can pass in a short span across a
 	// boundary.
 	FixedWindow
 	// SlidingLog keeps the time and cost of every allowed request of the last
@@ -112,6 +113,16 @@ type Policy struct {
 	// length, 0 to MaxLimit; 0 means Limit. The other algorithms have no
 	// burst and reject a non-zero one.
 	Burst int64
+	// Calendar makes a FixedWindow's windows calendar periods (days, ISO
+	// weeks or months) in Zone rather than multiples of Window since the
+	// Unix epoch; Window is then Calendar.Window(). The other algorithms
+	// reject it. Default: epoch windows.
+	Calendar Calendar
+	// Zone is the time zone of the calendar periods, an IANA name such as
+	// "Europe/Berlin" as [time.LoadLocation] reads it ("Local" excepted:
+	// every machine enforcing a policy must agree on it). Default: UTC.
+	// It requires Calendar.
+	Zone string
 }
 
 // Burstable reports whether the algorithm uses Burst.
@@ -154,6 +165,22 @@ func (p Policy) Validate() error {
 	if p.Burst != 0 && !p.Algorithm.Burstable() {
 		return bad("Burst", "applies to token-bucket and leaky-bucket only, got %d with %v", p.Burst, p.Algorithm)
 	}
+	if p.Calendar != 0 {
+		if p.Calendar.Window() == 0 {
+			return bad("Calendar", "%d is not a known calendar period", p.Calendar)
+		}
+		if p.Algorithm != FixedWindow {
+			return bad("Calendar", "applies to fixed-window only, got %v with %v", p.Calendar, p.Algorithm)
+		}
+		if w := p.Calendar.Window(); p.Window != w {
+			return bad("Window", "must be %v (Calendar%s.Window()) with a calendar %v, got %v", w, strings.ToUpper(p.Calendar.String()[:1])+p.Calendar.String()[1:], p.Calendar, p.Window)
+		}
+		if _, err := loadZone(p.Zone); err != nil {
+			return bad("Zone", "%v", err)
+		}
+	} else if p.Zone != "" {
+		return bad("Zone", "applies to calendar windows only, got %q with no Calendar", p.Zone)
+	}
 	// The time a full bucket takes to drain at rate Limit/Window.
 	if span := mulDivCeil(uint64(p.Capacity()), uint64(p.Window), uint64(p.Limit)); span > uint64(maxBurstSpan) {
 		return bad("Burst", "%d at %d per %v takes over 50 years to refill", p.Capacity(), p.Limit, p.Window)
@@ -188,8 +215,18 @@ func (p Policy) String() string {
 	var b strings.Builder
 	b.WriteString(strconv.FormatInt(p.Limit, 10))
 	b.WriteByte('/')
-	b.WriteString(formatWindow(p.Window))
-	if p.Algorithm != TokenBucket {
+	switch p.Calendar {
+	case CalendarDay:
+		b.WriteString("1d")
+	case CalendarWeek:
+		b.WriteString("1w")
+	case CalendarMonth:
+		b.WriteString("1mo")
+	default:
+		b.WriteString(formatWindow(p.Window))
+	}
+	// A calendar window's algorithm is the fixed window unless told.
+	if p.Calendar == 0 && p.Algorithm != TokenBucket || p.Calendar != 0 && p.Algorithm != FixedWindow {
 		b.WriteString(" algorithm=")
 		b.WriteString(p.Algorithm.String())
 	}
@@ -200,6 +237,14 @@ func (p Policy) String() string {
 	if p.Name != "" {
 		b.WriteString(" name=")
 		b.WriteString(p.Name)
+	}
+	switch {
+	case p.Zone != "":
+		b.WriteString(" tz=")
+		b.WriteString(p.Zone)
+	case p.Calendar == CalendarDay:
+		// "1d" alone is the epoch's 24-hour window.
+		b.WriteString(" tz=UTC")
 	}
 	return b.String()
 }
@@ -222,13 +267,20 @@ func formatWindow(d time.Duration) string {
 
 // ParsePolicy reads a policy from a configuration string:
 //
-//	<limit>/<window> [algorithm=<name>] [burst=<n>] [name=<name>]
+//	<limit>/<window> [algorithm=<name>] [burst=<n>] [name=<name>] [tz=<zone>]
 //
 // The window is a Go duration ("1m", "15m", "1h30m", "500ms"), a whole
 // number of days ("7d"), or a bare unit meaning one of it ("s", "m", "h",
 // "d", "ms"). Options are separated by spaces, in any order, each at most
 // once. Examples: "100/1m", "10/s burst=20",
 // "5/15m algorithm=sliding-log name=login".
+//
+// Calendar windows ([Calendar]) are "1w" (an ISO week from Monday 00:00),
+// "1mo" (a month), and "1d" with a tz option (a day from midnight to
+// midnight): tz names the time zone, such as "tz=Europe/Berlin", and is
+// UTC when left out. Their algorithm is fixed-window, the only one that
+// takes them. Examples: "1000/1mo tz=Europe/Berlin",
+// "100/1d tz=America/New_York", "1/1w".
 //
 // The policy is validated; an error names what is wrong.
 func ParsePolicy(s string) (Policy, error) {
@@ -250,7 +302,7 @@ func ParsePolicy(s string) (Policy, error) {
 		return fail("limit %q: %v", limitStr, err)
 	}
 	p.Limit = limit
-	if p.Window, err = parseWindow(windowStr); err != nil {
+	if p.Window, p.Calendar, err = parseWindow(windowStr); err != nil {
 		return fail("window %q: %v", windowStr, err)
 	}
 	seen := make(map[string]bool, len(opts))
@@ -278,9 +330,23 @@ func ParsePolicy(s string) (Policy, error) {
 			}
 		case "name":
 			p.Name = v
+		case "tz":
+			// UTC has one spelling: the default.
+			if v != "UTC" {
+				p.Zone = v
+			}
 		default:
-			return fail("unknown option %q; want algorithm, burst or name", k)
+			return fail("unknown option %q; want algorithm, burst, name or tz", k)
 		}
+	}
+	if seen["tz"] && p.Calendar == 0 {
+		if p.Window != CalendarDay.Window() {
+			return fail("tz applies to calendar windows, 1d, 1w or 1mo; got %s", windowStr)
+		}
+		p.Calendar = CalendarDay
+	}
+	if p.Calendar != 0 && !seen["algorithm"] {
+		p.Algorithm = FixedWindow
 	}
 	if err := p.Validate(); err != nil {
 		pe := err.(*PolicyError)
@@ -309,29 +375,41 @@ func parseCount(s string) (int64, error) {
 	return n, nil
 }
 
-// parseWindow reads a window: a Go duration, "<n>d", or a bare unit.
-func parseWindow(s string) (time.Duration, error) {
+// parseWindow reads a window: a Go duration, "<n>d", a bare unit, or a
+// calendar week or month ("1w", "1mo").
+func parseWindow(s string) (time.Duration, Calendar, error) {
 	switch s {
 	case "":
-		return 0, fmt.Errorf("missing duration")
+		return 0, 0, fmt.Errorf("missing duration")
 	case "ns", "us", "µs", "ms", "s", "m", "h":
 		s = "1" + s
-	case "d":
-		s = "1d"
+	case "d", "w", "mo":
+		s = "1" + s
+	}
+	for _, c := range [...]struct {
+		unit string
+		cal  Calendar
+	}{{"w", CalendarWeek}, {"mo", CalendarMonth}} {
+		if n, ok := strings.CutSuffix(s, c.unit); ok {
+			if n != "1" {
+				return 0, 0, fmt.Errorf("a calendar %v is 1%s, one at a time (a span of days since the epoch is <n>d)", c.cal, c.unit)
+			}
+			return c.cal.Window(), c.cal, nil
+		}
 	}
 	if days, ok := strings.CutSuffix(s, "d"); ok {
 		n, err := parseCount(days)
 		if err != nil || n > int64(MaxWindow/(24*time.Hour)) {
-			return 0, fmt.Errorf("days must be a whole number from 1 to %d", MaxWindow/(24*time.Hour))
+			return 0, 0, fmt.Errorf("days must be a whole number from 1 to %d", MaxWindow/(24*time.Hour))
 		}
-		return time.Duration(n) * 24 * time.Hour, nil
+		return time.Duration(n) * 24 * time.Hour, 0, nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return 0, fmt.Errorf("not a duration such as 1m, 15m, 1h30m or 7d")
+		return 0, 0, fmt.Errorf("not a duration such as 1m, 15m, 1h30m or 7d")
 	}
 	if d <= 0 {
-		return 0, fmt.Errorf("must be positive")
+		return 0, 0, fmt.Errorf("must be positive")
 	}
-	return d, nil
+	return d, 0, nil
 }

@@ -155,7 +155,7 @@ func TestAlgorithmNames(t *testing.T) {
 // is valid, and that String gives back a string that parses to the same
 // policy.
 func FuzzParsePolicy(f *testing.F) {
-	for _, s := range []string{"100/1m", "10/s burst=20", "5/15m algorithm=sliding-log name=login", "1/d", "7/1h30m algo=leaky_bucket burst=3", "0/0", "x/y z=w"} {
+	for _, s := range []string{"100/1m", "10/s burst=20", "5/15m algorithm=sliding-log name=login", "1/d", "7/1h30m algo=leaky_bucket burst=3", "0/0", "x/y z=w", "1000/1mo tz=Europe/Berlin", "100/1d tz=America/New_York", "1/1w", "1/d tz=UTC name=daily"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

@@ -132,8 +132,8 @@ func (g *bucket) refund(tat uint64, now, since, n int64) uint64 {
 }
 
 func (f *fixedWindow) refund(s fwState, now, since, n int64) fwState {
-	cur := f.current(s, now)
-	if floorDiv(since, f.window) == cur.idx {
+	cur, _ := f.current(s, now)
+	if idx, _ := f.at(since); idx == cur.idx {
 		cur.count = max(cur.count-n, 0)
 		return cur
 	}
