@@ -654,5 +654,10 @@ func parseWindow(s string) (time.Duration, error) {
 	if err != nil {
 		return 0, bad
 	}
+	if p.Calendar != 0 {
+		// A calendar window needs its zone and the fixed window: the rate
+		// says all of it.
+		return 0, fmt.Errorf("%q is a calendar window: give the policy as a rate, such as rate: 1000/%s tz=Europe/Berlin", s, s)
+	}
 	return p.Window, nil
 }

@@ -125,6 +125,10 @@ func TestParseErrors(t *testing.T) {
 			`f.yaml:5:25: rules[0].limits[0].rate: "10/s burst=20" with the default algorithm fixed-window: burst applies to token-bucket and leaky-bucket only, got 20 with fixed-window`},
 		{"bad window", "rules:\n  - name: a\n    limits:\n      - {name: x, limit: 5, window: 1 m, key: ip}\n",
 			`f.yaml:4:37: rules[0].limits[0].window: "1 m" is not a window: a duration such as 1s, 15m, 1h30m or 7d, from 1µs to 366d`},
+		{"calendar window", "rules:\n  - name: a\n    limits:\n      - {name: x, limit: 5, window: 1mo, key: ip}\n",
+			`f.yaml:4:37: rules[0].limits[0].window: "1mo" is a calendar window: give the policy as a rate, such as rate: 1000/1mo tz=Europe/Berlin`},
+		{"calendar on the default algorithm", "rules:\n  - name: a\n    limits:\n      - {name: x, rate: 5/1w algorithm=sliding-window, key: ip}\n",
+			`f.yaml:4:25: rules[0].limits[0].rate: core: parse policy "5/1w algorithm=sliding-window": Calendar applies to fixed-window only, got week with sliding-window: invalid policy`},
 		{"name in rate", "rules:\n  - name: a\n    limits:\n      - {name: x, rate: 1/s name=y, key: ip}\n",
 			`f.yaml:4:25: rules[0].limits[0].rate: "1/s name=y": name= is not allowed here; the limit's name is its policy's`},
 		{"unknown key", "rules:\n  - name: a\n    limits:\n      - {name: x, rate: 100/1m, key: nope}\n",
@@ -458,5 +462,19 @@ func TestDocExample(t *testing.T) {
 	}
 	if len(s.Rules()) != 3 || len(s.Limits()) != 5 {
 		t.Errorf("%d rules, %d limits", len(s.Rules()), len(s.Limits()))
+	}
+}
+
+// TestParseCalendar: a calendar rate is the fixed window's whatever the
+// default algorithm.
+func TestParseCalendar(t *testing.T) {
+	src := "defaults: {algorithm: token-bucket}\nrules:\n  - name: a\n    limits:\n      - {name: quota, rate: 1000/1mo tz=Europe/Berlin, key: ip}\n"
+	s, err := Parse("f.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := s.Limit("a/quota").Policy()
+	if p.Algorithm != core.FixedWindow || p.Calendar != core.CalendarMonth || p.Zone != "Europe/Berlin" {
+		t.Errorf("policy %v (%#v); want a Berlin calendar month on the fixed window", p, p)
 	}
 }

@@ -460,7 +460,7 @@ func (b *builder) policy(path string, lc LimitConfig, defAlg core.Algorithm) (co
 }
 
 // parseRate reads a policy in core.ParsePolicy's form, without a name; one
-// that names no algorithm takes def.
+// that names no algorithm takes def, unless its window is a calendar one.
 func parseRate(s string, def core.Algorithm) (core.Policy, error) {
 	explicit := false
 	fields := strings.Fields(s)
@@ -480,7 +480,8 @@ func parseRate(s string, def core.Algorithm) (core.Policy, error) {
 	if err != nil {
 		return core.Policy{}, err
 	}
-	if !explicit && def != p.Algorithm {
+	// A calendar window is the fixed window's: the default does not apply.
+	if !explicit && p.Calendar == 0 && def != p.Algorithm {
 		p.Algorithm = def
 		if err := p.Validate(); err != nil {
 			var pe *core.PolicyError
