@@ -89,6 +89,9 @@ func NewLayered(client redis.UniversalClient, policies []core.Policy, opts ...Op
 		if err := p.Validate(); err != nil {
 			return nil, fmt.Errorf("redisstore: NewLayered: layer %d: %w", i, err)
 		}
+		if err := checkCalendar(p); err != nil {
+			return nil, fmt.Errorf("redisstore: NewLayered: layer %d: %w", i, err)
+		}
 		seg := policySegment(p)
 		if j, ok := segments[seg]; ok {
 			return nil, fmt.Errorf("redisstore: NewLayered: layers %d and %d have the same policy %v, so they would share state; give them different Names", j, i, p)

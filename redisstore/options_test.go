@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -123,6 +124,30 @@ func TestScriptParts(t *testing.T) {
 		fn := fmt.Sprintf("local function layer%d(KEYS, n, commit)\n%s%s\nend\n", i+1, head, body)
 		if !strings.Contains(src, fn) {
 			t.Errorf("layered script has no function for layer %d (%v)", i, p)
+		}
+	}
+}
+
+// A calendar policy is refused by every constructor, with an error that
+// names it, rather than counted as epoch windows of its nominal length.
+func TestCalendarRefused(t *testing.T) {
+	client := unreachableClient(t)
+	p, err := core.ParsePolicy("1000/1mo tz=Europe/Berlin name=quota")
+	if err != nil {
+		t.Fatal(err)
+	}
+	epoch := core.Policy{Name: "api", Limit: 5, Window: time.Second}
+	const want = `policy "1000/1mo name=quota tz=Europe/Berlin": calendar windows (a month in Europe/Berlin) are not supported on Redis`
+	for _, c := range []struct {
+		fn  string
+		new func() error
+	}{
+		{"New", func() error { _, err := New(client, p); return err }},
+		{"NewLayered: layer 1", func() error { _, err := NewLayered(client, []core.Policy{epoch, p}); return err }},
+	} {
+		err := c.new()
+		if err == nil || !errors.Is(err, errors.ErrUnsupported) || !strings.HasPrefix(err.Error(), "redisstore: "+c.fn+": "+want) {
+			t.Errorf("%s: err = %v, want %q wrapping errors.ErrUnsupported", c.fn, err, want)
 		}
 	}
 }

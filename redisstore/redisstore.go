@@ -134,6 +134,9 @@ func New(client redis.UniversalClient, p core.Policy, opts ...Option) (*Limiter,
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("redisstore: %w", err)
 	}
+	if err := checkCalendar(p); err != nil {
+		return nil, fmt.Errorf("redisstore: New: %w", err)
+	}
 	o, err := applyOptions("New", opts)
 	if err != nil {
 		return nil, err
@@ -177,6 +180,21 @@ func New(client redis.UniversalClient, p core.Policy, opts ...Option) (*Limiter,
 		_ = batch.Load(ctx, client).Err()
 	}
 	return l, nil
+}
+
+// checkCalendar refuses a policy with calendar windows ([core.Calendar]):
+// the scripts count epoch windows only, and would count a calendar
+// month as 31 days from the epoch.
+func checkCalendar(p core.Policy) error {
+	if p.Calendar == 0 {
+		return nil
+	}
+	zone := p.Zone
+	if zone == "" {
+		zone = "UTC"
+	}
+	return fmt.Errorf("policy %q: calendar windows (a %v in %s) are not supported on Redis; use a core.Memory limiter, or windows aligned to the epoch (no Calendar): %w",
+		p.String(), p.Calendar, zone, errors.ErrUnsupported)
 }
 
 // applyOptions applies opts, for the constructor named fn, over the

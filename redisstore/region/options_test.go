@@ -1,6 +1,7 @@
 package region
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -48,5 +49,17 @@ func TestOptionErrors(t *testing.T) {
 				t.Errorf("err = %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A calendar policy is refused: periods and shares count epoch windows.
+func TestCalendarRefused(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 10 * time.Millisecond})
+	t.Cleanup(func() { c.Close() })
+	p := core.Policy{Algorithm: core.FixedWindow, Limit: 600, Window: core.CalendarDay.Window(), Calendar: core.CalendarDay, Zone: "Europe/Berlin"}
+	_, err := New(c, c, p, "a", []string{"a", "b"})
+	const want = `region: New: policy "600/1d tz=Europe/Berlin": calendar windows are not supported: unsupported operation`
+	if err == nil || !errors.Is(err, errors.ErrUnsupported) || err.Error() != want {
+		t.Errorf("err = %v, want %q", err, want)
 	}
 }

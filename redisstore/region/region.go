@@ -178,6 +178,10 @@ func New(local, aggregate redis.UniversalClient, global core.Policy, self string
 	if err := global.Validate(); err != nil {
 		return nil, fmt.Errorf("region: %w", err)
 	}
+	if global.Calendar != 0 {
+		// Periods and shares are multiples of the Window since the epoch.
+		return nil, fmt.Errorf("region: New: policy %q: calendar windows are not supported: %w", global.String(), errors.ErrUnsupported)
+	}
 	sorted := slices.Clone(regions)
 	slices.Sort(sorted)
 	idx := -1
