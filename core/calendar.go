@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	calperiod "github.com/ratekit/ratekit/internal/calendar"
 )
 
 // Calendar aligns a [FixedWindow] policy's windows to calendar periods in
@@ -156,56 +158,7 @@ func (c *calendar) find(t int64) (start, end int64) {
 	}
 }
 
-// compute returns the period that holds t, in microseconds. A period
-// starts at the first instant whose local date is its first day or later:
-// where midnight does not exist (a daylight saving change at 00:00), the
-// day starts at the change.
+// compute returns the period that holds t (see internal/calendar).
 func (c *calendar) compute(t int64) (start, end int64) {
-	local := time.UnixMicro(t).In(c.loc)
-	y, m, d := local.Date()
-	switch c.period {
-	case CalendarWeek:
-		d -= (int(local.Weekday()) + 6) % 7
-	case CalendarMonth:
-		d = 1
-	}
-	// A clock set back across midnight can give an instant the local
-	// date of a period that has already ended: step to the one that holds
-	// it (at most a few steps, in zones that ever did so).
-	for range 8 {
-		ny, nm, nd := y, m, d+1
-		switch c.period {
-		case CalendarWeek:
-			nd = d + 7
-		case CalendarMonth:
-			nm, nd = m+1, 1
-		}
-		start, end = dayStart(c.loc, y, m, d)*1e6, dayStart(c.loc, ny, nm, nd)*1e6
-		if t < end {
-			break
-		}
-		y, m, d = ny, nm, nd
-	}
-	return start, end
-}
-
-// dayStart returns the first instant, in Unix seconds, whose local date in
-// loc is y-m-d (normalized, as time.Date does) or later.
-func dayStart(loc *time.Location, y int, m time.Month, d int) int64 {
-	civil := time.Date(y, m, d, 0, 0, 0, 0, time.UTC).Unix()
-	// Local time is t + offset, increasing within each zone period: scan
-	// the periods from two days before, and return the first instant of
-	// the first one whose local time reaches civil.
-	t := time.Unix(civil-48*3600, 0).In(loc)
-	for range 64 {
-		_, off := t.Zone()
-		from := t.Unix()
-		at := max(civil-int64(off), from)
-		_, next := t.ZoneBounds()
-		if next.IsZero() || at < next.Unix() || next.Unix() <= from {
-			return at
-		}
-		t = next.In(loc)
-	}
-	return t.Unix()
+	return calperiod.Bounds(int(c.period), c.loc, t)
 }

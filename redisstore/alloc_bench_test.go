@@ -13,7 +13,8 @@ import (
 
 // BenchmarkAllow measures one token-bucket decision on the server's TIME
 // and what it allocates, serially and with 32 goroutines each on its own
-// key, unbatched (WithBatching(1)) and batched (the default). Throughput
+// key, unbatched (WithBatching(1)) and batched (the default), and a
+// calendar fixed window, which is never batched. Throughput
 // beside other libraries is measured in benchmarks/; this one is for
 // allocations and profiles.
 func BenchmarkAllow(b *testing.B) {
@@ -25,9 +26,14 @@ func BenchmarkAllow(b *testing.B) {
 	}{
 		{"unbatched", []Option{WithBatching(1)}},
 		{"batched", nil},
+		{"calendar", nil}, // a fixed window per Berlin day: never batched
 	} {
 		client := newClient(b, addr)
 		client.Options().PoolSize = 64
+		p := p
+		if c.name == "calendar" {
+			p = core.Policy{Algorithm: core.FixedWindow, Limit: core.MaxLimit, Window: core.CalendarDay.Window(), Calendar: core.CalendarDay, Zone: "Europe/Berlin"}
+		}
 		l := mustNew(b, client, p, append(c.opts, WithPrefix(uniquePrefix(b.Name())))...)
 		ctx := context.Background()
 		b.Run(c.name+"/serial", func(b *testing.B) {

@@ -77,6 +77,14 @@
 // the memory store does; the conformance suite drives it with a
 // [core.ManualClock].
 //
+// Calendar windows ([core.Calendar]) are exact on the server's TIME too:
+// the client computes the period that holds its own reading of the time
+// and the next, where the zone database is, and the script counts in the
+// one that holds the server's now; when neither does (clocks apart, or a
+// period just ended), it answers with its time and the client calls once
+// more with the periods around it. Such a limiter is not batched
+// ([WithBatching]), and [NewLayered] refuses a calendar policy.
+//
 // # Client settings
 //
 // A limiter's decision must be counted at most once. Give the limiter a

@@ -128,8 +128,9 @@ func TestScriptParts(t *testing.T) {
 	}
 }
 
-// A calendar policy is refused by every constructor, with an error that
-// names it, rather than counted as epoch windows of its nominal length.
+// A calendar policy is refused by NewLayered, with an error that names
+// it, rather than counted as epoch windows of its nominal length; New
+// takes it (calendar.go).
 func TestCalendarRefused(t *testing.T) {
 	client := unreachableClient(t)
 	p, err := core.ParsePolicy("1000/1mo tz=Europe/Berlin name=quota")
@@ -137,17 +138,12 @@ func TestCalendarRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	epoch := core.Policy{Name: "api", Limit: 5, Window: time.Second}
-	const want = `policy "1000/1mo name=quota tz=Europe/Berlin": calendar windows (a month in Europe/Berlin) are not supported on Redis`
-	for _, c := range []struct {
-		fn  string
-		new func() error
-	}{
-		{"New", func() error { _, err := New(client, p); return err }},
-		{"NewLayered: layer 1", func() error { _, err := NewLayered(client, []core.Policy{epoch, p}); return err }},
-	} {
-		err := c.new()
-		if err == nil || !errors.Is(err, errors.ErrUnsupported) || !strings.HasPrefix(err.Error(), "redisstore: "+c.fn+": "+want) {
-			t.Errorf("%s: err = %v, want %q wrapping errors.ErrUnsupported", c.fn, err, want)
-		}
+	const want = `redisstore: NewLayered: layer 1: policy "1000/1mo name=quota tz=Europe/Berlin": calendar windows (a month in Europe/Berlin) are not supported in layered limits on Redis`
+	_, err = NewLayered(client, []core.Policy{epoch, p})
+	if err == nil || !errors.Is(err, errors.ErrUnsupported) || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("err = %v, want %q wrapping errors.ErrUnsupported", err, want)
+	}
+	if _, err := New(client, p); err != nil {
+		t.Errorf("New: %v", err)
 	}
 }

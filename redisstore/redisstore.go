@@ -65,6 +65,8 @@ type Limiter struct {
 	trip atomic.Int64
 
 	reload reloader // a Cluster client's slot reloads (cluster.go)
+
+	cal *calendarWindows // a calendar policy's periods (calendar.go), or nil
 }
 
 var (
@@ -122,7 +124,9 @@ func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout =
 func WithExpiryMargin(d time.Duration) Option { return func(o *options) { o.margin = d } }
 
 // New returns a limiter that enforces p on Redis through client. It fails if
-// p is invalid (see [core.Policy.Validate]) or an option is.
+// p is invalid (see [core.Policy.Validate]) or an option is. A calendar
+// policy ([core.Calendar]) is counted exactly on the server's TIME, and
+// never batched (see the package documentation, "Time").
 //
 // New loads the policy's script into Redis (on every node of a Cluster),
 // waiting at most the [WithTimeout] timeout, or one second, for it. It does
@@ -134,12 +138,17 @@ func New(client redis.UniversalClient, p core.Policy, opts ...Option) (*Limiter,
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("redisstore: %w", err)
 	}
-	if err := checkCalendar(p); err != nil {
+	cal, err := newCalendarWindows(p)
+	if err != nil {
 		return nil, fmt.Errorf("redisstore: New: %w", err)
 	}
 	o, err := applyOptions("New", opts)
 	if err != nil {
 		return nil, err
+	}
+	if cal != nil {
+		// The batch script passes no periods.
+		o.batching = false
 	}
 	src := scriptSource(p, int64((o.margin+time.Millisecond-1)/time.Millisecond))
 	script := scriptFor(src)
@@ -153,6 +162,7 @@ func New(client redis.UniversalClient, p core.Policy, opts ...Option) (*Limiter,
 		clock:   o.clock,
 		timeout: o.timeout,
 		cost:    p.Capacity(),
+		cal:     cal,
 	}
 	if p.Algorithm.Burstable() {
 		l.emit = p.Emission()
@@ -182,9 +192,8 @@ func New(client redis.UniversalClient, p core.Policy, opts ...Option) (*Limiter,
 	return l, nil
 }
 
-// checkCalendar refuses a policy with calendar windows ([core.Calendar]):
-// the scripts count epoch windows only, and would count a calendar
-// month as 31 days from the epoch.
+// checkCalendar refuses a policy with calendar windows ([core.Calendar])
+// in a layered limiter, whose script passes no periods (calendar.go).
 func checkCalendar(p core.Policy) error {
 	if p.Calendar == 0 {
 		return nil
@@ -193,7 +202,7 @@ func checkCalendar(p core.Policy) error {
 	if zone == "" {
 		zone = "UTC"
 	}
-	return fmt.Errorf("policy %q: calendar windows (a %v in %s) are not supported on Redis; use a core.Memory limiter, or windows aligned to the epoch (no Calendar): %w",
+	return fmt.Errorf("policy %q: calendar windows (a %v in %s) are not supported in layered limits on Redis; use a Limiter of its own for it (New): %w",
 		p.String(), p.Calendar, zone, errors.ErrUnsupported)
 }
 
@@ -244,6 +253,16 @@ func policySegment(p core.Policy) string {
 	if p.Algorithm.Burstable() {
 		b.WriteByte('/')
 		b.WriteString(strconv.FormatInt(p.Capacity(), 10))
+	}
+	if p.Calendar != 0 {
+		// "/month@Europe/Berlin": a zone name has no ':', '{' or '}'.
+		b.WriteByte('/')
+		b.WriteString(p.Calendar.String())
+		b.WriteByte('@')
+		if p.Zone == "" {
+			b.WriteString("UTC")
+		}
+		b.WriteString(p.Zone)
 	}
 	return b.String()
 }
@@ -316,7 +335,11 @@ func (l *Limiter) Refund(ctx context.Context, key string, n int64, elapsed time.
 	k := l.key(key)
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
-	cmd, err := l.process(ctx, redis.NewCmd(ctx, "evalsha", l.sha, "1", k, now, n, elapsedMicros(l.padded(elapsed))))
+	e := elapsedMicros(l.padded(elapsed))
+	if l.cal != nil {
+		return l.refundCalendar(ctx, k, now, n, e)
+	}
+	cmd, err := l.process(ctx, redis.NewCmd(ctx, "evalsha", l.sha, "1", k, now, n, e))
 	if err != nil {
 		return fmt.Errorf("redisstore: eval: %w", err)
 	}
@@ -394,6 +417,18 @@ func (l *Limiter) decide(ctx context.Context, key string, n int64, commit bool) 
 	defer cancel()
 	c := l.call(ctx, key, now, n, commit)
 	cmd, err := l.processCmd(ctx, &c.cmd)
+	if l.cal != nil && err == nil {
+		// The server's time lies in neither period sent: once more,
+		// with the periods around it.
+		if at, ok := resync(cmd.(*redis.StringCmd).Val()); ok {
+			c = l.callAt(ctx, key, now, n, commit, l.cal.around(at))
+			if cmd, err = l.processCmd(ctx, &c.cmd); err == nil {
+				if _, ok := resync(cmd.(*redis.StringCmd).Val()); ok {
+					return d, fmt.Errorf("redisstore: eval: the server's time left the calendar period it gave")
+				}
+			}
+		}
+	}
 	return l.decision(cmd, err)
 }
 
@@ -401,6 +436,9 @@ func (l *Limiter) decide(ctx context.Context, key string, n int64, commit bool) 
 // here rather than by Script.Run: the arguments and the command in one
 // allocation, the constant arguments boxed once.
 func (l *Limiter) call(ctx context.Context, key string, now any, n int64, commit bool) *call {
+	if l.cal != nil {
+		return l.callAt(ctx, key, now, n, commit, l.cal.at(now))
+	}
 	if !commit {
 		n = -n // a Peek
 	}
@@ -408,6 +446,21 @@ func (l *Limiter) call(ctx context.Context, key string, now any, n int64, commit
 	k := l.keyIn(c.key[:], key)
 	args := c.args[:6]
 	args[0], args[1], args[2], args[3], args[4], args[5] = "evalsha", l.sha, "1", k, now, n
+	c.cmd = *redis.NewStringCmd(ctx, args...)
+	return c
+}
+
+// callAt is call for a calendar policy, passing the periods w after an
+// empty ARGV[3] (no refund): see calendar.go.
+func (l *Limiter) callAt(ctx context.Context, key string, now any, n int64, commit bool, w *windows) *call {
+	if !commit {
+		n = -n // a Peek
+	}
+	c := new(call)
+	k := l.keyIn(c.key[:], key)
+	args := c.args[:10]
+	args[0], args[1], args[2], args[3], args[4], args[5] = "evalsha", l.sha, "1", k, now, n
+	args[6], args[7], args[8], args[9] = "", w.args[0], w.args[1], w.args[2]
 	c.cmd = *redis.NewStringCmd(ctx, args...)
 	return c
 }
@@ -433,7 +486,7 @@ func (l *Limiter) decision(cmd redis.Cmder, err error) (core.Decision, error) {
 		// Only a request to count is answered fresh: its cost is the
 		// call's last argument (see call), positive.
 		var n int64
-		if a := cmd.Args(); len(a) == 6 {
+		if a := cmd.Args(); len(a) == 6 || len(a) == 10 {
 			n, _ = a[5].(int64)
 		}
 		if reset < 0 || n <= 0 {
@@ -556,7 +609,7 @@ func (l *Limiter) evalOf(ctx context.Context, cmd redis.Cmder) redis.Cmder {
 // call is one decision's EVALSHA: its arguments, its command and the bytes
 // of its Redis key when they fit, allocated together.
 type call struct {
-	args [7]any
+	args [10]any
 	cmd  redis.StringCmd
 	key  [96]byte
 }

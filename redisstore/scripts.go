@@ -24,6 +24,8 @@ var (
 	gcraLua string
 	//go:embed fixedwindow.lua
 	fixedWindowLua string
+	//go:embed calendarwindow.lua
+	calendarWindowLua string
 	//go:embed slidingwindow.lua
 	slidingWindowLua string
 	//go:embed slidinglog.lua
@@ -105,6 +107,9 @@ func decideLua(p core.Policy) string {
 	switch p.Algorithm {
 	case core.FixedWindow:
 		alg = fixedWindowLua
+		if p.Calendar != 0 {
+			alg = calendarWindowLua
+		}
 	case core.SlidingWindow:
 		alg = slidingWindowLua
 	case core.SlidingLog:
@@ -134,5 +139,8 @@ func policyParts(p core.Policy, marginMs int64) (head, body string) {
 	body = decideLua(p) + singleLua
 	head = fmt.Sprintf("-- ratekit %v %d/%v burst %d\nlocal margin = %d\n",
 		p.Algorithm, p.Limit, p.Window, p.Capacity(), marginMs) + consts
+	if p.Calendar != 0 {
+		head = "-- calendar windows\n" + head
+	}
 	return head, body
 }

@@ -1,0 +1,78 @@
+-- Calendar window: core's fixedWindow over calendar periods
+-- (core.Calendar). One string key: the period's start and end (Unix µs)
+-- and the units counted in it, packed as '>i8i8i8'.
+--
+-- ARGV[4], ARGV[5], ARGV[6] are s0 < e0 < e1: the period [s0, e0) that
+-- holds the client's reading of the time, and the next one, [e0, e1). The
+-- script counts in the one that holds now; when neither does (the client's
+-- clock and the server's disagree, or a period has just ended), it writes
+-- nothing and answers resync: 2 and now (a refund: -now), so that the
+-- client computes the periods around now and calls again.
+--
+-- Constants: L.
+local s0, e0, e1 = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local idx, wend
+if s0 <= now and now < e0 then
+	idx, wend = s0, e0
+elseif e0 <= now and now < e1 then
+	idx, wend = e0, e1
+elseif elapsed then
+	return -now
+else
+	return 2, now, 0, 0, 0
+end
+local count = 0
+local v
+if commit and not elapsed and newset and n <= L then
+	-- As fixedwindow.lua: a request to count writes a missing key at once.
+	local untilEnd = wend - now
+	v = redis.call('SET', KEYS[1], bpack('>i8i8i8', idx, n, wend), 'PX', arg(ceil(untilEnd / 1000) + margin), 'NX', 'GET')
+	if not v then
+		return 1, L - n, 0, untilEnd, 0, true
+	end
+else
+	v = redis.call('GET', KEYS[1])
+end
+if v then
+	local si, sc, se = bunpack('>i8i8i8', v)
+	-- A clock that went backwards keeps the stored window current.
+	if idx <= si then
+		idx, count, wend = si, sc, se
+	end
+end
+
+local untilEnd = wend - now
+if elapsed then
+	-- A refund: if s = now - elapsed lies in the current window (s >=
+	-- idx), the count loses n, not below 0, as fixedwindow.lua.
+	if v and elapsed <= now - idx then
+		count = count - n
+		local px = margin
+		if count > 0 then
+			px = ceil(untilEnd / 1000) + margin
+		else
+			count = 0
+		end
+		if px > 0 then
+			redis.call('SET', KEYS[1], bpack('>i8i8i8', idx, count, wend), 'PX', arg(px))
+		else
+			redis.call('DEL', KEYS[1])
+		end
+	end
+	return 0
+end
+
+if count + n > L or not commit then
+	-- Denied, or a Peek: the window as it is.
+	local reset = 0
+	if count > 0 then
+		reset = untilEnd
+	end
+	if count + n > L then
+		return 0, L - count, untilEnd, reset, 0
+	end
+	return 1, L - count, 0, reset, 0
+end
+count = count + n
+redis.call('SET', KEYS[1], bpack('>i8i8i8', idx, count, wend), 'PX', arg(ceil(untilEnd / 1000) + margin))
+return 1, L - count, 0, untilEnd, 0
