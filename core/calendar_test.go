@@ -366,3 +366,33 @@ func BenchmarkCalendarWindow(b *testing.B) {
 		})
 	}
 }
+
+// TestCalendarLayered: a calendar day under a per-minute token bucket: the
+// day's denial counts nothing in the bucket, and its RetryAfter runs to
+// local midnight.
+func TestCalendarLayered(t *testing.T) {
+	clk := NewManualClock(utc(2026, 10, 25, 22)) // 23:00 in Berlin, a 25-hour day
+	minute := newSet(t, Policy{Name: "minute", Limit: 10, Window: time.Minute}, clk)
+	day := newSet(t, Policy{Name: "day", Algorithm: FixedWindow, Limit: 3, Window: CalendarDay.Window(), Calendar: CalendarDay, Zone: "Europe/Berlin"}, clk)
+	l, err := NewLayered(minute, day)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := range 3 {
+		if d, err := l.Allow(ctx, "k"); err != nil || !d.Allowed {
+			t.Fatalf("request %d: %+v, %v", i, d, err)
+		}
+	}
+	d, err := l.Allow(ctx, "k")
+	if err != nil || d.Allowed || d.RetryAfter != time.Hour || d.Policy.Name != "day" {
+		t.Fatalf("the day's fourth: %+v, %v; want denied by day for 1h", d, err)
+	}
+	if d := peek(t, minute, "k"); d.Remaining != 7 {
+		t.Fatalf("the minute layer after the day's denial: %+v; want 7 left", d)
+	}
+	clk.Advance(time.Hour)
+	if d, err := l.Allow(ctx, "k"); err != nil || !d.Allowed {
+		t.Fatalf("at midnight: %+v, %v", d, err)
+	}
+}
