@@ -90,7 +90,8 @@
 // a failure policy (open, closed or fallback: core.FailOpen,
 // core.FailClosed, core.FallbackShare over defaults.instances) and shadow
 // (decide and report, never refuse). The policy is either rate, in
-// core.ParsePolicy's form ("100/1m", "10/s burst=20 algorithm=leaky-bucket"),
+// core.ParsePolicy's form ("100/1m", "10/s burst=20 algorithm=leaky-bucket",
+// or a calendar window, "1000/1mo tz=Europe/Berlin", always a fixed window),
 // or limit, window, and optionally algorithm and burst; one way, not both.
 // The key is a key spec or a list of them, keyed together (keyfunc.Join):
 //

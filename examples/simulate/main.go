@@ -94,6 +94,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if err != nil {
 		return c, err
 	}
+	if p.Calendar != 0 {
+		// Only the fixed window takes a calendar.
+		return c, fmt.Errorf("-policy %q: a calendar window (1w, 1mo, tz=) is the fixed window's alone, and the simulator puts every algorithm through one Window: give a span such as 7d", *policy)
+	}
 	c.policy = p
 	if c.duration < 0 {
 		return c, fmt.Errorf("-duration %v is negative", c.duration)
