@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -394,5 +395,51 @@ func TestCalendarLayered(t *testing.T) {
 	clk.Advance(time.Hour)
 	if d, err := l.Allow(ctx, "k"); err != nil || !d.Allowed {
 		t.Fatalf("at midnight: %+v, %v", d, err)
+	}
+}
+
+// TestCalendarRace: goroutines making the first decisions of a new period
+// race to compute and cache its bounds (the cache held the old period's):
+// every key of the new period gets exactly its limit, 8 goroutines on one
+// new key with limit 1 get exactly one allowed, and the old period's key
+// is fresh.
+func TestCalendarRace(t *testing.T) {
+	boundary := utc(2026, 3, 29, 22) // Monday 00:00 in Berlin
+	clk := NewManualClock(boundary.Add(-time.Second))
+	m := newSet(t, calendarPolicy(CalendarDay, "Europe/Berlin", 1), clk)
+	ctx := context.Background()
+	spend(t, m, "old", 1)
+	clk.Set(boundary)
+	const G = 8
+	var allowed [G]int
+	start := make(chan struct{})
+	done := make(chan struct{})
+	for g := range G {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			<-start
+			if d, err := m.Allow(ctx, "shared"); err == nil && d.Allowed {
+				allowed[g]++
+			}
+			for i := range 50 {
+				if d, err := m.Allow(ctx, "new"+strconv.Itoa(i)); err == nil && d.Allowed {
+					allowed[g]++
+				}
+			}
+		}()
+	}
+	close(start)
+	for range G {
+		<-done
+	}
+	total := 0
+	for _, a := range allowed {
+		total += a
+	}
+	if total != 51 {
+		t.Errorf("%d allowed over 51 new keys of limit 1 raced by %d goroutines, want 51", total, G)
+	}
+	if d := peek(t, m, "old"); !d.Allowed || d.ResetAfter != 0 {
+		t.Errorf("the old period's key in the new one: %+v", d)
 	}
 }
