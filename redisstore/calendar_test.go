@@ -3,6 +3,9 @@ package redisstore
 import (
 	"context"
 	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	_ "time/tzdata" // the zones, on a machine without a zone database
@@ -147,5 +150,43 @@ func TestCalendarKeys(t *testing.T) {
 			t.Errorf("%q and %q share the key segment %q", s, other, seg)
 		}
 		seen[seg] = s
+	}
+}
+
+// Eight goroutines racing on a new key of a calendar policy with Limit 1,
+// on the server's TIME: exactly one is allowed, every round.
+func TestCalendarRaceNewKey(t *testing.T) {
+	client := newClient(t, singleNode(t))
+	p, err := core.ParsePolicy("1/1mo tz=America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	red, err := New(client, p, WithPrefix(uniquePrefix(t.Name())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for round := range 20 {
+		key := "k" + strconv.Itoa(round)
+		var allowed atomic.Int64
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for range 8 {
+			wg.Go(func() {
+				<-start
+				d, err := red.Allow(ctx, key)
+				if err != nil {
+					t.Error(err)
+				}
+				if d.Allowed {
+					allowed.Add(1)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if n := allowed.Load(); n != 1 {
+			t.Fatalf("round %d: %d allowed, want 1", round, n)
+		}
 	}
 }
