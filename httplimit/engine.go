@@ -484,11 +484,20 @@ func (e *Engine) decide(res *Result) bool {
 		return true
 	}
 	e.report(res.req, err)
-	var u *core.UnavailableError
-	switch {
-	case errors.Is(err, core.ErrCostTooHigh):
+	if errors.Is(err, core.ErrCostTooHigh) {
 		res.refuse(costTooHighResponse(res.cost, res.d))
 		e.peekState(res)
+		return false
+	}
+	refuseError(res, ctx, err)
+	return false
+}
+
+// refuseError refuses res for err, a limiter's error other than a cost
+// above what it can ever allow.
+func refuseError(res *Result, ctx context.Context, err error) {
+	var u *core.UnavailableError
+	switch {
 	case errors.Is(err, core.ErrEmptyKey):
 		res.refuse(invalidKeyResponse())
 	case errors.Is(err, core.ErrInvalidCost):
@@ -506,7 +515,6 @@ func (e *Engine) decide(res *Result) bool {
 		res.retry = failClosedRetry
 		res.refuse(unavailableResponse(res.retry))
 	}
-	return false
 }
 
 // peekState records the key's state as it is, counting nothing, so that a

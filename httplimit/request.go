@@ -136,9 +136,7 @@ func (e *Engine) decideRequest(res *Result) bool {
 		return false
 	}
 	e.report(res.req, err)
-	var u *core.UnavailableError
-	switch {
-	case errors.Is(err, core.ErrCostTooHigh):
+	if errors.Is(err, core.ErrCostTooHigh) {
 		if len(v.Decision.Layers) > 0 {
 			res.setLayers(v.Decision)
 			res.rate = true
@@ -147,17 +145,9 @@ func (e *Engine) decideRequest(res *Result) bool {
 			}
 		}
 		res.refuse(costTooHighResponse(res.cost, res.d))
-	case errors.Is(err, core.ErrInvalidCost):
-		res.refuse(invalidCostResponse())
-	case res.req.Context().Err() != nil:
-		res.refuse(canceledResponse(res.d))
-	case errors.As(err, &u):
-		res.retry = u.RetryAfter
-		res.refuse(unavailableResponse(res.retry))
-	default:
-		res.retry = failClosedRetry
-		res.refuse(unavailableResponse(res.retry))
+		return false
 	}
+	refuseError(res, res.req.Context(), err)
 	return false
 }
 
