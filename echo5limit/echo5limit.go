@@ -102,6 +102,7 @@ func New(l core.Limiter, opts ...httplimit.Option) echo.MiddlewareFunc {
 				}
 				c.SetResponse(w)
 			}
+			l.Value.Release()
 			l.Reset(nil)
 			limitedPool.Put(l)
 			return err

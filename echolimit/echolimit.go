@@ -103,6 +103,7 @@ func New(l core.Limiter, opts ...httplimit.Option) echo.MiddlewareFunc {
 				}
 				resp.Writer = l.ResponseWriter
 			}
+			l.Value.Release()
 			l.Reset(nil)
 			limitedPool.Put(l)
 			return err

@@ -48,6 +48,7 @@ func New(l core.Limiter, opts ...httplimit.Option) gin.HandlerFunc {
 			c.Writer = g.ResponseWriter
 			g.res.Done(c.Writer.Status())
 		}
+		g.res.Release()
 		*g = limited{}
 		limitedPool.Put(g)
 	}

@@ -209,6 +209,7 @@ type Result struct {
 	start    int64         // the engine's time (Engine.now) before the limiter counted it
 	rule     string        // the rule a RequestLimiter matched
 	undo     RequestUndoer // gives back what a RequestLimiter counted
+	undone   bool          // undo was called
 	resp     *Response     // when refusing
 	retry    time.Duration // the Retry-After of a ProblemUnavailable refusal
 }

@@ -76,6 +76,7 @@ func (e *Engine) Handler(next http.Handler, route func(*http.Request) string) ht
 			next.ServeHTTP(l, r)
 			l.Value.Done(l.Status())
 		}
+		l.Value.Release()
 		l.Reset(nil)
 		limitedPool.Put(l)
 	})

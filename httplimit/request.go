@@ -62,8 +62,27 @@ type RequestDecision struct {
 // RequestUndoer gives back what one [RequestDecision] counted: every layer
 // its own units, as [core.Refunder] defines a refund, elapsed being the
 // time since the decision. The Engine calls Undo at most once.
+//
+// An undoer that also has a method Release() is told when the request is
+// over ([Result.Release]): from then on neither it nor the decision's
+// Layers is used, and what they hold may be reused.
 type RequestUndoer interface {
 	Undo(ctx context.Context, elapsed time.Duration) error
+}
+
+// releaser is a RequestUndoer whose memory goes back to a pool.
+type releaser interface{ Release() }
+
+// Release tells the Result that its request is over, once the response is
+// written and Done called: what it holds for a [RequestLimiter] goes back
+// to that limiter's pools. The Result, and every Result copied from it,
+// is not used after. ratekit's adapters call it; an adapter of your own
+// that does not is still right, the memory then being collected instead.
+func (r *Result) Release() {
+	if rel, ok := r.undo.(releaser); ok {
+		r.undo, r.layers = nil, nil
+		rel.Release()
+	}
 }
 
 // KeyError is the error of a [RequestLimiter] whose request has no valid

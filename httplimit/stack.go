@@ -55,12 +55,11 @@ func (r *Result) giveBack() {
 // limiter's Refund, which must be one ([core.ErrNoRefund] otherwise).
 func (r *Result) refund(ctx context.Context, elapsed time.Duration) error {
 	if r.e.rl != nil {
-		u := r.undo
-		if u == nil {
+		if r.undo == nil || r.undone {
 			return fmt.Errorf("%T: %w", r.lim, core.ErrNoRefund)
 		}
-		r.undo = nil
-		return u.Undo(ctx, elapsed)
+		r.undone = true
+		return r.undo.Undo(ctx, elapsed)
 	}
 	ref, ok := core.As[core.Refunder](r.lim)
 	if !ok {

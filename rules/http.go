@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/ratekit/ratekit/core"
@@ -70,13 +71,12 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 // or the plan function) is an [*httplimit.KeyError], which the adapter
 // answers as its WithNoKey and WithInvalidKey options say.
 //
-// Each call allocates the Decision it returns (one allocation for a rule
-// of up to four limits), which the adapter holds until the request ends.
+// The Decision it decides into comes from a pool, with room for a rule of
+// up to four limits, and goes back when the adapter releases the request
+// ([httplimit.Result.Release]): no allocation per request then.
 func (l *Limiter) DecideRequest(req keyfunc.Request) (httplimit.RequestDecision, error) {
-	rd := new(requestDecision)
+	rd := decisionPool.Get().(*requestDecision)
 	d := &rd.d
-	d.Layers, d.Limits, d.Keys, d.Costs = rd.layers[:0], rd.limits[:0], rd.keys[:0], rd.costs[:0]
-	d.mems = rd.mems[:0]
 	err := l.Decide(req.Context(), req, d)
 	v := httplimit.RequestDecision{Decision: d.LayeredDecision}
 	if d.Rule != nil {
@@ -91,12 +91,21 @@ func (l *Limiter) DecideRequest(req keyfunc.Request) (httplimit.RequestDecision,
 			// Match's error: the request's route or plan is unknown.
 			err = &httplimit.KeyError{Err: err}
 		}
-		return v, err
 	}
-	if d.counted {
-		v.Undo = rd
-	}
-	return v, nil
+	// Undo is set even when nothing was counted (an Undo then gives
+	// back nothing), so that the adapter's Release returns rd.
+	v.Undo = rd
+	return v, err
+}
+
+var decisionPool = sync.Pool{New: func() any { return newRequestDecision() }}
+
+func newRequestDecision() *requestDecision {
+	rd := new(requestDecision)
+	d := &rd.d
+	d.Layers, d.Limits, d.Keys, d.Costs = rd.layers[:0], rd.limits[:0], rd.keys[:0], rd.costs[:0]
+	d.mems = rd.mems[:0]
+	return rd
 }
 
 // requestDecision is the Decision of one DecideRequest, with room for the
@@ -114,4 +123,14 @@ type requestDecision struct {
 // Decision's own clock measures the time since, so elapsed is not used.
 func (rd *requestDecision) Undo(ctx context.Context, _ time.Duration) error {
 	return rd.d.Refund(ctx)
+}
+
+// Release puts rd back in the pool, emptied, its slices' room kept: the
+// adapter is done with the request ([httplimit.Result.Release]).
+func (rd *requestDecision) Release() {
+	rd.d.reset()
+	clear(rd.keys[:])
+	clear(rd.limits[:])
+	clear(rd.mems[:])
+	decisionPool.Put(rd)
 }

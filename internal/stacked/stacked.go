@@ -22,6 +22,7 @@ func Get() *httplimit.Result { return pool.Get().(*httplimit.Result) }
 
 // Put returns r, which nothing refers to any more, to the pool.
 func Put(r *httplimit.Result) {
+	r.Release()
 	*r = httplimit.Result{}
 	pool.Put(r)
 }
