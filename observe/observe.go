@@ -98,8 +98,9 @@ func (o Outcome) String() string {
 }
 
 // Event is one thing an [Observer] is told: a decision of a [Limiter] or
-// [Shadow] limiter, or a store error or breaker transition of a [core.Failover]
-// (see [FailoverHooks]).
+// [Shadow] limiter, or of one limit of a rules Limiter's rule set, or a
+// store error or breaker transition of a [core.Failover] (see
+// [FailoverHooks]).
 type Event struct {
 	// Op says what happened.
 	Op Op
@@ -107,7 +108,15 @@ type Event struct {
 	// Policy is the name of the policy the event is about: the name given
 	// with [WithPolicyName], else that of the limiter's Policy method, else
 	// the Decision's Policy.Name. It may be empty for an unnamed policy.
+	// For an event of a rules Limiter, it is the limit's name, which is
+	// its policy's.
 	Policy string
+
+	// Rule is the name of the rule, in a rules Limiter's rule set, whose
+	// limit the event is about: Rule and Policy name the limit, whose ID
+	// is Rule + "/" + Policy. Both come from the rule set, never from a
+	// request. Empty for the events of limiters outside a rule set.
+	Rule string
 
 	// KeyClass is what the [WithKeyClass] function made of the key, such
 	// as "ip" or "api-key": a label from a small, fixed set. Empty without
@@ -133,9 +142,9 @@ type Event struct {
 	// OpStoreError; nil otherwise.
 	Err error
 
-	// Shadow reports a decision of a [Shadow] limiter's candidate policy:
-	// what it would have decided, had it been enforced. Nothing was
-	// enforced by it.
+	// Shadow reports a decision of a [Shadow] limiter's candidate policy,
+	// or of a rule set's shadow limit: what it would have decided, had it
+	// been enforced. Nothing was enforced by it.
 	Shadow bool
 
 	// KeyFallback reports a request that an HTTP or RPC adapter keyed by

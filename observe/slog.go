@@ -5,9 +5,11 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/keyfunc"
 )
 
 // KeyHash returns the hash under which a [Slog] logs key: the first
@@ -37,10 +39,13 @@ func KeyHash(salt []byte, key string) string {
 // Slog is an [Observer] that logs through log/slog what an operator
 // wants to see: denials at Debug, store errors and circuit breaker
 // transitions at Warn. Allowed requests are not logged. Errors that are the
-// caller's doing ([core.CallerError]: an invalid cost, a cancelled request) are
-// logged at Debug, as a denial is.
+// caller's doing ([core.CallerError]: an invalid cost, a cancelled request;
+// and a request with no usable key, keyfunc.ErrNoKey or
+// keyfunc.ErrInvalidKey, as a rule set's limits report) are logged at
+// Debug, as a denial is.
 //
-// Each record carries the policy name ("policy"), the op ("op"), the key's
+// Each record carries the policy name ("policy"), the rule's ("rule") for
+// an event of a rules Limiter, the op ("op"), the key's
 // class ("key_class") when the observed limiter has [WithKeyClass], and
 // the key's [KeyHash] ("key_hash") when it has [WithRawKey]; the key
 // itself is never logged. A denial also carries "cost" and "retry_after", a
@@ -71,7 +76,7 @@ func (s *Slog) Observe(ctx context.Context, e Event) {
 		level, msg = slog.LevelWarn, "ratekit: circuit breaker open"
 	case e.Op == OpBreakerClose:
 		level, msg = slog.LevelWarn, "ratekit: circuit breaker closed"
-	case e.Err != nil && !core.CallerError(ctx, e.Err):
+	case e.Err != nil && !core.CallerError(ctx, e.Err) && !keyError(e.Err):
 		level, msg = slog.LevelWarn, "ratekit: store error"
 	case e.Err != nil:
 		msg = "ratekit: request error"
@@ -88,7 +93,11 @@ func (s *Slog) Observe(ctx context.Context, e Event) {
 		return
 	}
 	attrs := make([]slog.Attr, 0, 8)
-	attrs = append(attrs, slog.String("policy", e.Policy), slog.String("op", e.Op.String()))
+	attrs = append(attrs, slog.String("policy", e.Policy))
+	if e.Rule != "" {
+		attrs = append(attrs, slog.String("rule", e.Rule))
+	}
+	attrs = append(attrs, slog.String("op", e.Op.String()))
 	if e.KeyClass != "" {
 		attrs = append(attrs, slog.String("key_class", e.KeyClass))
 	}
@@ -104,4 +113,9 @@ func (s *Slog) Observe(ctx context.Context, e Event) {
 		attrs = append(attrs, slog.Int64("cost", e.Cost), slog.Duration("retry_after", e.Decision.RetryAfter))
 	}
 	logger.LogAttrs(ctx, level, msg, attrs...)
+}
+
+// keyError reports whether err is a key function's: the request's doing.
+func keyError(err error) bool {
+	return errors.Is(err, keyfunc.ErrNoKey) || errors.Is(err, keyfunc.ErrInvalidKey)
 }

@@ -2,6 +2,7 @@ package observe_test
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/limitercheck"
+	"github.com/ratekit/ratekit/keyfunc"
 	"github.com/ratekit/ratekit/observe"
 )
 
@@ -85,6 +87,23 @@ func TestSlogObserver(t *testing.T) {
 	slogObs.Observe(ctx, observe.Event{Op: observe.OpReset, Policy: "api", Err: errDown})
 	if got, want := buf.String(), `level=WARN msg="ratekit: store error" policy=api op=reset err="store: connection refused"`+"\n"; got != want {
 		t.Errorf("log at Info:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestSlogRule checks that a rule set's events carry their rule, and that
+// a limit's key error is the request's doing, at Debug, never a warning
+// a client without the key could flood.
+func TestSlogRule(t *testing.T) {
+	var buf bytes.Buffer
+	slogObs := observe.NewSlog(newTextLogger(&buf, slog.LevelDebug), nil)
+	keyErr := fmt.Errorf("rules: limit %q: key: %w", "login/per-account", keyfunc.ErrNoKey)
+	slogObs.Observe(ctx, observe.Event{Op: observe.OpAllow, Rule: "login", Policy: "per-ip", Cost: 1, Decision: core.Decision{RetryAfter: time.Second}})
+	slogObs.Observe(ctx, observe.Event{Op: observe.OpAllow, Rule: "login", Policy: "per-account", Err: keyErr})
+	want := `level=DEBUG msg="ratekit: denied" policy=per-ip rule=login op=allow cost=1 retry_after=1s
+level=DEBUG msg="ratekit: request error" policy=per-account rule=login op=allow err="rules: limit \"login/per-account\": key: keyfunc: no key"
+`
+	if got := buf.String(); got != want {
+		t.Errorf("log:\n%s\nwant:\n%s", got, want)
 	}
 }
 
