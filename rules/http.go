@@ -10,6 +10,7 @@ import (
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/httplimit"
 	"github.com/ratekit/ratekit/keyfunc"
+	"github.com/ratekit/ratekit/observe"
 )
 
 // A Limiter is an [httplimit.RequestLimiter]: every adapter over httplimit
@@ -51,11 +52,16 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	var errs []error
 	for _, ls := range e.limits {
 		m, held, _ := ls.memFor(key)
-		if err := m.Reset(ctx, key); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", ls.limit.id, err))
+		err := m.Reset(ctx, key)
+		if err != nil {
+			err = fmt.Errorf("%s: %w", ls.limit.id, err)
+			errs = append(errs, err)
 		}
 		if held != nil {
 			held.mu.RUnlock()
+		}
+		if l.obs != nil {
+			l.obs.Observe(ctx, observe.Event{Op: observe.OpReset, Rule: ls.limit.rule, Policy: ls.limit.name, Err: err, Shadow: ls.limit.shadow})
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

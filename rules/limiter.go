@@ -12,6 +12,7 @@ import (
 	"github.com/ratekit/ratekit/httplimit"
 	"github.com/ratekit/ratekit/internal/memtime"
 	"github.com/ratekit/ratekit/keyfunc"
+	"github.com/ratekit/ratekit/observe"
 )
 
 // A Loader holds the rule set a [Limiter] enforces: a [*Source], whose
@@ -67,6 +68,7 @@ var ErrClosed = errors.New("rules: limiter closed")
 // zero value is not usable.
 type Limiter struct {
 	opts   []core.Option
+	obs    observe.Observer // nil: nothing reported
 	cur    atomic.Pointer[enforcer]
 	closed atomic.Bool
 
@@ -80,10 +82,24 @@ type Limiter struct {
 // most keys per limit), and follows src's reloads when src is a [*Source].
 // It fails for a nil src or set, or options core.New rejects.
 func NewLimiter(src Loader, opts ...core.Option) (*Limiter, error) {
-	if src == nil {
-		return nil, errors.New("rules: NewLimiter: the loader is nil")
+	return newLimiter("NewLimiter", src, nil, opts)
+}
+
+// NewObservedLimiter is [NewLimiter] with every decision of every limit
+// reported to obs, such as a ratekitprom or ratekitotel Metrics (see
+// [Limiter.Decide]). It fails as NewLimiter does, or for a nil obs.
+func NewObservedLimiter(src Loader, obs observe.Observer, opts ...core.Option) (*Limiter, error) {
+	if obs == nil {
+		return nil, errors.New("rules: NewObservedLimiter: the observer is nil")
 	}
-	l := &Limiter{opts: opts}
+	return newLimiter("NewObservedLimiter", src, obs, opts)
+}
+
+func newLimiter(name string, src Loader, obs observe.Observer, opts []core.Option) (*Limiter, error) {
+	if src == nil {
+		return nil, errors.New("rules: " + name + ": the loader is nil")
+	}
+	l := &Limiter{opts: opts, obs: obs}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	// Subscribed first, so that no replacement goes unseen: one made
@@ -94,11 +110,11 @@ func NewLimiter(src Loader, opts ...core.Option) (*Limiter, error) {
 	set := src.Load()
 	if set == nil {
 		l.unsubscribe()
-		return nil, errors.New("rules: NewLimiter: the loader holds no set")
+		return nil, errors.New("rules: " + name + ": the loader holds no set")
 	}
 	if err := l.apply(set); err != nil {
 		l.unsubscribe()
-		return nil, fmt.Errorf("rules: NewLimiter: %w", err)
+		return nil, fmt.Errorf("rules: %s: %w", name, err)
 	}
 	return l, nil
 }
@@ -175,7 +191,10 @@ type Decision struct {
 	layered *core.Layered // what decided the enforced limits
 	clock   *core.Memory  // whose clock at was read from
 	at      int64         // the clock reading before deciding, ns
+	took    int64         // the enforced limits' decision's time, ns, when observed
 	counted bool          // units were counted and not yet refunded
+	obs     observe.Observer
+	keyErr  *Limit // the enforced limit whose key function failed
 	mems    []*core.Memory
 	held    []*ovEntry
 }
@@ -220,6 +239,19 @@ var memNow = memtime.Now.(func(*core.Memory) int64)
 // ([WithPlan]), an enforced limit's key function's (wrapped with the
 // limit's ID; errors.Is finds keyfunc.ErrNoKey or keyfunc.ErrInvalidKey),
 // a decision's, and [ErrClosed]: d then counts nothing.
+//
+// A Limiter made by [NewObservedLimiter] reports, when a rule matched, one
+// observe.Event per limit the request reached, with the rule's name in
+// Rule and the limit's in Policy, after the decision and before Decide
+// returns: an enforced limit's is an OpAllow with its own layer's Decision
+// (a limit that would have allowed a request another refused reports it
+// allowed: it counted nothing) and the time the enforced limits took to
+// decide, or with Err, the error that left it undecided (its key
+// function's, which stops the limits after it, or the decision's); a
+// shadow limit's has Shadow set and is an OpAllow when the request was let
+// through, an OpPeek when not. [Decision.Refund] reports an OpRefund per
+// limit it gives units back to, and [Limiter.Reset] an OpReset per limit.
+// A request no rule matches, and Decide's other errors, are not reported.
 func (l *Limiter) Decide(ctx context.Context, req keyfunc.Request, d *Decision) error {
 	d.reset()
 	if l.closed.Load() {
@@ -228,7 +260,40 @@ func (l *Limiter) Decide(ctx context.Context, req keyfunc.Request, d *Decision) 
 	e := l.hold()
 	err := l.decide(ctx, req, e, d)
 	e.rw.RUnlock()
+	if l.obs != nil && d.Rule != nil {
+		d.obs = l.obs
+		d.report(ctx, err)
+	}
 	return err
+}
+
+// report tells d.obs about each limit of d's rule that the request
+// reached; err is Decide's.
+func (d *Decision) report(ctx context.Context, err error) {
+	rule := d.Rule.name
+	switch {
+	case d.keyErr != nil:
+		d.obs.Observe(ctx, observe.Event{Op: observe.OpAllow, Rule: rule, Policy: d.keyErr.name, Cost: d.keyErr.cost, Err: err})
+	case err != nil:
+		for _, lim := range d.Limits {
+			d.obs.Observe(ctx, observe.Event{Op: observe.OpAllow, Rule: rule, Policy: lim.name, Cost: lim.cost, Err: err})
+		}
+	default:
+		took := time.Duration(max(d.took, 0))
+		for i, lim := range d.Limits {
+			if i < len(d.Layers) {
+				d.obs.Observe(ctx, observe.Event{Op: observe.OpAllow, Rule: rule, Policy: lim.name, Cost: lim.cost, Decision: d.Layers[i], Latency: took})
+			}
+		}
+	}
+	op := observe.OpAllow
+	if !d.Allowed {
+		op = observe.OpPeek
+	}
+	for i := range d.Shadow {
+		s := &d.Shadow[i]
+		d.obs.Observe(ctx, observe.Event{Op: op, Rule: rule, Policy: s.Limit.name, Cost: s.Limit.cost, Decision: s.Decision, Err: s.Err, Shadow: true})
+	}
 }
 
 // hold returns the enforcer in force, held for reading: the caller
@@ -275,6 +340,7 @@ func (l *Limiter) decideEnforced(ctx context.Context, req keyfunc.Request, rs *r
 	for _, ls := range rs.enforced {
 		k, err := ls.limit.key(req)
 		if err != nil {
+			d.keyErr = ls.limit
 			return fmt.Errorf("rules: %w", &httplimit.KeyError{Limit: ls.limit.id, Err: err})
 		}
 		m, held, err := ls.memFor(k)
@@ -303,6 +369,9 @@ func (l *Limiter) decideEnforced(ctx context.Context, req keyfunc.Request, rs *r
 	ld, err := layered.AllowCosts(ctx, d.Keys, d.Costs, d.Layers[:0])
 	if err != nil {
 		return fmt.Errorf("rules: %s: %w", rs.rule.name, err)
+	}
+	if l.obs != nil {
+		d.took = memNow(d.clock) - d.at
 	}
 	d.LayeredDecision = ld
 	d.layered = layered
@@ -367,8 +436,15 @@ func (d *Decision) Refund(ctx context.Context) error {
 	elapsed := time.Duration(max(memNow(d.clock)-d.at, 0))
 	var errs []error
 	if d.layered != nil && d.Allowed {
-		if err := d.layered.RefundCosts(ctx, d.Keys, d.Costs, elapsed); err != nil {
-			errs = append(errs, fmt.Errorf("rules: refund: %w", err))
+		err := d.layered.RefundCosts(ctx, d.Keys, d.Costs, elapsed)
+		if err != nil {
+			err = fmt.Errorf("rules: refund: %w", err)
+			errs = append(errs, err)
+		}
+		if d.obs != nil {
+			for _, lim := range d.Limits {
+				d.obs.Observe(ctx, observe.Event{Op: observe.OpRefund, Rule: d.Rule.name, Policy: lim.name, Cost: lim.cost, Err: err})
+			}
 		}
 	}
 	for i := range d.Shadow {
@@ -377,8 +453,13 @@ func (d *Decision) Refund(ctx context.Context) error {
 			continue
 		}
 		s.counted = false
-		if err := s.mem.Refund(ctx, s.Key, s.Limit.cost, elapsed); err != nil {
-			errs = append(errs, fmt.Errorf("rules: refund: %s: %w", s.Limit.id, err))
+		err := s.mem.Refund(ctx, s.Key, s.Limit.cost, elapsed)
+		if err != nil {
+			err = fmt.Errorf("rules: refund: %s: %w", s.Limit.id, err)
+			errs = append(errs, err)
+		}
+		if d.obs != nil {
+			d.obs.Observe(ctx, observe.Event{Op: observe.OpRefund, Rule: d.Rule.name, Policy: s.Limit.name, Cost: s.Limit.cost, Err: err, Shadow: true})
 		}
 	}
 	return errors.Join(errs...)
