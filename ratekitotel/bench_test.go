@@ -26,3 +26,16 @@ func BenchmarkHotKey(b *testing.B) { metricstest.BenchHotKey(b, "otel", newObser
 // BenchmarkHotKeyParallel is BenchmarkHotKey from every CPU at once: the
 // series of one policy are shared, so this shows their contention.
 func BenchmarkHotKeyParallel(b *testing.B) { metricstest.BenchHotKeyParallel(b, "otel", newObserver) }
+
+// BenchmarkDecide measures what the observer adds to a rule set's
+// decision: three events, two enforced limits and a shadow limit (see
+// metricstest.BenchDecide).
+func BenchmarkDecide(b *testing.B) { metricstest.BenchDecide(b, "otel", newObserver) }
+
+// TestDecideAllocs checks that reporting a rule set's decision allocates
+// nothing once its limits' series are made.
+func TestDecideAllocs(t *testing.T) {
+	if a := metricstest.DecideAllocs(t, newObserver(t)); a != 0 {
+		t.Errorf("Decide: %v allocs, want 0", a)
+	}
+}

@@ -5,7 +5,8 @@
 // OpenTelemetry.
 //
 // [New] returns a [Metrics]: an [observe.Observer] for [observe.New],
-// [observe.NewShadow] and [observe.FailoverHooks], whose instruments come
+// [observe.NewShadow], [observe.FailoverHooks] and
+// rules.NewObservedLimiter, whose instruments come
 // from the global MeterProvider or the one given with [WithMeterProvider],
 // and which also reads the stats of the limiters given to
 // [Metrics.WatchMemory], [Metrics.WatchLeased] and [Metrics.WatchFailover]
@@ -20,9 +21,17 @@
 // The instruments are those of ratekitprom under OpenTelemetry names, with
 // the same attributes: "policy" on every one (the [observe.Event] Policy;
 // "default" for an unnamed policy; at most [WithMaxPolicies], default
-// [DefaultMaxPolicies], more under "_other") and "outcome" ("allowed",
-// "denied", "error") on the decision counters. No attribute ever holds a
-// key or a path. The OpenTelemetry-to-Prometheus translation (dots to
+// [DefaultMaxPolicies], more under "_other"), "outcome" ("allowed",
+// "denied", "error") on the decision counters, and "rule" on the metrics
+// of decisions of a rule set's limits. No attribute ever holds a key or a
+// path.
+//
+// A rules Limiter made by rules.NewObservedLimiter reports each limit a
+// request reaches with the rule's name as "rule" and the limit's name as
+// "policy" (see ratekitprom, "Rule sets"); both come from the rule set's
+// file, never from a request. The data points of other limiters have no
+// "rule" attribute, as before rule sets were (Prometheus's label is ""
+// for them, which Prometheus stores as no label: the same series). The OpenTelemetry-to-Prometheus translation (dots to
 // underscores, the unit's suffix, "_total" for a counter) makes
 // ratekitprom's names of them, so the same dashboards and queries serve:
 //
@@ -148,9 +157,10 @@ func WithLatencyBuckets(b []float64) Option {
 }
 
 // WithMaxPolicies bounds the number of distinct policy names that get
-// series of their own (at least 1); the events of any more are counted
-// under [OtherPolicy], so a policy name made from user input cannot flood
-// the exporter. Default: [DefaultMaxPolicies].
+// series of their own (at least 1), a rule set's limit (its rule and
+// name) counting as one; the events of any more are counted under
+// [OtherPolicy], so a policy name made from user input cannot flood the
+// exporter. Default: [DefaultMaxPolicies].
 func WithMaxPolicies(n int) Option { return func(c *config) { c.view.MaxPolicies = n } }
 
 // WithNearLimit sets the fraction f of the limit under which an allowed
@@ -237,27 +247,33 @@ func newInstruments(meter metric.Meter, buckets []float64) (*instruments, error)
 	return inst, nil
 }
 
-// attrs returns the attributes of a series.
-func attrs(policy, outcome string) metric.MeasurementOption {
-	if outcome == "" {
-		return metric.WithAttributeSet(attribute.NewSet(attribute.String(metricsview.PolicyLabel, policy)))
+// attrs returns the attributes of a series: policy, rule when it is not
+// empty (the series of other limiters' events keep the attributes they
+// had before rule sets were), and outcome when it is not empty.
+func attrs(policy, rule, outcome string) metric.MeasurementOption {
+	kv := make([]attribute.KeyValue, 1, 3)
+	kv[0] = attribute.String(metricsview.PolicyLabel, policy)
+	if rule != "" {
+		kv = append(kv, attribute.String(metricsview.RuleLabel, rule))
 	}
-	return metric.WithAttributeSet(attribute.NewSet(
-		attribute.String(metricsview.PolicyLabel, policy), attribute.String(metricsview.OutcomeLabel, outcome)))
+	if outcome != "" {
+		kv = append(kv, attribute.String(metricsview.OutcomeLabel, outcome))
+	}
+	return metric.WithAttributeSet(attribute.NewSet(kv...))
 }
 
 // Counter returns a counter series, reported from the next collection on.
-func (inst *instruments) Counter(m metricsview.Metric, policy, outcome string) metricsview.Counter {
-	c := &counter{observable: inst.observable[m], attrs: attrs(policy, outcome)}
+func (inst *instruments) Counter(m metricsview.Metric, policy, rule, outcome string) metricsview.Counter {
+	c := &counter{observable: inst.observable[m], attrs: attrs(policy, rule, outcome)}
 	inst.mu.Lock()
 	inst.counters = append(inst.counters, c)
 	inst.mu.Unlock()
 	return c
 }
 
-// Histogram returns the latency series of a policy.
-func (inst *instruments) Histogram(_ metricsview.Metric, policy string) metricsview.Histogram {
-	return &histogram{h: inst.latency, opts: []metric.RecordOption{attrs(policy, "")}}
+// Histogram returns the latency series of a policy and rule.
+func (inst *instruments) Histogram(_ metricsview.Metric, policy, rule string) metricsview.Histogram {
+	return &histogram{h: inst.latency, opts: []metric.RecordOption{attrs(policy, rule, "")}}
 }
 
 // counter is one counter series: an atomic count that the collection

@@ -291,3 +291,41 @@ func TestCollectWhileObserving(t *testing.T) {
 		t.Errorf("collected:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// TestCollectRules decides requests through a rule set of two rules and
+// checks every data point: each limit has the attributes rule and policy
+// (its name), apart from a policy of the same name outside the rule set,
+// which has no rule attribute, as before rule sets were.
+func TestCollectRules(t *testing.T) {
+	m, reader := newMetrics(t, ratekitotel.WithLatencyBuckets([]float64{0.3, 1}))
+	metricstest.RunRules(t, core.NewManualClock(start), m)
+	want := `# ratekit.decisions counter {decision}
+ratekit.decisions{outcome=allowed,policy=per-ip,rule=api} 2
+ratekit.decisions{outcome=allowed,policy=per-ip,rule=login} 2
+ratekit.decisions{outcome=allowed,policy=per-ip} 1
+ratekit.decisions{outcome=denied,policy=per-ip,rule=api} 0
+ratekit.decisions{outcome=denied,policy=per-ip,rule=login} 1
+ratekit.decisions{outcome=denied,policy=per-ip} 0
+ratekit.decisions{outcome=error,policy=per-ip,rule=api} 0
+ratekit.decisions{outcome=error,policy=per-ip,rule=login} 0
+ratekit.decisions{outcome=error,policy=per-ip} 0
+# ratekit.near_limit counter {decision}
+ratekit.near_limit{policy=per-ip,rule=api} 0
+ratekit.near_limit{policy=per-ip,rule=login} 1
+ratekit.near_limit{policy=per-ip} 0
+# ratekit.shadow.decisions counter {decision}
+ratekit.shadow.decisions{outcome=allowed,policy=watch,rule=login} 1
+ratekit.shadow.decisions{outcome=denied,policy=watch,rule=login} 1
+ratekit.shadow.decisions{outcome=error,policy=watch,rule=login} 0
+# ratekit.shadow.peeks counter {peek}
+ratekit.shadow.peeks{outcome=allowed,policy=watch,rule=login} 0
+ratekit.shadow.peeks{outcome=denied,policy=watch,rule=login} 1
+ratekit.shadow.peeks{outcome=error,policy=watch,rule=login} 0
+# ratekit.store.latency histogram s
+ratekit.store.latency{policy=per-ip,rule=api} count=2 sum=0 buckets=[0.3:2 1:0 +Inf:0]
+ratekit.store.latency{policy=per-ip,rule=login} count=3 sum=0 buckets=[0.3:3 1:0 +Inf:0]
+ratekit.store.latency{policy=per-ip} count=1 sum=0 buckets=[0.3:1 1:0 +Inf:0]`
+	if got := collect(t, reader); got != want {
+		t.Errorf("collected:\n%s\nwant:\n%s", got, want)
+	}
+}

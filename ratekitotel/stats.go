@@ -63,7 +63,7 @@ func (inst *instruments) watch(w *metricsview.Watches) error {
 			o.ObserveInt64(c.observable, c.n.Load(), c.attrs)
 		}
 		w.Read(func(label string, m metricsview.Metric, v int64) {
-			o.ObserveInt64(inst.observable[m], v, attrs(label, ""))
+			o.ObserveInt64(inst.observable[m], v, attrs(label, "", ""))
 		})
 		return nil
 	}, observables...)

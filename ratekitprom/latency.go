@@ -24,7 +24,7 @@ type latencyVec struct {
 	ns     []int64   // the same bounds in nanoseconds
 
 	mu    sync.Mutex
-	hists map[string]*latencyHist // by policy label
+	hists map[[2]string]*latencyHist // by policy and rule label
 }
 
 // latencyHist is the histogram of one policy.
@@ -34,12 +34,12 @@ type latencyHist struct {
 	sum    atomic.Int64    // nanoseconds
 }
 
-func newLatencyVec(name, help string, bounds []float64) *latencyVec {
+func newLatencyVec(name, help string, labels []string, bounds []float64) *latencyVec {
 	v := &latencyVec{
-		desc:   prometheus.NewDesc(name, help, []string{"policy"}, nil),
+		desc:   prometheus.NewDesc(name, help, labels, nil),
 		bounds: bounds,
 		ns:     make([]int64, len(bounds)),
-		hists:  map[string]*latencyHist{},
+		hists:  map[[2]string]*latencyHist{},
 	}
 	for i, b := range bounds {
 		// A duration of d ns is at most b seconds when d <= b·1e9; round
@@ -53,15 +53,16 @@ func newLatencyVec(name, help string, bounds []float64) *latencyVec {
 	return v
 }
 
-// child returns the histogram of policy label, creating it at its first
-// use.
-func (v *latencyVec) child(label string) *latencyHist {
+// child returns the histogram of a policy label and a rule label,
+// creating it at its first use.
+func (v *latencyVec) child(policy, rule string) *latencyHist {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	h, ok := v.hists[label]
+	k := [2]string{policy, rule}
+	h, ok := v.hists[k]
 	if !ok {
 		h = &latencyHist{ns: v.ns, counts: make([]atomic.Uint64, len(v.ns)+1)}
-		v.hists[label] = h
+		v.hists[k] = h
 	}
 	return h
 }
@@ -82,12 +83,12 @@ func (v *latencyVec) Describe(ch chan<- *prometheus.Desc) { ch <- v.desc }
 // Collect sends one histogram per policy.
 func (v *latencyVec) Collect(ch chan<- prometheus.Metric) {
 	v.mu.Lock()
-	hists := make(map[string]*latencyHist, len(v.hists))
+	hists := make(map[[2]string]*latencyHist, len(v.hists))
 	for k, h := range v.hists {
 		hists[k] = h
 	}
 	v.mu.Unlock()
-	for label, h := range hists {
+	for k, h := range hists {
 		buckets := make(map[float64]uint64, len(v.bounds))
 		var n uint64
 		for i, b := range v.bounds {
@@ -95,6 +96,6 @@ func (v *latencyVec) Collect(ch chan<- prometheus.Metric) {
 			buckets[b] = n
 		}
 		n += h.counts[len(v.bounds)].Load()
-		ch <- prometheus.MustNewConstHistogram(v.desc, n, float64(h.sum.Load())/1e9, buckets, label)
+		ch <- prometheus.MustNewConstHistogram(v.desc, n, float64(h.sum.Load())/1e9, buckets, k[0], k[1])
 	}
 }

@@ -3,7 +3,8 @@
 // that users of core do not download the Prometheus client.
 //
 // [New] returns a [Metrics]: an [observe.Observer] for [observe.New],
-// [observe.NewShadow] and [observe.FailoverHooks], and a prometheus.Collector
+// [observe.NewShadow], [observe.FailoverHooks] and rules.NewObservedLimiter,
+// and a prometheus.Collector
 // that also reads the stats of the limiters given to [Metrics.WatchMemory],
 // [Metrics.WatchLeased] and [Metrics.WatchFailover] at each scrape:
 //
@@ -14,34 +15,57 @@
 // # Metrics
 //
 // Every metric has a "policy" label (the [observe.Event] Policy; "default" for
-// an unnamed policy) and the decision counters an "outcome" label
-// ("allowed", "denied", "error"). No label ever holds a key or a path, so
+// an unnamed policy), the decision counters an "outcome" label
+// ("allowed", "denied", "error"), and the metrics of decisions a "rule"
+// label (see "Rule sets"). No label ever holds a key or a path, so
 // the number of series is bounded by the number of policies (at most
 // [WithMaxPolicies], default [DefaultMaxPolicies]; more are counted under
 // the policy "_other").
 //
-//	ratekit_decisions_total{policy,outcome}         AllowN calls
-//	ratekit_peeks_total{policy,outcome}             Peek calls
-//	ratekit_shadow_decisions_total{policy,outcome}  AllowN calls of a shadow candidate: what it would have decided
-//	ratekit_shadow_peeks_total{policy,outcome}      Peek calls of a shadow candidate
-//	ratekit_store_latency_seconds{policy}           histogram: time to decide an AllowN or Peek (shadow candidates excluded)
-//	ratekit_near_limit_total{policy}                allowed AllowN calls that left less than a fraction of the limit
-//	ratekit_fallback_keys_total{policy,outcome}     AllowN calls of requests keyed by their adapter's fallback key
-//	ratekit_store_errors_total{policy}              outage errors a Failover met and decided by its failure mode
-//	ratekit_breaker_opens_total{policy}             times a Failover's circuit breaker opened
-//	ratekit_breaker_open{policy}                    1 while a watched Failover's breaker is open, else 0
-//	ratekit_memory_keys{policy}                     keys a watched Memory limiter holds
-//	ratekit_memory_fresh_drops_total{policy}        keys it dropped because they were fresh (nothing lost)
-//	ratekit_memory_lossy_evictions_total{policy}    keys it evicted while they held usage
-//	ratekit_lease_keys{policy}                      keys a watched Leased limiter holds a lease for
-//	ratekit_lease_refills_total{policy}             remote calls it made to top up a lease
-//	ratekit_lease_dropped_units_total{policy}       leased units that expired unspent
+//	ratekit_decisions_total{policy,rule,outcome}         AllowN calls
+//	ratekit_peeks_total{policy,rule,outcome}             Peek calls
+//	ratekit_shadow_decisions_total{policy,rule,outcome}  AllowN calls of a shadow candidate: what it would have decided
+//	ratekit_shadow_peeks_total{policy,rule,outcome}      Peek calls of a shadow candidate
+//	ratekit_store_latency_seconds{policy,rule}           histogram: time to decide an AllowN or Peek (shadow candidates excluded)
+//	ratekit_near_limit_total{policy,rule}                allowed AllowN calls that left less than a fraction of the limit
+//	ratekit_fallback_keys_total{policy,rule,outcome}     AllowN calls of requests keyed by their adapter's fallback key
+//	ratekit_store_errors_total{policy}                   outage errors a Failover met and decided by its failure mode
+//	ratekit_breaker_opens_total{policy}                  times a Failover's circuit breaker opened
+//	ratekit_breaker_open{policy}                         1 while a watched Failover's breaker is open, else 0
+//	ratekit_memory_keys{policy}                          keys a watched Memory limiter holds
+//	ratekit_memory_fresh_drops_total{policy}             keys it dropped because they were fresh (nothing lost)
+//	ratekit_memory_lossy_evictions_total{policy}         keys it evicted while they held usage
+//	ratekit_lease_keys{policy}                           keys a watched Leased limiter holds a lease for
+//	ratekit_lease_refills_total{policy}                  remote calls it made to top up a lease
+//	ratekit_lease_dropped_units_total{policy}            leased units that expired unspent
 //
-// Reset calls are not counted. The rejection ratio of each policy over five
-// minutes is
+// Reset and Refund calls are not counted. The rejection ratio of each
+// policy over five minutes is
 //
 //	sum by (policy) (rate(ratekit_decisions_total{outcome="denied"}[5m]))
 //	  / sum by (policy) (rate(ratekit_decisions_total[5m]))
+//
+// # Rule sets
+//
+// A rules Limiter made by rules.NewObservedLimiter reports each limit a
+// request reaches: the rule's name is the "rule" label and the limit's
+// name the "policy" label, so that every limit of the file has series of
+// its own (and counts as one policy against [WithMaxPolicies]). An enforced
+// limit's decision counts in ratekit_decisions_total by what that limit
+// decided (one that would have allowed a request another limit refused
+// counts it allowed), a shadow limit's in ratekit_shadow_decisions_total,
+// or ratekit_shadow_peeks_total for a request the enforced limits refused.
+// Both names come from the rule set's file, never from a request.
+//
+// Events from outside a rule set have the rule label "", which Prometheus
+// stores as no label at all: their series are the ones they were before
+// the label was added, and queries that do not name it are unchanged. A
+// query by policy adds up the limits of one name in several rules (a
+// login rule's per-ip and an api rule's per-ip); by rule and policy, it
+// tells them apart:
+//
+//	sum by (rule, policy) (rate(ratekit_decisions_total{outcome="denied"}[5m]))
+//	  / sum by (rule, policy) (rate(ratekit_decisions_total[5m]))
 //
 // # Keys near their limit
 //
@@ -129,9 +153,10 @@ func WithLatencyBuckets(b []float64) Option {
 }
 
 // WithMaxPolicies bounds the number of distinct policy names that get
-// series of their own (at least 1); the events of any more are counted
-// under [OtherPolicy], so a policy name made from user input cannot flood
-// the registry. Default: [DefaultMaxPolicies].
+// series of their own (at least 1), a rule set's limit (its rule and
+// name) counting as one; the events of any more are counted under
+// [OtherPolicy], so a policy name made from user input cannot flood the
+// registry. Default: [DefaultMaxPolicies].
 func WithMaxPolicies(n int) Option { return func(c *config) { c.MaxPolicies = n } }
 
 // WithNearLimit sets the fraction f of the limit under which an allowed
@@ -159,6 +184,9 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 	for i := range metricsview.NumMetrics {
 		info := metricsview.Metric(i).Info()
 		labels := []string{metricsview.PolicyLabel}
+		if info.Rule {
+			labels = append(labels, metricsview.RuleLabel)
+		}
 		if info.Outcome {
 			labels = append(labels, metricsview.OutcomeLabel)
 		}
@@ -166,7 +194,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		case info.Watched:
 			m.watched[i] = prometheus.NewDesc(info.Prom, info.Help, labels, nil)
 		case info.Kind == metricsview.KindHistogram:
-			m.latency = newLatencyVec(info.Prom, info.Help, c.LatencyBuckets)
+			m.latency = newLatencyVec(info.Prom, info.Help, labels, c.LatencyBuckets)
 		default:
 			m.counts[i] = prometheus.NewCounterVec(prometheus.CounterOpts{Name: info.Prom, Help: info.Help}, labels)
 		}
@@ -229,15 +257,20 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 // instruments makes the series the view counts in.
 type instruments struct{ m *Metrics }
 
-func (i instruments) Counter(metric metricsview.Metric, policy, outcome string) metricsview.Counter {
-	if outcome == "" {
-		return counter{i.m.counts[metric].WithLabelValues(policy)}
+func (i instruments) Counter(metric metricsview.Metric, policy, rule, outcome string) metricsview.Counter {
+	values := make([]string, 1, 3)
+	values[0] = policy
+	if metric.Info().Rule {
+		values = append(values, rule)
 	}
-	return counter{i.m.counts[metric].WithLabelValues(policy, outcome)}
+	if outcome != "" {
+		values = append(values, outcome)
+	}
+	return counter{i.m.counts[metric].WithLabelValues(values...)}
 }
 
-func (i instruments) Histogram(_ metricsview.Metric, policy string) metricsview.Histogram {
-	return i.m.latency.child(policy)
+func (i instruments) Histogram(_ metricsview.Metric, policy, rule string) metricsview.Histogram {
+	return i.m.latency.child(policy, rule)
 }
 
 // counter is a Prometheus counter as the view counts in it.

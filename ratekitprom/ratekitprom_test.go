@@ -50,9 +50,9 @@ ratekit_breaker_open{policy="redis"} 1
 ratekit_breaker_opens_total{policy="redis"} 1
 # HELP ratekit_decisions_total AllowN calls by policy and outcome (allowed, denied, error).
 # TYPE ratekit_decisions_total counter
-ratekit_decisions_total{outcome="allowed",policy="api"} 3
-ratekit_decisions_total{outcome="denied",policy="api"} 2
-ratekit_decisions_total{outcome="error",policy="api"} 1
+ratekit_decisions_total{outcome="allowed",policy="api",rule=""} 3
+ratekit_decisions_total{outcome="denied",policy="api",rule=""} 2
+ratekit_decisions_total{outcome="error",policy="api",rule=""} 1
 # HELP ratekit_lease_dropped_units_total Leased units that expired (or were evicted or reset) before they were spent.
 # TYPE ratekit_lease_dropped_units_total counter
 ratekit_lease_dropped_units_total{policy="lease"} 0
@@ -76,32 +76,32 @@ ratekit_memory_lossy_evictions_total{policy="api"} 0
 ratekit_memory_lossy_evictions_total{policy="small"} 1
 # HELP ratekit_near_limit_total Allowed AllowN calls that left less than the near-limit fraction of the policy's limit (by default 10%).
 # TYPE ratekit_near_limit_total counter
-ratekit_near_limit_total{policy="api"} 1
+ratekit_near_limit_total{policy="api",rule=""} 1
 # HELP ratekit_peeks_total Peek calls by policy and outcome (allowed, denied, error).
 # TYPE ratekit_peeks_total counter
-ratekit_peeks_total{outcome="allowed",policy="api"} 1
-ratekit_peeks_total{outcome="denied",policy="api"} 1
-ratekit_peeks_total{outcome="error",policy="api"} 0
+ratekit_peeks_total{outcome="allowed",policy="api",rule=""} 1
+ratekit_peeks_total{outcome="denied",policy="api",rule=""} 1
+ratekit_peeks_total{outcome="error",policy="api",rule=""} 0
 # HELP ratekit_shadow_decisions_total What a shadow candidate policy would have decided on AllowN, by outcome; nothing was enforced by it.
 # TYPE ratekit_shadow_decisions_total counter
-ratekit_shadow_decisions_total{outcome="allowed",policy="api-v2"} 2
-ratekit_shadow_decisions_total{outcome="denied",policy="api-v2"} 3
-ratekit_shadow_decisions_total{outcome="error",policy="api-v2"} 1
+ratekit_shadow_decisions_total{outcome="allowed",policy="api-v2",rule=""} 2
+ratekit_shadow_decisions_total{outcome="denied",policy="api-v2",rule=""} 3
+ratekit_shadow_decisions_total{outcome="error",policy="api-v2",rule=""} 1
 # HELP ratekit_shadow_peeks_total What a shadow candidate policy would have answered to Peek, by outcome.
 # TYPE ratekit_shadow_peeks_total counter
-ratekit_shadow_peeks_total{outcome="allowed",policy="api-v2"} 1
-ratekit_shadow_peeks_total{outcome="denied",policy="api-v2"} 1
-ratekit_shadow_peeks_total{outcome="error",policy="api-v2"} 0
+ratekit_shadow_peeks_total{outcome="allowed",policy="api-v2",rule=""} 1
+ratekit_shadow_peeks_total{outcome="denied",policy="api-v2",rule=""} 1
+ratekit_shadow_peeks_total{outcome="error",policy="api-v2",rule=""} 0
 # HELP ratekit_store_errors_total Outage errors of a remote store that a Failover decided by its failure mode.
 # TYPE ratekit_store_errors_total counter
 ratekit_store_errors_total{policy="redis"} 2
 # HELP ratekit_store_latency_seconds Time the limiter took to decide an AllowN or Peek.
 # TYPE ratekit_store_latency_seconds histogram
-ratekit_store_latency_seconds_bucket{policy="api",le="0.3"} 6
-ratekit_store_latency_seconds_bucket{policy="api",le="1"} 8
-ratekit_store_latency_seconds_bucket{policy="api",le="+Inf"} 8
-ratekit_store_latency_seconds_sum{policy="api"} 2.5
-ratekit_store_latency_seconds_count{policy="api"} 8
+ratekit_store_latency_seconds_bucket{policy="api",rule="",le="0.3"} 6
+ratekit_store_latency_seconds_bucket{policy="api",rule="",le="1"} 8
+ratekit_store_latency_seconds_bucket{policy="api",rule="",le="+Inf"} 8
+ratekit_store_latency_seconds_sum{policy="api",rule=""} 2.5
+ratekit_store_latency_seconds_count{policy="api",rule=""} 8
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
 		t.Error(err)
@@ -204,17 +204,17 @@ func TestObserverFor(t *testing.T) {
 	want := `
 # HELP ratekit_decisions_total AllowN calls by policy and outcome (allowed, denied, error).
 # TYPE ratekit_decisions_total counter
-ratekit_decisions_total{outcome="allowed",policy="api"} 102
-ratekit_decisions_total{outcome="denied",policy="api"} 0
-ratekit_decisions_total{outcome="error",policy="api"} 0
-ratekit_decisions_total{outcome="allowed",policy="other"} 0
-ratekit_decisions_total{outcome="denied",policy="other"} 1
-ratekit_decisions_total{outcome="error",policy="other"} 0
+ratekit_decisions_total{outcome="allowed",policy="api",rule=""} 102
+ratekit_decisions_total{outcome="denied",policy="api",rule=""} 0
+ratekit_decisions_total{outcome="error",policy="api",rule=""} 0
+ratekit_decisions_total{outcome="allowed",policy="other",rule=""} 0
+ratekit_decisions_total{outcome="denied",policy="other",rule=""} 1
+ratekit_decisions_total{outcome="error",policy="other",rule=""} 0
 # HELP ratekit_shadow_decisions_total What a shadow candidate policy would have decided on AllowN, by outcome; nothing was enforced by it.
 # TYPE ratekit_shadow_decisions_total counter
-ratekit_shadow_decisions_total{outcome="allowed",policy="api"} 0
-ratekit_shadow_decisions_total{outcome="denied",policy="api"} 0
-ratekit_shadow_decisions_total{outcome="error",policy="api"} 1
+ratekit_shadow_decisions_total{outcome="allowed",policy="api",rule=""} 0
+ratekit_shadow_decisions_total{outcome="denied",policy="api",rule=""} 0
+ratekit_shadow_decisions_total{outcome="error",policy="api",rule=""} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "ratekit_decisions_total", "ratekit_shadow_decisions_total"); err != nil {
 		t.Error(err)
@@ -245,15 +245,77 @@ func TestNearLimit(t *testing.T) {
 		want := fmt.Sprintf(`
 # HELP ratekit_decisions_total AllowN calls by policy and outcome (allowed, denied, error).
 # TYPE ratekit_decisions_total counter
-ratekit_decisions_total{outcome="allowed",policy="api"} 20
-ratekit_decisions_total{outcome="denied",policy="api"} 5
-ratekit_decisions_total{outcome="error",policy="api"} 0
+ratekit_decisions_total{outcome="allowed",policy="api",rule=""} 20
+ratekit_decisions_total{outcome="denied",policy="api",rule=""} 5
+ratekit_decisions_total{outcome="error",policy="api",rule=""} 0
 # HELP ratekit_near_limit_total Allowed AllowN calls that left less than the near-limit fraction of the policy's limit (by default 10%%).
 # TYPE ratekit_near_limit_total counter
-ratekit_near_limit_total{policy="api"} %d
+ratekit_near_limit_total{policy="api",rule=""} %d
 `, tt.want)
 		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "ratekit_decisions_total", "ratekit_near_limit_total"); err != nil {
 			t.Errorf("%d options: %v", len(tt.opts), err)
 		}
+	}
+}
+
+// TestScrapeRules decides requests through a rule set of two rules and
+// checks every series: each limit is labelled by its rule and its name,
+// apart from a policy of the same name outside the rule set, whose rule
+// label is empty (the same series, to Prometheus, as one without the
+// label).
+func TestScrapeRules(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m := must[*ratekitprom.Metrics](t)(ratekitprom.New(reg, ratekitprom.WithLatencyBuckets([]float64{0.3, 1})))
+	metricstest.RunRules(t, core.NewManualClock(start), m)
+	want := `
+# HELP ratekit_decisions_total AllowN calls by policy and outcome (allowed, denied, error).
+# TYPE ratekit_decisions_total counter
+ratekit_decisions_total{outcome="allowed",policy="per-ip",rule=""} 1
+ratekit_decisions_total{outcome="denied",policy="per-ip",rule=""} 0
+ratekit_decisions_total{outcome="error",policy="per-ip",rule=""} 0
+ratekit_decisions_total{outcome="allowed",policy="per-ip",rule="api"} 2
+ratekit_decisions_total{outcome="denied",policy="per-ip",rule="api"} 0
+ratekit_decisions_total{outcome="error",policy="per-ip",rule="api"} 0
+ratekit_decisions_total{outcome="allowed",policy="per-ip",rule="login"} 2
+ratekit_decisions_total{outcome="denied",policy="per-ip",rule="login"} 1
+ratekit_decisions_total{outcome="error",policy="per-ip",rule="login"} 0
+# HELP ratekit_near_limit_total Allowed AllowN calls that left less than the near-limit fraction of the policy's limit (by default 10%).
+# TYPE ratekit_near_limit_total counter
+ratekit_near_limit_total{policy="per-ip",rule=""} 0
+ratekit_near_limit_total{policy="per-ip",rule="api"} 0
+ratekit_near_limit_total{policy="per-ip",rule="login"} 1
+# HELP ratekit_shadow_decisions_total What a shadow candidate policy would have decided on AllowN, by outcome; nothing was enforced by it.
+# TYPE ratekit_shadow_decisions_total counter
+ratekit_shadow_decisions_total{outcome="allowed",policy="watch",rule="login"} 1
+ratekit_shadow_decisions_total{outcome="denied",policy="watch",rule="login"} 1
+ratekit_shadow_decisions_total{outcome="error",policy="watch",rule="login"} 0
+# HELP ratekit_shadow_peeks_total What a shadow candidate policy would have answered to Peek, by outcome.
+# TYPE ratekit_shadow_peeks_total counter
+ratekit_shadow_peeks_total{outcome="allowed",policy="watch",rule="login"} 0
+ratekit_shadow_peeks_total{outcome="denied",policy="watch",rule="login"} 1
+ratekit_shadow_peeks_total{outcome="error",policy="watch",rule="login"} 0
+# HELP ratekit_store_latency_seconds Time the limiter took to decide an AllowN or Peek.
+# TYPE ratekit_store_latency_seconds histogram
+ratekit_store_latency_seconds_bucket{policy="per-ip",rule="",le="0.3"} 1
+ratekit_store_latency_seconds_bucket{policy="per-ip",rule="",le="1"} 1
+ratekit_store_latency_seconds_bucket{policy="per-ip",rule="",le="+Inf"} 1
+ratekit_store_latency_seconds_sum{policy="per-ip",rule=""} 0
+ratekit_store_latency_seconds_count{policy="per-ip",rule=""} 1
+ratekit_store_latency_seconds_bucket{policy="per-ip",rule="api",le="0.3"} 2
+ratekit_store_latency_seconds_bucket{policy="per-ip",rule="api",le="1"} 2
+ratekit_store_latency_seconds_bucket{policy="per-ip",rule="api",le="+Inf"} 2
+ratekit_store_latency_seconds_sum{policy="per-ip",rule="api"} 0
+ratekit_store_latency_seconds_count{policy="per-ip",rule="api"} 2
+ratekit_store_latency_seconds_bucket{policy="per-ip",rule="login",le="0.3"} 3
+ratekit_store_latency_seconds_bucket{policy="per-ip",rule="login",le="1"} 3
+ratekit_store_latency_seconds_bucket{policy="per-ip",rule="login",le="+Inf"} 3
+ratekit_store_latency_seconds_sum{policy="per-ip",rule="login"} 0
+ratekit_store_latency_seconds_count{policy="per-ip",rule="login"} 3
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+	if n, err := testutil.GatherAndLint(reg); err != nil || len(n) != 0 {
+		t.Errorf("lint: %v %v", n, err)
 	}
 }

@@ -4,7 +4,8 @@
 //
 //   - the catalogue of metrics ([Metric], [Metric.Info]): each metric's
 //     Prometheus and OpenTelemetry names, unit, description and kind, and
-//     the label values ([Label], [UnnamedPolicy], [OtherPolicy]);
+//     the label values ([Label], [UnnamedPolicy], [OtherPolicy], the rule
+//     of a rule set's limit);
 //   - the options both take and their validation ([Config]), and the
 //     near-limit rule ([NearRule]);
 //   - a [View]: the observe.PolicyObserver that says which events count in
@@ -68,10 +69,13 @@ const (
 )
 
 // The label (attribute) names. Every metric has PolicyLabel; those whose
-// [Info].Outcome is set have OutcomeLabel too. No label ever holds a key
-// or a path.
+// [Info].Rule is set have RuleLabel too (the observe.Event Rule: the rule
+// of a rule set's limit, whose name is then the policy label; empty for
+// the events of other limiters), and those whose [Info].Outcome is set
+// OutcomeLabel. No label ever holds a key or a path.
 const (
 	PolicyLabel  = "policy"
+	RuleLabel    = "rule"
 	OutcomeLabel = "outcome"
 )
 
@@ -109,6 +113,10 @@ type Info struct {
 	// Outcome reports whether the metric has the outcome label besides the
 	// policy label.
 	Outcome bool
+	// Rule reports whether the metric has the rule label besides the
+	// policy label: the metrics of decisions, which a rule set's limits
+	// make.
+	Rule bool
 	// Watched reports whether the metric is read from the limiters of
 	// [Watches] at each collection rather than counted per event.
 	Watched bool
@@ -119,19 +127,19 @@ func (m Metric) Info() Info { return infos[m] }
 
 var infos = [NumMetrics]Info{
 	Decisions: {
-		Prom: "ratekit_decisions_total", OTel: "ratekit.decisions", Unit: "{decision}", Outcome: true,
+		Prom: "ratekit_decisions_total", OTel: "ratekit.decisions", Unit: "{decision}", Outcome: true, Rule: true,
 		Help: "AllowN calls by policy and outcome (allowed, denied, error).",
 	},
 	Peeks: {
-		Prom: "ratekit_peeks_total", OTel: "ratekit.peeks", Unit: "{peek}", Outcome: true,
+		Prom: "ratekit_peeks_total", OTel: "ratekit.peeks", Unit: "{peek}", Outcome: true, Rule: true,
 		Help: "Peek calls by policy and outcome (allowed, denied, error).",
 	},
 	ShadowDecisions: {
-		Prom: "ratekit_shadow_decisions_total", OTel: "ratekit.shadow.decisions", Unit: "{decision}", Outcome: true,
+		Prom: "ratekit_shadow_decisions_total", OTel: "ratekit.shadow.decisions", Unit: "{decision}", Outcome: true, Rule: true,
 		Help: "What a shadow candidate policy would have decided on AllowN, by outcome; nothing was enforced by it.",
 	},
 	ShadowPeeks: {
-		Prom: "ratekit_shadow_peeks_total", OTel: "ratekit.shadow.peeks", Unit: "{peek}", Outcome: true,
+		Prom: "ratekit_shadow_peeks_total", OTel: "ratekit.shadow.peeks", Unit: "{peek}", Outcome: true, Rule: true,
 		Help: "What a shadow candidate policy would have answered to Peek, by outcome.",
 	},
 	StoreErrors: {
@@ -143,15 +151,15 @@ var infos = [NumMetrics]Info{
 		Help: "Times a Failover's circuit breaker opened.",
 	},
 	FallbackKeys: {
-		Prom: "ratekit_fallback_keys_total", OTel: "ratekit.fallback_keys", Unit: "{decision}", Outcome: true,
+		Prom: "ratekit_fallback_keys_total", OTel: "ratekit.fallback_keys", Unit: "{decision}", Outcome: true, Rule: true,
 		Help: "AllowN calls of requests keyed by their adapter's fallback key (httplimit.FallbackKey), their own key missing or unusable, by outcome.",
 	},
 	NearLimit: {
-		Prom: "ratekit_near_limit_total", OTel: "ratekit.near_limit", Unit: "{decision}",
+		Prom: "ratekit_near_limit_total", OTel: "ratekit.near_limit", Unit: "{decision}", Rule: true,
 		Help: "Allowed AllowN calls that left less than the near-limit fraction of the policy's limit (by default 10%).",
 	},
 	StoreLatency: {
-		Prom: "ratekit_store_latency_seconds", OTel: "ratekit.store.latency", Unit: "s", Kind: KindHistogram,
+		Prom: "ratekit_store_latency_seconds", OTel: "ratekit.store.latency", Unit: "s", Kind: KindHistogram, Rule: true,
 		Help: "Time the limiter took to decide an AllowN or Peek.",
 	},
 	BreakerOpen: {

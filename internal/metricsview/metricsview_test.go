@@ -184,18 +184,27 @@ func (r *recorder) get(name string) *atomic.Int64 {
 	return n
 }
 
-func (r *recorder) Counter(m Metric, policy, outcome string) Counter {
+func (r *recorder) Counter(m Metric, policy, rule, outcome string) Counter {
 	if m.Info().Outcome != (outcome != "") {
 		panic(fmt.Sprintf("%s: outcome %q", m.Info().Prom, outcome))
 	}
+	if rule != "" && !m.Info().Rule {
+		panic(fmt.Sprintf("%s: rule %q", m.Info().Prom, rule))
+	}
 	name := m.Info().Prom + "{" + policy
+	if rule != "" {
+		name += ",rule=" + rule
+	}
 	if outcome != "" {
 		name += "," + outcome
 	}
 	return recCounter{r.get(name + "}")}
 }
 
-func (r *recorder) Histogram(m Metric, policy string) Histogram {
+func (r *recorder) Histogram(m Metric, policy, rule string) Histogram {
+	if rule != "" {
+		policy += ",rule=" + rule
+	}
 	return recHistogram{r.get(m.Info().Prom + "_ns{" + policy + "}")}
 }
 
@@ -275,6 +284,61 @@ func sortLines(s string) string {
 	return strings.Join(lines, "\n")
 }
 
+// TestViewRules counts the events of a rule set's limits: each limit, its
+// rule and name, has series of its own, apart from a policy of the same
+// name outside the rule set, and counts as one policy against MaxPolicies.
+func TestViewRules(t *testing.T) {
+	c := DefaultConfig()
+	c.MaxPolicies = 3
+	var r recorder
+	v := New(c, &r)
+	bound := v.ObserverFor("per-ip")
+	ruled := func(e observe.Event, rule string) observe.Event { e.Rule = rule; return e }
+	for _, e := range []observe.Event{
+		ruled(allowed("per-ip", 10, 9), "login"),
+		ruled(allowed("per-ip", 10, 0), "api"), // near
+		ruled(observe.Event{Op: observe.OpAllow, Policy: "per-ip", Shadow: true, Decision: core.Decision{Limit: 10}}, "api"),
+		ruled(observe.Event{Op: observe.OpPeek, Policy: "per-ip", Shadow: true, Decision: core.Decision{Limit: 10}}, "api"),
+		ruled(observe.Event{Op: observe.OpRefund, Policy: "per-ip", Cost: 1}, "api"),          // nothing
+		ruled(observe.Event{Op: observe.OpStoreError, Policy: "per-ip", Err: errDown}, "api"), // no rule label
+		allowed("per-ip", 10, 9),                   // outside the rule set: the third policy
+		ruled(allowed("per-user", 10, 9), "login"), // the fourth: _other
+	} {
+		v.Observe(ctx, e)
+		bound.Observe(ctx, e)
+	}
+	want := `ratekit_decisions_total{_other,allowed} 2
+ratekit_decisions_total{_other,denied} 0
+ratekit_decisions_total{_other,error} 0
+ratekit_decisions_total{per-ip,allowed} 2
+ratekit_decisions_total{per-ip,denied} 0
+ratekit_decisions_total{per-ip,error} 0
+ratekit_decisions_total{per-ip,rule=api,allowed} 2
+ratekit_decisions_total{per-ip,rule=api,denied} 0
+ratekit_decisions_total{per-ip,rule=api,error} 0
+ratekit_decisions_total{per-ip,rule=login,allowed} 2
+ratekit_decisions_total{per-ip,rule=login,denied} 0
+ratekit_decisions_total{per-ip,rule=login,error} 0
+ratekit_near_limit_total{_other} 0
+ratekit_near_limit_total{per-ip,rule=api} 2
+ratekit_near_limit_total{per-ip,rule=login} 0
+ratekit_near_limit_total{per-ip} 0
+ratekit_shadow_decisions_total{per-ip,rule=api,allowed} 0
+ratekit_shadow_decisions_total{per-ip,rule=api,denied} 2
+ratekit_shadow_decisions_total{per-ip,rule=api,error} 0
+ratekit_shadow_peeks_total{per-ip,rule=api,allowed} 0
+ratekit_shadow_peeks_total{per-ip,rule=api,denied} 2
+ratekit_shadow_peeks_total{per-ip,rule=api,error} 0
+ratekit_store_errors_total{per-ip} 2
+ratekit_store_latency_seconds_ns{_other} 2000
+ratekit_store_latency_seconds_ns{per-ip,rule=api} 2000
+ratekit_store_latency_seconds_ns{per-ip,rule=login} 2000
+ratekit_store_latency_seconds_ns{per-ip} 2000`
+	if got := r.dump(); got != sortLines(want) {
+		t.Errorf("series:\n%s\nwant:\n%s", got, sortLines(want))
+	}
+}
+
 // TestMaxPolicies checks that the policies past the first MaxPolicies are
 // counted under OtherPolicy, per metric, and that "" and "default" share
 // the unnamed policy's label.
@@ -304,6 +368,7 @@ func TestObserveAllocs(t *testing.T) {
 	bound := v.ObserverFor("api")
 	for _, e := range []observe.Event{
 		allowed("api", 10, 0),
+		{Op: observe.OpAllow, Policy: "api", Rule: "login"},
 		{Op: observe.OpAllow, Policy: "api", Shadow: true},
 		{Op: observe.OpPeek, Policy: "api"},
 		{Op: observe.OpStoreError, Policy: "api", Err: errDown},

@@ -24,15 +24,18 @@ type Histogram interface {
 }
 
 // Instruments makes an exporter's series. A [View] calls it once per
-// metric and policy label (and outcome), the first time an event needs the
-// series, under a lock; the series should exist, at zero, from then on.
+// metric, policy label and rule label (and outcome), the first time an
+// event needs the series, under a lock; the series should exist, at zero,
+// from then on.
 type Instruments interface {
-	// Counter returns the series of the counter m for the policy label and
-	// the outcome label, which is "" when m has no outcome label.
-	Counter(m Metric, policy, outcome string) Counter
+	// Counter returns the series of the counter m for the policy label,
+	// the rule label, which is "" when m has none ([Info].Rule) or the
+	// event is not of a rule set's limit, and the outcome label, which is
+	// "" when m has none.
+	Counter(m Metric, policy, rule, outcome string) Counter
 	// Histogram returns the series of the histogram m for the policy
-	// label.
-	Histogram(m Metric, policy string) Histogram
+	// label and the rule label ("" as for Counter).
+	Histogram(m Metric, policy, rule string) Histogram
 }
 
 // numCounted is the number of metrics a View resolves per event:
@@ -52,12 +55,15 @@ const numCounted = int(FallbackKeys) + 1
 //   - an AllowN of a request keyed by its fallback key (Event.KeyFallback)
 //     in [FallbackKeys] too, by outcome.
 //
-// Reset, Refund and breaker-close events count in nothing. The series of a
-// policy are made at its first event of each metric (the NearLimit and
-// StoreLatency series with the Decisions series) and kept in a map that is
-// copied on write, so counting for a known policy is one atomic load, one
-// map lookup and the instruments' own cost, with no lock and no
-// allocation. A View is safe for concurrent use. Create one with [New].
+// Reset, Refund and breaker-close events count in nothing. An event of a
+// rule set's limit (Event.Rule set) counts in the series of its rule and
+// policy (the limit's name); a limit counts as one policy against
+// [Config].MaxPolicies. The series of a policy are made at its first event
+// of each metric (the NearLimit and StoreLatency series with the Decisions
+// series) and kept in a map that is copied on write, so counting for a
+// known policy is one atomic load, one map lookup and the instruments' own
+// cost, with no lock and no allocation. A View is safe for concurrent use.
+// Create one with [New].
 type View struct {
 	inst   Instruments
 	near   NearRule
@@ -71,7 +77,7 @@ var _ observe.PolicyObserver = (*View)(nil)
 func New(c Config, inst Instruments) *View {
 	v := &View{inst: inst, near: NewNearRule(c.NearLimit)}
 	for m := range v.caches {
-		v.caches[m].init(c.MaxPolicies, func(label string) *series { return v.newSeries(Metric(m), label) })
+		v.caches[m].init(c.MaxPolicies, func(policy, rule string) *series { return v.newSeries(Metric(m), policy, rule) })
 	}
 	return v
 }
@@ -104,9 +110,13 @@ func (v *View) Observe(ctx context.Context, e observe.Event) {
 	if !ok {
 		return
 	}
-	v.caches[m].get(e.Policy).count(ctx, &e, v.near)
+	rule := e.Rule
+	if !infos[m].Rule {
+		rule = ""
+	}
+	v.caches[m].get(seriesKey{e.Policy, rule}).count(ctx, &e, v.near)
 	if fallback(&e) {
-		v.caches[FallbackKeys].get(e.Policy).count(ctx, &e, v.near)
+		v.caches[FallbackKeys].get(seriesKey{e.Policy, e.Rule}).count(ctx, &e, v.near)
 	}
 }
 
@@ -130,7 +140,7 @@ type bound struct {
 
 // Observe counts e, which is about b.policy unless a caller erred.
 func (b *bound) Observe(ctx context.Context, e observe.Event) {
-	if e.Policy != b.policy {
+	if e.Policy != b.policy || e.Rule != "" {
 		b.v.Observe(ctx, e)
 		return
 	}
@@ -148,7 +158,7 @@ func (b *bound) Observe(ctx context.Context, e observe.Event) {
 func (b *bound) seriesOf(m Metric) *series {
 	s := b.series[m].Load()
 	if s == nil {
-		s = b.v.caches[m].get(b.policy)
+		s = b.v.caches[m].get(seriesKey{policy: b.policy})
 		b.series[m].Store(s)
 	}
 	return s
@@ -162,21 +172,21 @@ type series struct {
 	near      Counter              // Decisions
 }
 
-func (v *View) newSeries(m Metric, label string) *series {
+func (v *View) newSeries(m Metric, label, rule string) *series {
 	s := &series{byOutcome: m.Info().Outcome}
 	if s.byOutcome {
 		for o := range s.counters {
-			s.counters[o] = v.inst.Counter(m, label, observe.Outcome(o).String())
+			s.counters[o] = v.inst.Counter(m, label, rule, observe.Outcome(o).String())
 		}
 	} else {
-		s.counters[0] = v.inst.Counter(m, label, "")
+		s.counters[0] = v.inst.Counter(m, label, rule, "")
 	}
 	switch m {
 	case Decisions:
-		s.near = v.inst.Counter(NearLimit, label, "")
+		s.near = v.inst.Counter(NearLimit, label, rule, "")
 		fallthrough
 	case Peeks:
-		s.latency = v.inst.Histogram(StoreLatency, label)
+		s.latency = v.inst.Histogram(StoreLatency, label, rule)
 	}
 	return s
 }
@@ -197,48 +207,57 @@ func (s *series) count(ctx context.Context, e *observe.Event, near NearRule) {
 	}
 }
 
-// cache holds the series of each policy name seen, in a map that is copied
-// on write: a lookup of a known policy is one atomic load and one map
-// lookup, with no lock and no allocation.
+// seriesKey is what a metric's series are told apart by, besides the
+// outcome: the policy name, and the rule of a rule set's limit ("" for
+// other limiters' events, and for metrics without the rule label).
+type seriesKey struct {
+	policy, rule string
+}
+
+// cache holds the series of each policy name (and rule) seen, in a map
+// that is copied on write: a lookup of a known policy is one atomic load
+// and one map lookup, with no lock and no allocation.
 type cache struct {
-	m     atomic.Pointer[map[string]*series]
+	m     atomic.Pointer[map[seriesKey]*series]
 	mu    sync.Mutex
 	max   int
-	build func(label string) *series
+	build func(label, rule string) *series
 	other *series // the OtherPolicy series, once built
 }
 
-func (c *cache) init(max int, build func(string) *series) {
+func (c *cache) init(max int, build func(label, rule string) *series) {
 	c.max, c.build = max, build
-	c.m.Store(&map[string]*series{})
+	c.m.Store(&map[seriesKey]*series{})
 }
 
-func (c *cache) get(policy string) *series {
-	if s, ok := (*c.m.Load())[policy]; ok {
+func (c *cache) get(k seriesKey) *series {
+	if s, ok := (*c.m.Load())[k]; ok {
 		return s
 	}
-	return c.add(policy)
+	return c.add(k)
 }
 
-func (c *cache) add(policy string) *series {
+// add builds k's series; past c.max keys, the events of new ones count in
+// the OtherPolicy series, whose rule label is empty.
+func (c *cache) add(k seriesKey) *series {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old := *c.m.Load()
-	if s, ok := old[policy]; ok {
+	if s, ok := old[k]; ok {
 		return s
 	}
 	if len(old) >= c.max {
 		if c.other == nil {
-			c.other = c.build(OtherPolicy)
+			c.other = c.build(OtherPolicy, "")
 		}
 		return c.other
 	}
-	s := c.build(Label(policy))
-	next := make(map[string]*series, len(old)+1)
-	for k, x := range old {
-		next[k] = x
+	s := c.build(Label(k.policy), k.rule)
+	next := make(map[seriesKey]*series, len(old)+1)
+	for x, y := range old {
+		next[x] = y
 	}
-	next[policy] = s
+	next[k] = s
 	c.m.Store(&next)
 	return s
 }
