@@ -143,6 +143,8 @@
 // all-or-nothing core.Layered decision (shadow limits apart, reported
 // only), and follows reloads keeping every key's usage as [Compare]
 // allows. Keys with an override get a limiter of their own, their usage
-// moved in and out as they gain and lose it. docs/config.md, "Enforcing",
-// says what a reload keeps.
+// moved in and out as they gain and lose it. [NewObservedLimiter] also
+// reports every limit's decision to an observe.Observer (metrics, logs),
+// named by its rule and limit names. docs/config.md, "Enforcing", says
+// what a reload keeps.
 package rules
