@@ -211,3 +211,56 @@ func BenchmarkLimiterDecideObserved(b *testing.B) {
 		})
 	}
 }
+
+// tally counts events by op, limit and outcome.
+type tally struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *tally) Observe(_ context.Context, e observe.Event) {
+	c.mu.Lock()
+	c.n[fmt.Sprintf("%s %s/%s %s", e.Op, e.Rule, e.Policy, e.Outcome())]++
+	c.mu.Unlock()
+}
+
+// Requests in parallel from one address, each of its own user: every
+// event is reported once, and the counts are exact whatever the order.
+func TestLimiterObservedParallel(t *testing.T) {
+	obs := &tally{n: map[string]int{}}
+	l, err := NewObservedLimiter(mustParseSet(t, decideFile), obs, core.WithClock(core.NewManualClock(limiterStart)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	const goroutines, each = 8, 50
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			<-start
+			var d Decision
+			for i := range each {
+				if err := l.Decide(context.Background(), tenantRequest("/login", fmt.Sprintf("u%d-%d", g, i)), &d); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	// per-ip (5 a minute, cost 2) lets 2 requests through; per-user
+	// never refuses a new user; watch (2 a minute) counts the 2 and is
+	// peeked, empty, for the others.
+	const n = goroutines * each
+	want := map[string]int{
+		"allow login/per-user allowed": n,
+		"allow login/per-ip allowed":   2,
+		"allow login/per-ip denied":    n - 2,
+		"allow login/watch allowed":    2,
+		"peek login/watch denied":      n - 2,
+	}
+	if fmt.Sprint(obs.n) != fmt.Sprint(want) {
+		t.Errorf("events %v, want %v", obs.n, want)
+	}
+}
