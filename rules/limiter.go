@@ -241,7 +241,7 @@ var memNow = memtime.Now.(func(*core.Memory) int64)
 // a decision's, and [ErrClosed]: d then counts nothing.
 //
 // A Limiter made by [NewObservedLimiter] reports, when a rule matched, one
-// observe.Event per limit the request reached, with the rule's name in
+// [observe.Event] per limit the request reached, with the rule's name in
 // Rule and the limit's in Policy, after the decision and before Decide
 // returns: an enforced limit's is an OpAllow with its own layer's Decision
 // (a limit that would have allowed a request another refused reports it
@@ -427,7 +427,8 @@ func (d *Decision) release() {
 // core.Refunder: never more room than if the request had not been made).
 // Call it when the outcome should not count, such as a request that failed
 // on the server's side. A second call, or one for a Decision that counted
-// nothing, gives back nothing.
+// nothing, gives back nothing. A Decision of a Limiter made by
+// [NewObservedLimiter] reports an observe.OpRefund per limit given back to.
 func (d *Decision) Refund(ctx context.Context) error {
 	if !d.counted {
 		return nil
