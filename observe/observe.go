@@ -14,6 +14,10 @@
 //   - [NewSlog] is an Observer that logs denials and store errors through
 //     log/slog, with keys hashed by [KeyHash], never in the clear.
 //
+// A rule set's limiter (rules.NewObservedLimiter) reports to an Observer
+// too: an Event per limit a request reaches, named by [Event.Rule] and
+// [Event.Policy].
+//
 // An Event says what happened ([Op]) and what it came to ([Event.Outcome],
 // an [Outcome]). [New] and [NewShadow] take the options [WithPolicyName],
 // [WithKeyClass], [WithRawKey] and [WithClock]; [NewSlog] takes the salt of
@@ -135,7 +139,9 @@ type Event struct {
 	Decision core.Decision
 
 	// Latency is how long the limiter took to decide, on the observing
-	// limiter's clock ([WithClock]); 0 for Failover events.
+	// limiter's clock ([WithClock]); 0 for Failover events. For a rule
+	// set's enforced limit, the time its rule's limits took to decide, on
+	// their clock; 0 for its shadow limits.
 	Latency time.Duration
 
 	// Err is the error the call returned, or the store's error for
