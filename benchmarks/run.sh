@@ -11,6 +11,10 @@
 #	REDIS_ONLY=1 benchmarks/run.sh    # only the Redis cases, client and
 #	                                  # server side, spliced into the
 #	                                  # existing RESULTS.md's Redis section
+#	MIDDLEWARE_ONLY=1 benchmarks/run.sh
+#	                                  # only the Middleware cases (-cpu=1),
+#	                                  # spliced into the existing
+#	                                  # RESULTS.md's Middleware section
 #	REDIS_CPUS=2 benchmarks/run.sh    # the Redis cases in one client regime
 #
 # Environment: COUNT (runs per benchmark, default 10), CPUS (-cpu list for
@@ -42,6 +46,11 @@ if [ -z "$BENCHSTAT" ]; then
 	BENCHSTAT=$(go env GOPATH)/bin/benchstat
 fi
 
+if [ -n "${REDIS_ONLY:-}" ] && [ -n "${MIDDLEWARE_ONLY:-}" ]; then
+	echo "run.sh: set REDIS_ONLY or MIDDLEWARE_ONLY, not both" >&2
+	exit 2
+fi
+
 started=$(date +%s)
 step() { printf '\n== %s (%ds elapsed)\n' "$1" $(($(date +%s) - started)); }
 
@@ -58,8 +67,10 @@ rounds() {
 }
 
 step "machine"
+procs="GOMAXPROCS values run: $CPUS; the Redis cases: $REDIS_CPUS"
+if [ -n "${MIDDLEWARE_ONLY:-}" ]; then procs="GOMAXPROCS=1"; fi
 {
-	echo "- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//') × $(nproc) (GOMAXPROCS values run: $CPUS; the Redis cases: $REDIS_CPUS)"
+	echo "- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//') × $(nproc) ($procs)"
 	echo "- Memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
 	echo "- Kernel: $(uname -sr); virtualization: $(systemd-detect-virt 2>/dev/null || echo unknown)"
 	echo "- $(go version)"
@@ -79,13 +90,30 @@ redis() {
 	cat "$OUT/serverrate.md" 2>/dev/null || true
 }
 
+# middleware runs the Middleware cases: each framework bare, behind
+# ratekit and behind its usual limiter, on one core.
+middleware() {
+	step "middleware (-cpu=1)"
+	rounds -test.bench='^BenchmarkMiddleware' -test.cpu=1 -test.benchtime="$BENCHTIME" | tee "$OUT/middleware.bench.txt"
+}
+
+# splice replaces RESULTS.md's section $1 with the one this run measured.
+splice() {
+	step "RESULTS.md: the $1 section"
+	go run ./internal/benchreport -dir "$OUT" -machine "$OUT/machine.md" -splice RESULTS.md -section "$1" > "$OUT/RESULTS.md"
+	mv "$OUT/RESULTS.md" RESULTS.md
+	step "done: benchmarks/RESULTS.md"
+}
+
 if [ -n "${REDIS_ONLY:-}" ]; then
 	"$OUT/benchmarks.test" -test.run 'TestRoundTrips' -test.count=1 -test.v > "$OUT/tests.txt" 2>&1 || { cat "$OUT/tests.txt"; echo "round trip test failed"; exit 1; }
 	redis
-	step "RESULTS.md: the Redis section"
-	go run ./internal/benchreport -dir "$OUT" -machine "$OUT/machine.md" -splice RESULTS.md > "$OUT/RESULTS.md"
-	mv "$OUT/RESULTS.md" RESULTS.md
-	step "done: benchmarks/RESULTS.md"
+	splice Redis
+	exit 0
+fi
+if [ -n "${MIDDLEWARE_ONLY:-}" ]; then
+	middleware
+	splice Middleware
 	exit 0
 fi
 
@@ -107,8 +135,7 @@ bench -test.bench='^BenchmarkBytesPerKey$' -test.benchtime=1x -test.count=2 -tes
 
 redis
 
-step "middleware (-cpu=1)"
-rounds -test.bench='^BenchmarkMiddleware' -test.cpu=1 -test.benchtime="$BENCHTIME" | tee "$OUT/middleware.bench.txt"
+middleware
 
 step "HTTP load test"
 "$OUT/benchmarks.test" -test.run='^TestLoad$' -test.count=1 -test.v > "$OUT/loadtest.txt" 2>&1 || { cat "$OUT/loadtest.txt"; echo "load test failed"; exit 1; }

@@ -8,12 +8,18 @@
 // Usage (run.sh does this):
 //
 //	go run ./internal/benchreport -dir results -machine results/machine.md > RESULTS.md
+//
+// With -splice RESULTS.md it prints that page with only one section, the
+// Redis or the Middleware one (-section), replaced by the one the results
+// measure, followed by the machine they ran on and the section's own goal
+// lines (run.sh REDIS_ONLY=1 and MIDDLEWARE_ONLY=1).
 package main
 
 import (
 	"bufio"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -139,7 +145,8 @@ func libraries(path string) []string {
 func main() {
 	dir := flag.String("dir", "results", "directory run.sh wrote")
 	machine := flag.String("machine", "", "markdown file describing the machine")
-	splice := flag.String("splice", "", "print this RESULTS.md with only its Redis section replaced (run.sh REDIS_ONLY=1)")
+	splicePath := flag.String("splice", "", "print this RESULTS.md with only the -section section replaced (run.sh REDIS_ONLY=1 or MIDDLEWARE_ONLY=1)")
+	section := flag.String("section", "Redis", "the section -splice replaces: Redis or Middleware")
 	flag.Parse()
 	files, _ := filepath.Glob(filepath.Join(*dir, "*.bench.txt"))
 	s, err := parse(files...)
@@ -150,8 +157,13 @@ func main() {
 	w := bufio.NewWriter(os.Stdout)
 	defer w.Flush()
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
-	if *splice != "" {
-		if err := spliceRedis(w, *splice, s, *dir, *machine); err != nil {
+	if *splicePath != "" {
+		sp, ok := splices(s, *dir)[*section]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "benchreport: -section %q: want Redis or Middleware\n", *section)
+			os.Exit(2)
+		}
+		if err := spliceSection(w, *splicePath, sp, *machine); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -271,29 +283,10 @@ func main() {
 
 	goal = append(goal, redisSection(s, *dir, p)...)
 
-	p("## Middleware\n\nHello-world route, allowed path, one client IP. Added = the case minus the bare route; \"× ratekit\" is the peer's added time over ratekit's.\n\n| framework | middleware | ns/op | added | × ratekit | allocs/op added |\n|---|---|---|---|---|---|\n")
-	for _, fw := range []struct{ name, bench, peer string }{
-		{"gin", "Gin", "ulule"}, {"chi", "Chi", "httprate"}, {"echo v4", "Echo", "echo"}, {"echo v5", "Echo5", "echo"},
-		{"fiber v2", "Fiber", "fiber"}, {"fiber v3", "Fiber3", "fiber"},
-	} {
-		for _, cpu := range s.cpus("BenchmarkMiddleware" + fw.bench + "/") {
-			base := "BenchmarkMiddleware" + fw.bench + "/"
-			bare, bareA := s.median(base+"bare"+cpu, "ns/op"), s.median(base+"bare"+cpu, "allocs/op")
-			rk := s.median(base+"ratekit"+cpu, "ns/op") - bare
-			for _, mw := range []string{"bare", "ratekit", "ratekit-no-headers", fw.peer} {
-				if mw == "ratekit-no-headers" && len(s.cpus(base+mw)) == 0 {
-					continue // run for echo only, whose limiter writes no headers
-				}
-				v, a := s.median(base+mw+cpu, "ns/op"), s.median(base+mw+cpu, "allocs/op")
-				added, x, aa := "—", "—", "—"
-				if mw != "bare" {
-					added, x, aa = ns(v-bare), ratio((v-bare)/rk), num(a-bareA, "%+.0f")
-				}
-				p("| %s | %s | %s | %s | %s | %s |\n", fw.name, mw, ns(v), added, x, aa)
-			}
-		}
-	}
-	p("\n")
+	// The page's goal is the in-memory and Redis one: the middleware's
+	// targets are printed by a splice of this section alone
+	// (MIDDLEWARE_ONLY=1 run.sh), with the run they judge.
+	middlewareSection(s, p)
 
 	if b, err := os.ReadFile(filepath.Join(*dir, "loadtest.md")); err == nil {
 		p("## HTTP load test\n\n%s\n", b)
@@ -359,19 +352,147 @@ func redisSection(s samples, dir string, p func(string, ...any)) (goal []string)
 	return goal
 }
 
-// spliceRedis writes the RESULTS.md at path with its "## Redis" section
-// (up to the next "## " heading) replaced by a new one, followed by the
-// machine the new section ran on and its goal lines, leaving every other
-// section as it was but for the old Redis goal lines.
-func spliceRedis(w *bufio.Writer, path string, s samples, dir, machine string) error {
+// A middleware is one of the Middleware table's frameworks: its
+// benchmark, the limiter ratekit's adapter is set against, and the
+// adapter's targets.
+type middleware struct {
+	name, bench string
+	peer        string  // the peer's case in the benchmark
+	peerName    string  // the peer as the goal lines name it
+	share       float64 // the time ratekit may add: at most share × the peer's; 0 for no target
+	want        string  // that target in words
+	allocs      float64 // the allocations ratekit may add
+}
+
+// middlewares are the Middleware table's rows, in order.
+func middlewares() []middleware {
+	return []middleware{
+		{"gin", "Gin", "ulule", "ulule's gin middleware", 0.5, "at most half of what ulule's gin middleware adds", 0},
+		{"chi", "Chi", "httprate", "httprate", 0.5, "at most half of what httprate adds", 0},
+		{"echo v4", "Echo", "echo", "echo v4's RateLimiter", 1, "no more than echo v4's RateLimiter", 0},
+		{"echo v5", "Echo5", "echo", "echo v5's RateLimiter", 1, "no more than echo v5's RateLimiter", 0},
+		{"fiber v2", "Fiber", "fiber", "fiber v2's limiter", 1, "no more than fiber v2's limiter", 1},
+		{"fiber v3", "Fiber3", "fiber", "fiber v3's limiter", 1, "no more than fiber v3's limiter", 1},
+		{"net/http", "HTTP", "httprate", "httprate", 0, "", 0},
+	}
+}
+
+// middlewareSection writes the Middleware section: each framework's bare
+// route, behind ratekit's adapter and behind the framework's usual
+// limiter, with the time and allocations each adds to the bare route. It
+// returns the lines for "Against the goal", one per target, "not
+// measured" for a framework the results lack: each adapter adds at most
+// the framework's own limiter's time (half of ulule's and httprate's),
+// and no allocation (one on fiber).
+func middlewareSection(s samples, p func(string, ...any)) (goal []string) {
+	p("## Middleware\n\nHello-world route, allowed path, one client IP. Added = the case minus the bare route; \"× ratekit\" is the peer's added time over ratekit's.\n\n| framework | middleware | ns/op | added | × ratekit | allocs/op added |\n|---|---|---|---|---|---|\n")
+	for _, fw := range middlewares() {
+		base := "BenchmarkMiddleware" + fw.bench + "/"
+		cpus := s.cpus(base)
+		for _, cpu := range cpus {
+			bare, bareA := s.median(base+"bare"+cpu, "ns/op"), s.median(base+"bare"+cpu, "allocs/op")
+			rk := s.median(base+"ratekit"+cpu, "ns/op") - bare
+			for _, mw := range []string{"bare", "ratekit", "ratekit-no-headers", fw.peer} {
+				if mw == "ratekit-no-headers" && len(s.cpus(base+mw)) == 0 {
+					continue // run for echo only, whose limiter writes no headers
+				}
+				v, a := s.median(base+mw+cpu, "ns/op"), s.median(base+mw+cpu, "allocs/op")
+				added, x, aa := "—", "—", "—"
+				if mw != "bare" {
+					added, x, aa = ns(v-bare), ratio((v-bare)/rk), num(a-bareA, "%+.0f")
+				}
+				p("| %s | %s | %s | %s | %s | %s |\n", fw.name, mw, ns(v), added, x, aa)
+			}
+		}
+		if len(cpus) == 0 {
+			cpus = []string{""}
+		}
+		for _, cpu := range cpus {
+			goal = append(goal, middlewareGoal(s, fw, cpu)...)
+		}
+	}
+	p("\n")
+	return goal
+}
+
+// middlewareGoal returns fw's goal lines for the run at cpu (a -cpu
+// suffix): the time ratekit adds against the peer's, and the allocations.
+func middlewareGoal(s samples, fw middleware, cpu string) (goal []string) {
+	base := "BenchmarkMiddleware" + fw.bench + "/"
+	name := "Middleware, " + fw.name
+	if cpu != "" {
+		name += ", GOMAXPROCS=" + cpu[1:]
+	}
+	added := func(mw, unit string) float64 {
+		return s.median(base+mw+cpu, unit) - s.median(base+"bare"+cpu, unit)
+	}
+	if fw.share > 0 {
+		rk, peer := added("ratekit", "ns/op"), added(fw.peer, "ns/op")
+		line := fmt.Sprintf("%s, time added: ratekit %s, %s %s; %s / ratekit = %s (goal ≥ %s: %s): %s",
+			name, ns(rk), fw.peerName, ns(peer), fw.peer, ratio(peer/rk), ratio(1/fw.share), fw.want, met(rk <= fw.share*peer, rk, peer))
+		if len(s[base+"ratekit-no-headers"+cpu]) > 0 {
+			nh := added("ratekit-no-headers", "ns/op")
+			line += fmt.Sprintf("; without headers, as %s writes none, ratekit adds %s: %s", fw.peerName, ns(nh), met(nh <= fw.share*peer, nh, peer))
+		}
+		goal = append(goal, line)
+	}
+	a := added("ratekit", "allocs/op")
+	return append(goal, fmt.Sprintf("%s, allocs/op added: ratekit %s (goal at most %.0f): %s", name, num(a, "%+.0f"), fw.allocs, met(a <= fw.allocs, a)))
+}
+
+// met says whether a goal was met, or that it was not measured if a
+// figure it rests on is missing.
+func met(ok bool, figures ...float64) string {
+	if slices.ContainsFunc(figures, math.IsNaN) {
+		return "not measured"
+	}
+	if ok {
+		return "met"
+	}
+	return "not met"
+}
+
+// A splice is a section of RESULTS.md that a run of its own re-measures:
+// run.sh with env set runs only its cases, and benchreport -splice puts
+// the new section in the place of the old one.
+type splice struct {
+	name   string // the section's heading, "## " name
+	env    string // run.sh's switch for the run
+	goal   string // the heading of the new section's goal lines
+	render func(p func(string, ...any)) (goal []string)
+	// stale reports the lines of the page's "Against the goal" that the
+	// new section's own goal lines supersede; nil for none.
+	stale func(line string) bool
+}
+
+// splices are the sections -splice can replace, by -section.
+func splices(s samples, dir string) map[string]splice {
+	return map[string]splice{
+		"Redis": {
+			name: "Redis", env: "REDIS_ONLY=1", goal: "Against the goal (issue 32)",
+			render: func(p func(string, ...any)) []string { return redisSection(s, dir, p) },
+			stale:  func(l string) bool { return strings.HasPrefix(l, "- Redis 32 goroutines") },
+		},
+		"Middleware": {
+			name: "Middleware", env: "MIDDLEWARE_ONLY=1", goal: "Against the goal",
+			render: func(p func(string, ...any)) []string { return middlewareSection(s, p) },
+		},
+	}
+}
+
+// spliceSection writes the RESULTS.md at path with its "## "+sp.name
+// section (up to the next "## " heading) replaced by a new one, followed
+// by the machine the new section ran on and its goal lines, leaving every
+// other section as it was but for the goal lines sp.stale reports.
+func spliceSection(w io.Writer, path string, sp splice, machine string) error {
 	old, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
 	text := string(old)
-	start := strings.Index(text, "\n## Redis\n")
+	start := strings.Index(text, "\n## "+sp.name+"\n")
 	if start < 0 {
-		return fmt.Errorf("%s: no Redis section", path)
+		return fmt.Errorf("%s: no %s section", path, sp.name)
 	}
 	start++
 	end := len(text)
@@ -379,19 +500,24 @@ func spliceRedis(w *bufio.Writer, path string, s samples, dir, machine string) e
 		end = start + 1 + i + 1
 	}
 	var b strings.Builder
-	goal := redisSection(s, dir, func(f string, a ...any) { fmt.Fprintf(&b, f, a...) })
+	goal := sp.render(func(f string, a ...any) { fmt.Fprintf(&b, f, a...) })
 	if m, err := os.ReadFile(machine); err == nil {
-		fmt.Fprintf(&b, "### The run of this section\n\nRun apart from the rest of this page (`REDIS_ONLY=1 benchmarks/run.sh`):\n\n%s\n", m)
+		fmt.Fprintf(&b, "### The run of this section\n\nRun apart from the rest of this page (`%s benchmarks/run.sh`):\n\n%s\n", sp.env, m)
 	}
-	b.WriteString("### Against the goal (issue 32)\n\n")
+	fmt.Fprintf(&b, "### %s\n\n", sp.goal)
 	for _, g := range goal {
 		fmt.Fprintf(&b, "- %s\n", g)
 	}
 	b.WriteString("\n")
-	// The goal lines of the whole run's "Against the goal" are those of
-	// the old Redis section: the new section holds its own.
-	rest := strings.Split(text[end:], "\n")
-	rest = slices.DeleteFunc(rest, func(l string) bool { return strings.HasPrefix(l, "- Redis 32 goroutines") })
-	_, err = w.WriteString(text[:start] + b.String() + strings.Join(rest, "\n"))
+	// The page's goal lines for this section are the old section's: the
+	// new section holds its own.
+	drop := func(part string) string {
+		if sp.stale == nil {
+			return part
+		}
+		lines := slices.DeleteFunc(strings.Split(part, "\n"), sp.stale)
+		return strings.Join(lines, "\n")
+	}
+	_, err = io.WriteString(w, drop(text[:start])+b.String()+drop(text[end:]))
 	return err
 }
