@@ -38,8 +38,9 @@ import (
 // ratekit the IETF RateLimit-Policy and RateLimit fields; httprate, ulule's
 // gin driver and fiber's limiter X-RateLimit-*; echo's limiter none, which
 // is why echo's cases also run ratekit without headers ("ratekit-no-headers").
-// net/http routers (gin, chi, echo) serve one reused request into a writer
-// that discards the body; fiber serves one reused fasthttp.RequestCtx.
+// net/http routers (gin, chi, echo, the ServeMux) serve one reused request
+// into a writer that discards the body; fiber serves one reused
+// fasthttp.RequestCtx.
 
 // openPerMinute is the limit of the middleware cases: every request allowed.
 const openPerMinute = int(core.MaxLimit)
@@ -154,6 +155,30 @@ func BenchmarkMiddlewareFiber(b *testing.B) {
 			}
 			app.Get("/hello", hello)
 			benchFiber(b, app)
+		})
+	}
+}
+
+// BenchmarkMiddlewareHTTP is a plain net/http ServeMux bare, wrapped in
+// httplimit.Middleware and in go-chi/httprate keyed by IP: middleware
+// around the whole mux, as a server-wide limit is mounted (ratekit then
+// asks the mux for the route too, see httplimit.Middleware).
+func BenchmarkMiddlewareHTTP(b *testing.B) {
+	hello := func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("hello")) }
+	cases := map[string]func() func(http.Handler) http.Handler{
+		"bare":     nil,
+		"ratekit":  func() func(http.Handler) http.Handler { return httplimit.Middleware(openLimiter(b)) },
+		"httprate": func() func(http.Handler) http.Handler { return httprate.LimitBy(openPerMinute, time.Minute, remoteIP) },
+	}
+	for _, name := range []string{"bare", "ratekit", "httprate"} {
+		b.Run(name, func(b *testing.B) {
+			mux := http.NewServeMux()
+			mux.HandleFunc("GET /hello", hello)
+			var h http.Handler = mux
+			if mw := cases[name]; mw != nil {
+				h = mw()(mux)
+			}
+			adaptertest.BenchHTTP(b, h)
 		})
 	}
 }
