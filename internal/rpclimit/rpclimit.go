@@ -359,10 +359,12 @@ func (v *Verdict) AddHeaders(h http.Header) {
 }
 
 // Done tells the limiter the code the handler ended with; with CountIf it
-// gives the call's units back unless CountIf accepts the code.
+// gives the call's units back unless CountIf accepts the code. The
+// verdict is not used after: what it holds for a rule set is released.
 func (v *Verdict) Done(code uint32) {
 	if !v.broken {
 		v.res.Done(int(code))
+		v.res.Release()
 	}
 }
 
