@@ -286,11 +286,18 @@ type group struct {
 // others as they are; it returns the groups of more than one decision.
 func (b *batcher) group(ctx context.Context, batch []*waiter, pipe redis.Pipeliner) []*group {
 	var groups []*group
+	cf := b.l.cur.Load()
 	for _, w := range batch {
 		w.grouped = false
 		c, ok := w.cmd.(*redis.StringCmd)
-		if !ok || len(c.Args()) != 6 {
+		if !ok || len(c.Args()) != 6 && len(c.Args()) != 8 {
 			_ = pipe.Process(ctx, w.cmd) // not a decision
+			continue
+		}
+		if a := c.Args(); a[1] != cf.sha || len(a) == 8 && a[7] != cf.since || len(a) == 6 && cf.since != nil {
+			// Made under a policy SetPolicy has since replaced: its own
+			// script.
+			_ = pipe.Process(ctx, w.cmd)
 			continue
 		}
 		slot := 0
@@ -317,10 +324,13 @@ func (b *batcher) group(ctx context.Context, batch []*waiter, pipe redis.Pipelin
 			_ = pipe.Process(ctx, g.members[0].cmd) // alone: its own script
 			continue
 		}
-		// EVALSHA bsha k key... (now n)...
+		// EVALSHA bsha k key... (now n)... [since]
 		k := len(g.members)
-		args := make([]any, 3+3*k)
-		args[0], args[1], args[2] = "evalsha", b.l.bsha, k
+		args := make([]any, 3+3*k, 4+3*k)
+		args[0], args[1], args[2] = "evalsha", cf.bsha, k
+		if cf.since != nil {
+			args = append(args, cf.since)
+		}
 		for i, w := range g.members {
 			a := w.cmd.Args()
 			args[3+i], args[3+k+2*i], args[4+k+2*i] = a[3], a[4], a[5]

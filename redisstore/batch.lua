@@ -2,9 +2,10 @@
 -- decisions of #KEYS calls of one policy's script in one call, one after
 -- the other, each exactly as that script would: KEYS[i] is decision i's
 -- key, ARGV[2i-1] its now (empty: the server's TIME, read once for the
--- batch) and ARGV[2i] its cost (negative: a Peek). Ahead of it: the
--- policy's constants, clock.lua, batchArg, and decide, the algorithm as a
--- function.
+-- batch) and ARGV[2i] its cost (negative: a Peek); for a named policy, the
+-- last ARGV is the limiter's since (prelude.lua), the same for all. Ahead
+-- of it: the policy's constants, clock.lua, batchArg, and decide, the
+-- algorithm as a function.
 --
 -- Returns the decisions' answers, packed one after the other: a fresh one
 -- (see clock.lua's answer) as one '>i8', -2 - resetAfter, the same for
@@ -15,6 +16,7 @@
 -- separate calls would be. The first 8 bytes of each thus say which it is:
 -- 0 or 1, allowed; -1, an error; below, fresh.
 local K, out, tnow = {}, {}, nil
+local since = ARGV[#KEYS + #KEYS + 1]
 local lastreset, lastfresh
 for i = 1, #KEYS do
 	local now, n = ARGV[i + i - 1], ARGV[i + i]
@@ -30,7 +32,7 @@ for i = 1, #KEYS do
 		n = -n
 	end
 	K[1] = KEYS[i]
-	local ok, a, b, c, d, e, fresh = pcall(decide, K, now, n, commit)
+	local ok, a, b, c, d, e, fresh = pcall(decide, K, now, n, commit, nil, since)
 	if ok then
 		if fresh then
 			if d ~= lastreset then

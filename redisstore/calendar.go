@@ -87,7 +87,7 @@ func resync(r string) (now int64, ok bool) {
 func (l *Limiter) refundCalendar(ctx context.Context, k string, now any, n, elapsed int64) error {
 	w := l.cal.at(now)
 	for range 2 {
-		cmd, err := l.process(ctx, redis.NewCmd(ctx, "evalsha", l.sha, "1", k, now, n, elapsed, w.args[0], w.args[1], w.args[2]))
+		cmd, err := l.process(ctx, redis.NewCmd(ctx, "evalsha", l.cur.Load().sha, "1", k, now, n, elapsed, w.args[0], w.args[1], w.args[2]))
 		if err != nil {
 			return fmt.Errorf("redisstore: eval: %w", err)
 		}

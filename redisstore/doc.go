@@ -57,17 +57,34 @@
 //
 //	<prefix>:<policy>:{<key>}
 //
-// (one string, for every algorithm). <prefix> is "ratekit" unless [WithPrefix] says otherwise;
-// <policy> names the policy's algorithm, limit, window and burst, and its
-// Name when it has one, so two policies never share state; the caller's key
-// is the Cluster hash tag, with '{', '}' and '%' escaped, so every limit of
+// (one string, for every algorithm). <prefix> is "ratekit" unless [WithPrefix] says otherwise.
+// <policy> is "<name>/<algorithm>" for a named policy, whose state then
+// records the numbers it was written under, so that the same policy with
+// other numbers carries its usage over (see Changing a policy); and
+// "<algorithm>/<limit>/<window>[/<burst>]" for an unnamed one, whose only
+// identity is its numbers, so two unnamed policies never share state. The
+// caller's key is the Cluster hash tag, with '{', '}' and '%' escaped, so every limit of
 // one caller lands on one slot and no caller can pick a slot or break out of
 // the tag. Every write sets the key's expiry to the decision's ResetAfter
 // (a refund's: the ResetAfter of the state it leaves) plus a margin
 // ([WithExpiryMargin]), or keeps the later expiry the key had (a refund of
 // a sliding log): no key exists without one, and a key that has expired
 // decides exactly as a new one. A denied request, a Peek,
-// and a Reset or a refund of an unknown key write nothing.
+// and a Reset or a refund of an unknown key write nothing (but for the
+// conversion below).
+//
+// # Changing a policy
+//
+// [Limiter.SetPolicy] and [Layered.SetPolicies] change a named policy's
+// numbers while the limiter runs, and a limiter built with new numbers
+// (a restart, another server) finds the same keys: each key keeps its
+// usage, converted as [core.Memory.SetPolicy] converts it, by its first
+// call under the new numbers, which writes the converted state back.
+// A key's conversion is as of the time the limiter took the policy, or
+// of the key's last write if later. A key not called between two changes
+// is converted from the numbers it was written under, skipping the
+// policy between; a key whose state expired under its old numbers starts
+// afresh.
 //
 // # Time
 //

@@ -1,17 +1,23 @@
 -- Fixed window: one string key, the window's index since the epoch and
 -- the units counted in it, packed as '>i8i8' (earlier versions wrote
--- "idx:count", which is read too). core's fixedWindow.
+-- "idx:count", which is read too), and for a named policy (keep) the
+-- Window it was written under, '>i8i8i8'. core's fixedWindow; a state
+-- written under another Window is carried over as core's carry does (see
+-- changedAt), its count into the window that holds the time of the change.
 --
--- Constants: L, W.
+-- Constants: L, W, keep, fmt (the state's format).
 local idx = floor(now / W)
 local count = 0
 local v
+-- moved: the state was carried over from another Window, and is written
+-- back whatever the decision, so that it is converted once.
+local moved = false
 if commit and not elapsed and newset and n <= L then
 	-- A request to count (on Redis 7 and later): written at once as on a
 	-- missing key, by SET NX, which answers the state of a key that exists
 	-- instead (GET), writing nothing; that is decided below as always.
 	local untilEnd = (idx + 1) * W - now
-	v = redis.call('SET', KEYS[1], bpack('>i8i8', idx, n), 'PX', arg(ceil(untilEnd / 1000) + margin), 'NX', 'GET')
+	v = redis.call('SET', KEYS[1], bpack(fmt, idx, n, W), 'PX', arg(ceil(untilEnd / 1000) + margin), 'NX', 'GET')
 	if not v then
 		return 1, L - n, 0, untilEnd, 0, true
 	end
@@ -22,7 +28,22 @@ if v then
 	local si, sc
 	local b0 = byte(v)
 	if b0 == 0 or b0 == 255 then
-		si, sc = bunpack('>i8i8', v)
+		if keep then
+			local sw
+			si, sc, sw = bunpack(fmt, v)
+			if sw ~= W then
+				-- Written under another Window: the count of the window
+				-- that held the change's time c moves to the window of W
+				-- that holds c.
+				local c = changedAt(since, si * sw, now)
+				if floor(c / sw) > si then
+					sc = 0
+				end
+				si, moved = floor(c / W), true
+			end
+		else
+			si, sc = bunpack(fmt, v)
+		end
 	else
 		si, sc = string.match(v, '^(-?%d+):(%d+)$')
 		si, sc = tonumber(si), tonumber(sc)
@@ -49,7 +70,7 @@ if elapsed then
 			count = 0
 		end
 		if px > 0 then
-			redis.call('SET', KEYS[1], bpack('>i8i8', idx, count), 'PX', arg(px))
+			redis.call('SET', KEYS[1], bpack(fmt, idx, count, W), 'PX', arg(px))
 		else
 			redis.call('DEL', KEYS[1])
 		end
@@ -63,11 +84,23 @@ if count + n > L or not commit then
 	if count > 0 then
 		reset = untilEnd
 	end
+	if moved then
+		if count > 0 then
+			redis.call('SET', KEYS[1], bpack(fmt, idx, count, W), 'PX', arg(ceil(untilEnd / 1000) + margin))
+		else
+			redis.call('DEL', KEYS[1])
+		end
+	end
 	if count + n > L then
-		return 0, L - count, untilEnd, reset, 0
+		-- (count is above L when a lower limit carried it over.)
+		local room = L - count
+		if room < 0 then
+			room = 0
+		end
+		return 0, room, untilEnd, reset, 0
 	end
 	return 1, L - count, 0, reset, 0
 end
 count = count + n
-redis.call('SET', KEYS[1], bpack('>i8i8', idx, count), 'PX', arg(ceil(untilEnd / 1000) + margin))
+redis.call('SET', KEYS[1], bpack(fmt, idx, count, W), 'PX', arg(ceil(untilEnd / 1000) + margin))
 return 1, L - count, 0, untilEnd, 0

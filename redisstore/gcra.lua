@@ -2,10 +2,15 @@
 -- theoretical arrival time as whole microseconds and a remainder in 1/q µs
 -- (0 <= frac < q <= 64), so that no value passes 2^53: when q is 1, "tat"
 -- as a decimal number; when q > 1, packed as '>i8B' (earlier versions
--- wrote "tat" or "tat:frac", which are read too). The arithmetic is core's
--- gcra, in units of 1/q µs.
+-- wrote "tat" or "tat:frac", which are read too). For a named policy
+-- (keep), always packed, as '>i8Bi1i8i8' with the q and T it was written
+-- under and the time it was written: a state written under another q or T
+-- is carried over as core's bucket.carry does, at the change's time c (see
+-- changedAt): its backlog raw becomes ceil(raw·T/T_old) in 1/q µs, a full
+-- bucket stays full. The arithmetic is core's gcra, in units of 1/q µs.
 --
--- Constants: q, T, C, dcap = 2^52, dmax = floor(dcap/q), leaky (a boolean).
+-- Constants: q, T, C, dcap = 2^52, dmax = floor(dcap/q), leaky (a boolean),
+-- keep.
 
 -- raw is the backlog TAT - now in 1/q µs, and d the backlog a decision
 -- reads: a raw one at most 0 (a key idle since TAT) is a full bucket, d = 0;
@@ -20,14 +25,76 @@
 local function state(b)
 	local whole = floor(b / q)
 	local px = ceil(ceil(b / q) / 1000) + margin
+	if keep then
+		return bpack('>i8Bi1i8i8', now + whole, b - whole * q, q, T, now), px
+	end
 	if q == 1 then
 		return arg(now + whole), px
 	end
 	return bpack('>i8B', now + whole, b - whole * q), px
 end
 
+-- carry returns the state (tat, frac), in units of 1/sq µs of which a
+-- unit of cost takes sT, converted to this policy's at c, as core's
+-- bucket.carry: a backlog raw > 0 at c (capped at dcap) becomes
+-- ceil(raw·T/sT) in 1/q µs (capped likewise); a full bucket stays full.
+-- The product raw·T reaches 2^103: with raw = qa·sT + ra, it is
+-- qa·T + ra·T/sT, the second formed bit by bit of T with its remainder
+-- kept below sT, so no sum passes 2^53.
+-- (Built for a named policy only: a function costs a closure per call.)
+local carry
+if keep then
+	carry = function(tat, frac, sq, sT, c)
+		local diff = tat - c
+		if diff < 0 or diff == 0 and frac == 0 then
+			return c, 0
+		end
+		local raw = dcap
+		if diff <= floor(dcap / sq) then
+			raw = diff * sq + frac
+			if raw > dcap then
+				raw = dcap
+			end
+		end
+		local qa = floor(raw / sT)
+		local ra = raw - qa * sT
+		local b = dcap -- ceil(raw·T/sT), capped
+		if qa * T <= dcap then
+			local p = 1
+			while p + p <= T do
+				p = p + p
+			end
+			local Q, R, rest = 0, 0, T
+			while p >= 1 do
+				Q, R = Q + Q, R + R
+				if R >= sT then
+					Q, R = Q + 1, R - sT
+				end
+				if rest >= p then
+					rest, R = rest - p, R + ra
+					if R >= sT then
+						Q, R = Q + 1, R - sT
+					end
+				end
+				p = p / 2
+			end
+			if R > 0 then
+				Q = Q + 1
+			end
+			if qa * T + Q < dcap then
+				b = qa * T + Q
+			end
+		end
+		local whole = floor(b / q)
+		return c + whole, b - whole * q
+	end
+end
+
 local d, raw = 0, 0
 local v
+-- moved: the state was carried over from another q or T, and is written
+-- back whatever the decision, so that it is converted once.
+local moved = false
 if commit and not elapsed and newset and n * T <= C then
 	-- A request to count (on Redis 7 and later): written at once as on a
 	-- missing key, a full bucket, by SET NX, which answers the state of a
@@ -50,7 +117,16 @@ if v then
 	local tat, frac
 	local b0 = byte(v)
 	if b0 == 0 or b0 == 255 then
-		tat, frac = bunpack('>i8B', v)
+		if keep then
+			local sq, sT, sw
+			tat, frac, sq, sT, sw = bunpack('>i8Bi1i8i8', v)
+			if sq ~= q or sT ~= T then
+				tat, frac = carry(tat, frac, sq, sT, changedAt(since, sw, now))
+				moved = true
+			end
+		else
+			tat, frac = bunpack('>i8B', v)
+		end
 	else
 		tat, frac = tonumber(v), 0
 		if not tat then
@@ -108,6 +184,9 @@ if need > C then
 	if room < 0 then
 		room = 0
 	end
+	if moved then
+		set(d)
+	end
 	return 0, floor(room / T), ceil((need - C) / q), ceil(d / q), 0
 end
 local delay = 0
@@ -116,6 +195,9 @@ if leaky then
 end
 if not commit then
 	-- A Peek: the bucket as it is, and the Delay n would get.
+	if moved then
+		set(d)
+	end
 	return 1, floor((C - d) / T), 0, ceil(d / q), delay
 end
 set(need)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratekit/ratekit/core"
@@ -54,10 +56,23 @@ type Layered struct {
 	// script can only run on Cluster if they all hash to one slot, which
 	// different keys seldom do.
 
-	run    *Limiter   // runs the script: client, script, clock, timeout, batching
-	layers []*Limiter // each layer's policy, key prefix and capacity
-	slots  bool       // a Cluster client: the keys must share a slot
-	same   bool       // a Ring: every layer must use the same key
+	run    *Limiter                    // runs the script: client, clock, timeout, batching
+	layers []*Limiter                  // each layer's key prefix
+	cur    atomic.Pointer[layeredConf] // the policies in force: see SetPolicies
+	setMu  sync.Mutex                  // serializes SetPolicies
+	margin int64                       // the expiry margin in ms
+	slots  bool                        // a Cluster client: the keys must share a slot
+	same   bool                        // a Ring: every layer must use the same key
+}
+
+// layeredConf is what a [Layered] makes of its policies, published whole
+// and never changed: [Layered.SetPolicies] publishes another.
+type layeredConf struct {
+	policies []core.Policy
+	costs    []int64 // each layer's capacity
+	script   *redis.Script
+	sha      any
+	since    any // as conf's
 }
 
 var _ core.MultiKeyLimiter = (*Layered)(nil)
@@ -66,8 +81,9 @@ var _ core.MultiKeyLimiter = (*Layered)(nil)
 // policy does, enforced on Redis through client with one script. The
 // options are those of [New], and apply to every layer. It fails when given
 // no policy, an invalid one (see [core.Policy.Validate]), or two policies
-// that would share state (the same name, algorithm, limit, window and
-// burst: give them different Names), or when an option is invalid.
+// that would share state (the same Name and algorithm, or unnamed with the
+// same algorithm, limit, window and burst: give them different Names), or
+// when an option is invalid.
 //
 // Like New, it loads the script into Redis, waiting at most the
 // [WithTimeout] timeout, or one second, and does not fail if Redis cannot
@@ -94,22 +110,14 @@ func NewLayered(client redis.UniversalClient, policies []core.Policy, opts ...Op
 		}
 		seg := policySegment(p)
 		if j, ok := segments[seg]; ok {
-			return nil, fmt.Errorf("redisstore: NewLayered: layers %d and %d have the same policy %v, so they would share state; give them different Names", j, i, p)
+			return nil, fmt.Errorf("redisstore: NewLayered: layers %d and %d would share state (%v: a named policy's keys carry its Name and algorithm, an unnamed one's its numbers); give them different Names", j, i, p)
 		}
 		segments[seg] = i
-		l.layers[i] = &Limiter{
-			policy: p,
-			prefix: o.prefix + ":" + seg + ":{",
-			cost:   p.Capacity(),
-		}
+		l.layers[i] = &Limiter{prefix: o.prefix + ":" + seg + ":{"}
 	}
-	src := layeredSource(policies, int64((o.margin+time.Millisecond-1)/time.Millisecond))
-	script := scriptFor(src)
+	l.margin = int64((o.margin + time.Millisecond - 1) / time.Millisecond)
 	l.run = &Limiter{
 		client:  client,
-		script:  script,
-		sha:     script.Hash(),
-		src:     src,
 		clock:   o.clock,
 		timeout: o.timeout,
 	}
@@ -125,14 +133,58 @@ func NewLayered(client redis.UniversalClient, policies []core.Policy, opts ...Op
 	case *redis.Ring:
 		l.same = true
 	}
-	load := o.timeout
-	if load == 0 {
-		load = time.Second
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), load)
-	defer cancel()
-	_ = script.Load(ctx, client).Err() // best effort: a call falls back to EVAL
+	c := l.confOf(policies)
+	l.cur.Store(c)
+	l.run.load(&conf{script: c.script})
 	return l, nil
+}
+
+// confOf returns the layeredConf of valid policies, taken now.
+func (l *Layered) confOf(policies []core.Policy) *layeredConf {
+	c := &layeredConf{
+		policies: append([]core.Policy(nil), policies...),
+		costs:    make([]int64, len(policies)),
+		script:   scriptFor(layeredSource(policies, l.margin)),
+		since:    l.run.sinceNow(),
+	}
+	c.sha = c.script.Hash()
+	for i, p := range policies {
+		c.costs[i] = p.Capacity()
+	}
+	return c
+}
+
+// SetPolicies makes the limiter enforce policies from now on, layer i
+// policies[i], keeping every key's usage in every layer as
+// [Limiter.SetPolicy] does: the same number of layers, each valid and
+// with its layer's algorithm and Name, which must not be empty where the
+// policy changes. On error nothing changes. All layers change at once:
+// every decision that starts after it returns is made by the new policies.
+// It is safe for concurrent use.
+func (l *Layered) SetPolicies(policies []core.Policy) error {
+	l.setMu.Lock()
+	defer l.setMu.Unlock()
+	old := l.cur.Load().policies
+	if len(policies) != len(old) {
+		return fmt.Errorf("redisstore: SetPolicies: %d policies for %d layers", len(policies), len(old))
+	}
+	same := true
+	for i, p := range policies {
+		if err := p.Validate(); err != nil {
+			return fmt.Errorf("redisstore: SetPolicies: layer %d: %w", i, err)
+		}
+		if err := checkChange(old[i], p); err != nil {
+			return fmt.Errorf("redisstore: SetPolicies: layer %d: %w", i, err)
+		}
+		same = same && p == old[i]
+	}
+	if same {
+		return nil
+	}
+	c := l.confOf(policies)
+	l.run.load(&conf{script: c.script})
+	l.cur.Store(c)
+	return nil
 }
 
 // layeredSource returns the script of a layered limiter: the prelude once
@@ -161,11 +213,7 @@ func layeredSource(policies []core.Policy, marginMs int64) string {
 
 // Policies returns the layers' policies, in layer order.
 func (l *Layered) Policies() []core.Policy {
-	ps := make([]core.Policy, len(l.layers))
-	for i, m := range l.layers {
-		ps[i] = m.policy
-	}
-	return ps
+	return append([]core.Policy(nil), l.cur.Load().policies...)
 }
 
 // Allow is shorthand for AllowN(ctx, key, 1).
@@ -268,8 +316,9 @@ func (l *Layered) RefundKeys(ctx context.Context, keys []string, n int64, elapse
 	if err := l.checkKeys(keys); err != nil {
 		return err
 	}
-	for i, m := range l.layers {
-		if err := checkCost(layerKey(keys, i), n, m.cost, i); err != nil {
+	c := l.cur.Load()
+	for i := range l.layers {
+		if err := checkCost(layerKey(keys, i), n, c.costs[i], i); err != nil {
 			return err
 		}
 		if err := checkElapsed(elapsed); err != nil {
@@ -286,11 +335,11 @@ func (l *Layered) RefundKeys(ctx context.Context, keys []string, n int64, elapse
 	}
 	// EVALSHA sha numkeys keys... now n elapsed
 	args := make([]any, 0, 6+len(rkeys))
-	args = append(args, "evalsha", l.run.sha, strconv.Itoa(len(rkeys)))
+	args = append(args, "evalsha", c.sha, strconv.Itoa(len(rkeys)))
 	for _, k := range rkeys {
 		args = append(args, k)
 	}
-	args = append(args, now, n, elapsedMicros(l.run.padded(elapsed)))
+	args = append(args, now, n, elapsedMicros(l.run.padded(elapsed)), c.since)
 	ctx, cancel := l.run.withTimeout(ctx)
 	defer cancel()
 	cmd := redis.NewCmd(ctx, args...)
@@ -346,14 +395,15 @@ func (l *Layered) wrap(op string, err error) error {
 }
 
 func (l *Layered) decide(ctx context.Context, keys []string, n int64, commit bool) (core.LayeredDecision, error) {
-	first := l.layers[0].policy
+	c := l.cur.Load()
+	first := c.policies[0]
 	ld := core.LayeredDecision{Decision: core.Decision{Limit: first.Limit, Policy: first}}
 	if err := l.checkKeys(keys); err != nil {
 		return ld, err
 	}
-	for i, m := range l.layers {
-		if err := checkCost(layerKey(keys, i), n, m.cost, i); err != nil {
-			d := core.Decision{Limit: m.policy.Limit, Policy: m.policy}
+	for i, p := range c.policies {
+		if err := checkCost(layerKey(keys, i), n, c.costs[i], i); err != nil {
+			d := core.Decision{Limit: p.Limit, Policy: p}
 			return core.LayeredDecision{Decision: d, Layer: i}, err
 		}
 	}
@@ -370,11 +420,11 @@ func (l *Layered) decide(ctx context.Context, keys []string, n int64, commit boo
 	}
 	// EVALSHA sha numkeys keys... now n
 	args := make([]any, 0, 5+len(rkeys))
-	args = append(args, "evalsha", l.run.sha, strconv.Itoa(len(rkeys)))
+	args = append(args, "evalsha", c.sha, strconv.Itoa(len(rkeys)))
 	for _, k := range rkeys {
 		args = append(args, k)
 	}
-	args = append(args, now, n)
+	args = append(args, now, n, "", c.since)
 	ctx, cancel := l.run.withTimeout(ctx)
 	defer cancel()
 	cmd := redis.NewCmd(ctx, args...)
@@ -387,7 +437,7 @@ func (l *Layered) decide(ctx context.Context, keys []string, n int64, commit boo
 		return ld, fmt.Errorf("redisstore: eval: script returned %v, want %d integers", cmd.Val(), 5*len(l.layers))
 	}
 	ds := make([]core.Decision, len(l.layers))
-	for i, m := range l.layers {
+	for i, p := range c.policies {
 		var r [5]int64
 		for j := range r {
 			if r[j], ok = v[5*i+j].(int64); !ok {
@@ -396,12 +446,12 @@ func (l *Layered) decide(ctx context.Context, keys []string, n int64, commit boo
 		}
 		ds[i] = core.Decision{
 			Allowed:    r[0] == 1,
-			Limit:      m.policy.Limit,
+			Limit:      p.Limit,
 			Remaining:  r[1],
 			RetryAfter: time.Duration(r[2]) * time.Microsecond,
 			ResetAfter: time.Duration(r[3]) * time.Microsecond,
 			Delay:      time.Duration(r[4]) * time.Microsecond,
-			Policy:     m.policy,
+			Policy:     p,
 		}
 	}
 	return core.MostRestrictive(ds), nil

@@ -78,7 +78,7 @@ func TestOptionDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := DefaultPrefix + ":api/token-bucket/5/1000000/5:{k}"
+	want := DefaultPrefix + ":api/token-bucket:{k}"
 	if got := l.key("k"); got != want {
 		t.Errorf("Limiter key %q, want %q", got, want)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -23,16 +24,21 @@ const DefaultExpiryMargin = time.Second
 
 // Limiter is a [core.Limiter] whose state lives in Redis: one [core.Policy]
 // enforced over any number of keys, shared by every process that builds a
-// Limiter with the same policy, prefix and Redis. It is a [core.Refunder]
+// Limiter with the same policy (for a named one, the same Name and
+// algorithm), prefix and Redis. It is a [core.Refunder]
 // too: it gives back units it counted.
 //
 // Each decision, and each refund, is one atomic round trip, so concurrent
 // requests from any number of servers are counted exactly. The decisions and
 // refunds are those of [core.Memory] for the same clock, field for field.
 // State per key: one Redis string, whose size is fixed for the buckets and
-// windows and, for the sliding log, 48 bytes and 16 per distinct request
-// time in the last window (up to twice that while records that left wait
-// to be cut off).
+// windows and, for the sliding log, 48 bytes (56 for a named policy) and
+// 16 per distinct request time in the last window (up to twice that while
+// records that left wait to be cut off).
+//
+// [Limiter.SetPolicy] changes a named policy's numbers while the limiter
+// runs, and a Limiter built with new numbers finds the same keys: either
+// way each key keeps its usage, as [core.Memory.SetPolicy] keeps it.
 //
 // A Limiter is safe for concurrent use. The zero value is not usable; create
 // one with [New].
@@ -46,19 +52,14 @@ type Limiter struct {
 	// records, never the whole log, and appends one (slidinglog.lua).
 
 	client  redis.UniversalClient
-	policy  core.Policy
-	script  *redis.Script
-	sha     any    // the script's SHA-1, boxed once for every call
-	src     any    // the script's source, for EVAL after NOSCRIPT
-	bsha    any    // the batch script's SHA-1 (batch.go), when multi is set
-	bsrc    any    // the batch script's source
-	multi   multi  // how a batch's decisions share a batch script
-	prefix  string // "<prefix>:<policy>:{"
+	cur     atomic.Pointer[conf] // the policy in force: see SetPolicy
+	setMu   sync.Mutex           // serializes SetPolicy
+	margin  int64                // the expiry margin in ms
+	multi   multi                // how a batch's decisions share a batch script
+	prefix  string               // "<prefix>:<policy>:{"
 	clock   core.Clock
 	timeout time.Duration
-	cost    int64         // largest cost ever allowed
-	emit    core.Emission // the buckets' (Capacity 0 for the windows): a fresh answer's
-	batch   *batcher      // nil without WithBatching
+	batch   *batcher // nil without WithBatching
 	// trip is a recent script call's duration, in ns, a decaying maximum
 	// kept on the server's TIME only: Refund pads elapsed with it (see
 	// Refund).
@@ -73,6 +74,23 @@ var (
 	_ core.Refunder       = (*Limiter)(nil)
 	_ core.PolicyReporter = (*Limiter)(nil)
 )
+
+// conf is what a [Limiter] makes of its policy, published whole and never
+// changed: [Limiter.SetPolicy] publishes another.
+type conf struct {
+	policy core.Policy
+	script *redis.Script
+	sha    any           // the script's SHA-1, boxed once for every call
+	batch  *redis.Script // the batch script (batch.go), when multi is set
+	bsha   any           // its SHA-1
+	cost   int64         // largest cost ever allowed
+	emit   core.Emission // the buckets' (Capacity 0 for the windows): a fresh answer's
+	// since is when the limiter took the policy, in Unix µs: a state
+	// written under another policy is converted as of then (clock.lua's
+	// changedAt). Nil for an unnamed policy, whose keys hold no other
+	// policy's state: its calls go without it.
+	since any
+}
 
 // Option configures a [Limiter].
 type Option func(*options)
@@ -126,7 +144,10 @@ func WithExpiryMargin(d time.Duration) Option { return func(o *options) { o.marg
 // New returns a limiter that enforces p on Redis through client. It fails if
 // p is invalid (see [core.Policy.Validate]) or an option is. A calendar
 // policy ([core.Calendar]) is counted exactly on the server's TIME, and
-// never batched (see the package documentation, "Time").
+// never batched (see the package documentation, "Time"). Limiters of one
+// named policy (Name and algorithm) on one prefix share its keys whatever
+// their numbers, and convert each other's states: give two limits
+// different Names.
 //
 // New loads the policy's script into Redis (on every node of a Cluster),
 // waiting at most the [WithTimeout] timeout, or one second, for it. It does
@@ -150,46 +171,68 @@ func New(client redis.UniversalClient, p core.Policy, opts ...Option) (*Limiter,
 		// The batch script passes no periods.
 		o.batching = false
 	}
-	src := scriptSource(p, int64((o.margin+time.Millisecond-1)/time.Millisecond))
-	script := scriptFor(src)
 	l := &Limiter{
 		client:  client,
-		policy:  p,
-		script:  script,
-		sha:     script.Hash(),
-		src:     src,
+		margin:  int64((o.margin + time.Millisecond - 1) / time.Millisecond),
 		prefix:  o.prefix + ":" + policySegment(p) + ":{",
 		clock:   o.clock,
 		timeout: o.timeout,
-		cost:    p.Capacity(),
 		cal:     cal,
 	}
-	if p.Algorithm.Burstable() {
-		l.emit = p.Emission()
-	}
-	var batch *redis.Script
 	if o.batching {
 		l.batch = &batcher{l: l, max: o.maxBatch}
 		if l.batch.max == 0 {
 			l.batch.max = DefaultMaxBatch
 		}
-		if l.multi = multiOf(client); l.multi != noMulti {
-			bsrc := batchSource(p, int64((o.margin+time.Millisecond-1)/time.Millisecond))
-			batch = scriptFor(bsrc)
-			l.bsha, l.bsrc = batch.Hash(), bsrc
-		}
+		l.multi = multiOf(client)
 	}
-	load := o.timeout
+	c := l.confOf(p)
+	l.cur.Store(c)
+	l.load(c)
+	return l, nil
+}
+
+// confOf returns the conf of p, a valid policy, taken now.
+func (l *Limiter) confOf(p core.Policy) *conf {
+	script := scriptFor(scriptSource(p, l.margin))
+	c := &conf{policy: p, script: script, sha: script.Hash(), cost: p.Capacity()}
+	if carries(p) {
+		c.since = l.sinceNow()
+	}
+	if p.Algorithm.Burstable() {
+		c.emit = p.Emission()
+	}
+	if l.batch != nil && l.multi != noMulti {
+		c.batch = scriptFor(batchSource(p, l.margin))
+		c.bsha = c.batch.Hash()
+	}
+	return c
+}
+
+// sinceNow returns the time a policy taken now is in force from, in Unix
+// µs: the limiter's clock, or on the server's TIME this machine's (a
+// state is never converted as of a time before its last write or after
+// the decision that converts it, so skew between machines moves the
+// conversion by no more than the skew).
+func (l *Limiter) sinceNow() int64 {
+	if l.clock == nil {
+		return unixMicro(time.Now())
+	}
+	return unixMicro(l.clock.Now())
+}
+
+// load loads c's scripts into Redis, waiting at most the timeout, or one
+// second. Best effort: a call falls back to EVAL.
+func (l *Limiter) load(c *conf) {
+	load := l.timeout
 	if load == 0 {
 		load = time.Second
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), load)
 	defer cancel()
-	// Best effort: a call falls back to EVAL.
-	if err := l.script.Load(ctx, client).Err(); err == nil && batch != nil {
-		_ = batch.Load(ctx, client).Err()
+	if err := c.script.Load(ctx, l.client).Err(); err == nil && c.batch != nil {
+		_ = c.batch.Load(ctx, l.client).Err()
 	}
-	return l, nil
 }
 
 // checkCalendar refuses a policy with calendar windows ([core.Calendar])
@@ -237,12 +280,24 @@ func applyOptions(fn string, opts []Option) (options, error) {
 	return o, nil
 }
 
-// policySegment names p in its keys: the name, if any, then everything that
-// changes what the state means.
+// policySegment names p in its keys. A named policy's keys carry its name
+// and algorithm alone, "<name>/<algorithm>", so that the same policy with
+// other numbers (after [Limiter.SetPolicy], or in a process started with
+// them) finds its keys' state, which records the numbers it was written
+// under (see the scripts). An unnamed policy's keys carry everything that
+// changes what the state means, "<algorithm>/<limit>/<window µs>[/<burst>]":
+// two unnamed policies are two limits that must not share state, and only
+// their numbers tell them apart. A calendar policy's keys carry its name,
+// if any, its numbers, period and zone: it is never converted. Names are
+// letters, digits, '-', '_' and '.' ([core.Policy.Validate]), so no form
+// can be another's.
 func policySegment(p core.Policy) string {
+	if carries(p) {
+		return p.Name + "/" + p.Algorithm.String()
+	}
 	var b strings.Builder
 	if p.Name != "" {
-		b.WriteString(p.Name)
+		b.WriteString(p.Name) // a calendar policy's
 		b.WriteByte('/')
 	}
 	b.WriteString(p.Algorithm.String())
@@ -267,8 +322,72 @@ func policySegment(p core.Policy) string {
 	return b.String()
 }
 
-// Policy returns the policy the limiter enforces.
-func (l *Limiter) Policy() core.Policy { return l.policy }
+// carries reports whether p's keys carry its usage across its numbers: a
+// named policy's, but for calendar windows ([core.Calendar]), whose keys
+// keep their numbers, period and zone, as an unnamed policy's do.
+func carries(p core.Policy) bool { return p.Name != "" && p.Calendar == 0 }
+
+// Policy returns the policy the limiter enforces: the last one given to
+// [Limiter.SetPolicy], or else to [New].
+func (l *Limiter) Policy() core.Policy { return l.cur.Load().policy }
+
+// SetPolicy makes the limiter enforce p from now on, keeping every key's
+// usage as [core.Memory.SetPolicy] does, by the same definitions: a key
+// that has used 80 of 100 and is given 200 has 120 left. p must be valid
+// (the error names the field, see [core.Policy.Validate]) and have the
+// limiter's algorithm and Name: a policy's keys are named by both. The
+// Name must not be empty, unless p is the policy in force: an unnamed
+// policy's keys embed its numbers, so another one would start every key
+// afresh. On error nothing changes.
+//
+// SetPolicy writes nothing to the keys: it loads p's script (waiting as
+// [New] does) and publishes it. Each key's state records the numbers it
+// was written under, and the first decision on it under p converts it as
+// the memory store would have when SetPolicy was called (or, if the state
+// was written later, by a limiter elsewhere still on another policy, as
+// of that write). A key untouched since it became fresh under its old
+// policy has expired from Redis, and starts afresh. A Limiter built by
+// [New] with p over the same Redis and prefix (a restart with new numbers)
+// finds and converts the same states as of the time it was built.
+//
+// A decision in flight when SetPolicy is called may finish under the old
+// policy, counted and reported by it. SetPolicy to the policy in force
+// changes nothing. It is safe for concurrent use.
+func (l *Limiter) SetPolicy(p core.Policy) error {
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("redisstore: SetPolicy: %w", err)
+	}
+	l.setMu.Lock()
+	defer l.setMu.Unlock()
+	old := l.cur.Load().policy
+	if err := checkChange(old, p); err != nil {
+		return fmt.Errorf("redisstore: SetPolicy: %w", err)
+	}
+	if p == old {
+		return nil
+	}
+	c := l.confOf(p)
+	l.load(c)
+	l.cur.Store(c)
+	return nil
+}
+
+// checkChange reports why a limiter that enforces old cannot be given p.
+func checkChange(old, p core.Policy) error {
+	switch {
+	case p == old:
+		return nil
+	case p.Algorithm != old.Algorithm:
+		return fmt.Errorf("the limiter runs %v and the policy %v: build a new limiter to change the algorithm", old.Algorithm, p.Algorithm)
+	case p.Name != old.Name:
+		return fmt.Errorf("the limiter's policy is named %q and the new one %q: the keys are named by the policy's Name, so usage would not carry over; build a new limiter", old.Name, p.Name)
+	case p.Name == "":
+		return fmt.Errorf("the policy has no Name: an unnamed policy's keys embed its limit and window, so usage would not carry over; give the policy a Name")
+	case p.Calendar != 0 || old.Calendar != 0:
+		return fmt.Errorf("a calendar policy's keys embed its numbers, period and zone, so usage would not carry over on Redis; build a new limiter")
+	}
+	return nil
+}
 
 // Allow is shorthand for AllowN(ctx, key, 1).
 func (l *Limiter) Allow(ctx context.Context, key string) (core.Decision, error) {
@@ -322,7 +441,8 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 // that allowance can make a sliding log miss the request's entry, and give
 // back nothing. With [WithClock], elapsed is taken as it is.
 func (l *Limiter) Refund(ctx context.Context, key string, n int64, elapsed time.Duration) error {
-	if err := checkCost(key, n, l.cost, -1); err != nil {
+	c := l.cur.Load()
+	if err := checkCost(key, n, c.cost, -1); err != nil {
 		return err
 	}
 	if err := checkElapsed(elapsed); err != nil {
@@ -339,7 +459,11 @@ func (l *Limiter) Refund(ctx context.Context, key string, n int64, elapsed time.
 	if l.cal != nil {
 		return l.refundCalendar(ctx, k, now, n, e)
 	}
-	cmd, err := l.process(ctx, redis.NewCmd(ctx, "evalsha", l.sha, "1", k, now, n, e))
+	args := []any{"evalsha", c.sha, "1", k, now, n, e}
+	if c.since != nil {
+		args = append(args, c.since)
+	}
+	cmd, err := l.process(ctx, redis.NewCmd(ctx, args...))
 	if err != nil {
 		return fmt.Errorf("redisstore: eval: %w", err)
 	}
@@ -405,8 +529,9 @@ func (l *Limiter) now() (any, error) {
 }
 
 func (l *Limiter) decide(ctx context.Context, key string, n int64, commit bool) (core.Decision, error) {
-	d := core.Decision{Limit: l.policy.Limit, Policy: l.policy}
-	if err := checkCost(key, n, l.cost, -1); err != nil {
+	cf := l.cur.Load()
+	d := core.Decision{Limit: cf.policy.Limit, Policy: cf.policy}
+	if err := checkCost(key, n, cf.cost, -1); err != nil {
 		return d, err
 	}
 	now, err := l.now()
@@ -415,13 +540,13 @@ func (l *Limiter) decide(ctx context.Context, key string, n int64, commit bool) 
 	}
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
-	c := l.call(ctx, key, now, n, commit)
+	c := l.callOf(ctx, cf, key, now, n, commit)
 	cmd, err := l.processCmd(ctx, &c.cmd)
 	if l.cal != nil && err == nil {
 		// The server's time lies in neither period sent: once more,
 		// with the periods around it.
 		if at, ok := resync(cmd.(*redis.StringCmd).Val()); ok {
-			c = l.callAt(ctx, key, now, n, commit, l.cal.around(at))
+			c = l.callAt(ctx, cf, key, now, n, commit, l.cal.around(at))
 			if cmd, err = l.processCmd(ctx, &c.cmd); err == nil {
 				if _, ok := resync(cmd.(*redis.StringCmd).Val()); ok {
 					return d, fmt.Errorf("redisstore: eval: the server's time left the calendar period it gave")
@@ -429,15 +554,21 @@ func (l *Limiter) decide(ctx context.Context, key string, n int64, commit bool) 
 			}
 		}
 	}
-	return l.decision(cmd, err)
+	return cf.decision(cmd, err)
 }
 
-// call returns the EVALSHA of a decision: sha numkeys key now n, built
+// call returns the EVALSHA of a decision under the policy in force.
+func (l *Limiter) call(ctx context.Context, key string, now any, n int64, commit bool) *call {
+	return l.callOf(ctx, l.cur.Load(), key, now, n, commit)
+}
+
+// callOf returns the EVALSHA of a decision under cf: sha numkeys key now n
+// and, for a named policy, an empty ARGV[3] (no refund) and since, built
 // here rather than by Script.Run: the arguments and the command in one
 // allocation, the constant arguments boxed once.
-func (l *Limiter) call(ctx context.Context, key string, now any, n int64, commit bool) *call {
+func (l *Limiter) callOf(ctx context.Context, cf *conf, key string, now any, n int64, commit bool) *call {
 	if l.cal != nil {
-		return l.callAt(ctx, key, now, n, commit, l.cal.at(now))
+		return l.callAt(ctx, cf, key, now, n, commit, l.cal.at(now))
 	}
 	if !commit {
 		n = -n // a Peek
@@ -445,30 +576,39 @@ func (l *Limiter) call(ctx context.Context, key string, now any, n int64, commit
 	c := new(call)
 	k := l.keyIn(c.key[:], key)
 	args := c.args[:6]
-	args[0], args[1], args[2], args[3], args[4], args[5] = "evalsha", l.sha, "1", k, now, n
+	args[0], args[1], args[2], args[3], args[4], args[5] = "evalsha", cf.sha, "1", k, now, n
+	if cf.since != nil {
+		args = append(args, "", cf.since) // within c.args
+	}
 	c.cmd = *redis.NewStringCmd(ctx, args...)
 	return c
 }
 
 // callAt is call for a calendar policy, passing the periods w after an
 // empty ARGV[3] (no refund): see calendar.go.
-func (l *Limiter) callAt(ctx context.Context, key string, now any, n int64, commit bool, w *windows) *call {
+func (l *Limiter) callAt(ctx context.Context, cf *conf, key string, now any, n int64, commit bool, w *windows) *call {
 	if !commit {
 		n = -n // a Peek
 	}
 	c := new(call)
 	k := l.keyIn(c.key[:], key)
 	args := c.args[:10]
-	args[0], args[1], args[2], args[3], args[4], args[5] = "evalsha", l.sha, "1", k, now, n
+	args[0], args[1], args[2], args[3], args[4], args[5] = "evalsha", cf.sha, "1", k, now, n
 	args[6], args[7], args[8], args[9] = "", w.args[0], w.args[1], w.args[2]
 	c.cmd = *redis.NewStringCmd(ctx, args...)
 	return c
 }
 
 // decision returns the decision that cmd, a decision's EVALSHA (or its
-// EVAL), answered, or err.
+// EVAL) under the policy in force, answered, or err.
 func (l *Limiter) decision(cmd redis.Cmder, err error) (core.Decision, error) {
-	d := core.Decision{Limit: l.policy.Limit, Policy: l.policy}
+	return l.cur.Load().decision(cmd, err)
+}
+
+// decision returns the decision that cmd, a decision's EVALSHA (or its
+// EVAL) under c, answered, or err.
+func (c *conf) decision(cmd redis.Cmder, err error) (core.Decision, error) {
+	d := core.Decision{Limit: c.policy.Limit, Policy: c.policy}
 	if err != nil {
 		return d, fmt.Errorf("redisstore: eval: %w", err)
 	}
@@ -486,13 +626,13 @@ func (l *Limiter) decision(cmd redis.Cmder, err error) (core.Decision, error) {
 		// Only a request to count is answered fresh: its cost is the
 		// call's last argument (see call), positive.
 		var n int64
-		if a := cmd.Args(); len(a) == 6 || len(a) == 10 {
+		if a := cmd.Args(); len(a) == 6 || len(a) == 8 || len(a) == 10 {
 			n, _ = a[5].(int64)
 		}
 		if reset < 0 || n <= 0 {
 			return d, fmt.Errorf("redisstore: eval: script returned %q, want %d bytes or a resetAfter", r, answerLen)
 		}
-		return l.fresh(d, n, reset), nil
+		return c.fresh(d, n, reset), nil
 	}
 	d.Allowed = be64(r) == 1
 	d.Remaining = be64(r[8:])
@@ -505,19 +645,19 @@ func (l *Limiter) decision(cmd redis.Cmder, err error) (core.Decision, error) {
 // fresh completes d, the decision of a request of cost n that found no
 // state and was counted (a fresh answer, clock.lua), given its resetAfter
 // in µs: what every such request gets, as the scripts compute it.
-func (l *Limiter) fresh(d core.Decision, n, reset int64) core.Decision {
+func (c *conf) fresh(d core.Decision, n, reset int64) core.Decision {
 	d.Allowed = true
 	d.ResetAfter = time.Duration(reset) * time.Microsecond
-	if e := l.emit; e.Capacity > 0 {
+	if e := c.emit; e.Capacity > 0 {
 		// The scripts' floor((C - nT)/T) and, leaky, ceil((n-1)T/q), exactly:
 		// nT <= C < 2^53.
 		d.Remaining = (e.Capacity - n*e.Interval) / e.Interval
-		if l.policy.Algorithm == core.LeakyBucket {
+		if c.policy.Algorithm == core.LeakyBucket {
 			d.Delay = time.Duration(((n-1)*e.Interval+e.Scale-1)/e.Scale) * time.Microsecond
 		}
 		return d
 	}
-	d.Remaining = l.policy.Limit - n
+	d.Remaining = c.policy.Limit - n
 	return d
 }
 
@@ -595,11 +735,7 @@ func (l *Limiter) run(ctx context.Context, cmd redis.Cmder) (redis.Cmder, error)
 // EVALSHA, as a command of cmd's type.
 func (l *Limiter) evalOf(ctx context.Context, cmd redis.Cmder) redis.Cmder {
 	args := append([]any(nil), cmd.Args()...)
-	src := l.src
-	if l.bsha != nil && args[1] == l.bsha {
-		src = l.bsrc
-	}
-	args[0], args[1] = "eval", src
+	args[0], args[1] = "eval", sourceOf(args[1])
 	if _, ok := cmd.(*redis.StringCmd); ok {
 		return redis.NewStringCmd(ctx, args...)
 	}

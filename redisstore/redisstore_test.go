@@ -42,14 +42,19 @@ func TestKeys(t *testing.T) {
 	defer nowhere.Close()
 	l := mustNew(t, nowhere, core.Policy{Name: "api", Limit: 10, Window: time.Minute}, WithPrefix("app"))
 	for _, tt := range []struct{ key, want string }{
-		{"203.0.113.7", "app:api/token-bucket/10/60000000/10:{203.0.113.7}"},
-		{"{x}", "app:api/token-bucket/10/60000000/10:{%7Bx%7D}"},
-		{"a}b{c%", "app:api/token-bucket/10/60000000/10:{a%7Db%7Bc%25}"},
-		{"%7B", "app:api/token-bucket/10/60000000/10:{%257B}"},
+		{"203.0.113.7", "app:api/token-bucket:{203.0.113.7}"},
+		{"{x}", "app:api/token-bucket:{%7Bx%7D}"},
+		{"a}b{c%", "app:api/token-bucket:{a%7Db%7Bc%25}"},
+		{"%7B", "app:api/token-bucket:{%257B}"},
 	} {
 		if got := l.key(tt.key); got != tt.want {
 			t.Errorf("key(%q) = %q, want %q", tt.key, got, tt.want)
 		}
+	}
+	// An unnamed policy's keys carry its numbers.
+	u := mustNew(t, nowhere, core.Policy{Limit: 10, Window: time.Minute}, WithPrefix("app"))
+	if got, want := u.key("k"), "app:token-bucket/10/60000000/10:{k}"; got != want {
+		t.Errorf("unnamed: key(%q) = %q, want %q", "k", got, want)
 	}
 	if _, err := New(nowhere, core.Policy{Limit: 1, Window: time.Second}, WithPrefix("a{b")); err == nil {
 		t.Error("WithPrefix with a brace: no error")

@@ -40,9 +40,9 @@ var preludeLua = clockLua + argsLua
 // decision, or returns a fresh one's resetAfter alone (see prelude.lua; a
 // refund returns 0).
 const singleLua = `if elapsed then
-	return decide(KEYS, now, n, commit, elapsed)
+	return decide(KEYS, now, n, commit, elapsed, since)
 end
-local a, b, c, d, e, fresh = decide(KEYS, now, n, commit)
+local a, b, c, d, e, fresh = decide(KEYS, now, n, commit, nil, since)
 if fresh and short then
 	return d
 end
@@ -63,16 +63,30 @@ end
 `
 
 // scripts holds one *redis.Script per source, so that limiters of one
-// policy share it (and its SHA-1, computed once).
-var scripts sync.Map // string → *redis.Script
+// policy share it (and its SHA-1, computed once); sources holds the source
+// of each SHA-1, for EVAL after NOSCRIPT (a call made under a policy
+// that SetPolicy has since replaced runs that policy's script).
+var scripts, sources sync.Map // string → *redis.Script, SHA-1 → source
 
 // scriptFor returns the script of source src.
 func scriptFor(src string) *redis.Script {
 	if s, ok := scripts.Load(src); ok {
 		return s.(*redis.Script)
 	}
-	s, _ := scripts.LoadOrStore(src, redis.NewScript(src))
+	s, loaded := scripts.LoadOrStore(src, redis.NewScript(src))
+	if !loaded {
+		sources.Store(s.(*redis.Script).Hash(), src)
+	}
 	return s.(*redis.Script)
+}
+
+// sourceOf returns the source of the script whose SHA-1 is sha, a string
+// that scriptFor returned the script of.
+func sourceOf(sha any) any {
+	if src, ok := sources.Load(sha); ok {
+		return src
+	}
+	return sha // not ours: Redis says so
 }
 
 // maxBacklog is the largest backlog, in 1/q µs, that the token and leaky
@@ -100,7 +114,7 @@ func batchSource(p core.Policy, marginMs int64) string {
 }
 
 // decideLua returns p's algorithm as the Lua function decide(KEYS, now,
-// n, commit, elapsed), which returns the decision as five numbers (see
+// n, commit, elapsed, since), which returns the decision as five numbers (see
 // clock.lua's answer), or 0 for a refund.
 func decideLua(p core.Policy) string {
 	alg := gcraLua
@@ -115,7 +129,7 @@ func decideLua(p core.Policy) string {
 	case core.SlidingLog:
 		alg = slidingLogLua
 	}
-	return "local function decide(KEYS, now, n, commit, elapsed)\n" + alg + "\nend\n"
+	return "local function decide(KEYS, now, n, commit, elapsed, since)\n" + alg + "\nend\n"
 }
 
 // policyParts returns the two parts of p's script that are p's own: head,
@@ -136,9 +150,22 @@ func policyParts(p core.Policy, marginMs int64) (head, body string) {
 		consts = fmt.Sprintf("local q, T, C, dcap, dmax, leaky = %d, %d, %d, %d, %d, %t\n",
 			e.Scale, e.Interval, e.Capacity, maxBacklog, maxBacklog/e.Scale, p.Algorithm == core.LeakyBucket)
 	}
+	// keep: a named policy's state records what it was written under (see
+	// policySegment); fmt is the windows' state format.
+	keep := carries(p)
+	switch {
+	case p.Algorithm == core.FixedWindow && keep:
+		consts += "local fmt = '>i8i8i8'\n"
+	case p.Algorithm == core.FixedWindow:
+		consts += "local fmt = '>i8i8'\n"
+	case p.Algorithm == core.SlidingWindow && keep:
+		consts += "local fmt = '>i8i8i8i8'\n"
+	case p.Algorithm == core.SlidingWindow:
+		consts += "local fmt = '>i8i8i8'\n"
+	}
 	body = decideLua(p) + singleLua
-	head = fmt.Sprintf("-- ratekit %v %d/%v burst %d\nlocal margin = %d\n",
-		p.Algorithm, p.Limit, p.Window, p.Capacity(), marginMs) + consts
+	head = fmt.Sprintf("-- ratekit %v %d/%v burst %d\nlocal margin = %d\nlocal keep = %t\n",
+		p.Algorithm, p.Limit, p.Window, p.Capacity(), marginMs, keep) + consts
 	if p.Calendar != 0 {
 		head = "-- calendar windows\n" + head
 	}

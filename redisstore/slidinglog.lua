@@ -39,16 +39,30 @@
 -- counts from base, and the total is cut back to the window's units (at
 -- most L) before it passes 2^50.
 --
--- A denied request and a Peek write nothing. Constants: L, W, and wpx,
--- ceil(W / 1000) + margin as a decimal string: a new log's PX.
+-- A named policy's log (keep) has a 56-byte header, the Window it was
+-- written under after the rest: a log written under another Window first
+-- drops the records that had left that window at the change's time c (see
+-- changedAt), as core's carry does; the others leave the new window as
+-- always.
+--
+-- A denied request and a Peek write nothing. Constants: L, W, keep, and
+-- wpx, ceil(W / 1000) + margin as a decimal string: a new log's PX.
 local pack, sunpack = struct.pack, struct.unpack -- Redis's struct library
 local key = KEYS[1]
-local H, hfmt = 48, '>i8i4i4i4i4i8i8i8'
--- A new log: the header and its first record, in one format.
-local newfmt = '>i8i4i4i4i4i8i8i8i8i8'
+local H, hfmt, hend = 48, '>i8i4i4i4i4i8i8i8', '47'
+if keep then
+	H, hfmt, hend = 56, '>i8i4i4i4i4i8i8i8i8', '55'
+end
+-- A new log: the header and its first record, at t with n units.
+local function newlog(t, n)
+	if keep then
+		return pack('>i8i4i4i4i4i8i8i8i8i8i8', 0, 1, 1, 0, 0, 0, n, t, W, t, n)
+	end
+	return pack('>i8i4i4i4i4i8i8i8i8i8', 0, 1, 1, 0, 0, 0, n, t, t, n)
+end
 local rebaseAt = 2 ^ 50
 
-local hdr = redis.call('GETRANGE', key, '0', '47') -- 0 to H - 1
+local hdr = redis.call('GETRANGE', key, '0', hend) -- 0 to H - 1
 if #hdr < H then
 	-- No log: nothing to refund; a request is allowed (n <= L) and, if
 	-- counted, the log's first record, the common case, written at once.
@@ -58,10 +72,13 @@ if #hdr < H then
 	if not commit then
 		return 1, L, 0, 0, 0 -- a Peek: nothing is counted
 	end
-	redis.call('SET', key, pack(newfmt, 0, 1, 1, 0, 0, 0, n, now, now, n), 'PX', wpx)
+	redis.call('SET', key, newlog(now, n), 'PX', wpx)
 	return 1, L - n, 0, W, 0, true
 end
-local base, hd, kd, zeros, zd, dead, total, last = sunpack(hfmt, hdr)
+local base, hd, kd, zeros, zd, dead, total, last, sw = sunpack(hfmt, hdr)
+if not keep then
+	sw = W -- (sunpack's next position)
+end
 local h, k, zfrom = base + hd, base + kd, nil
 if zd > 0 then
 	zfrom = base + zd
@@ -300,7 +317,7 @@ local function cutAt(nb, px)
 	if zfrom then
 		zrel = zfrom - base
 	end
-	setAll(pack(hfmt, base, h - base, k - base, zeros, zrel, dead, total, last) .. s, px)
+	setAll(pack(hfmt, base, h - base, k - base, zeros, zrel, dead, total, last, W) .. s, px)
 	if #upd > 0 then
 		local args = {}
 		for i = 1, #upd, 2 do
@@ -339,10 +356,23 @@ local function store(px, shrunk)
 	if zfrom then
 		zrel = zfrom - base
 	end
-	redis.call('SETRANGE', key, 0, pack(hfmt, base, h - base, k - base, zeros, zrel, dead, total, last))
+	redis.call('SETRANGE', key, 0, pack(hfmt, base, h - base, k - base, zeros, zrel, dead, total, last, W))
 	if px then
 		redis.call('PEXPIRE', key, arg(px))
 	end
+end
+
+-- moved: the log was carried over from another Window, and its header is
+-- written back whatever the decision, so that it is converted once.
+local moved = false
+if sw ~= W then
+	-- Written under another Window: the records that had left it at c
+	-- are dropped first (a longer window does not bring them back).
+	local f0 = after(h, changedAt(since, last, now) - sw)
+	if f0 > h then
+		h, dead = f0, U(f0 - 1)
+	end
+	moved = true
 end
 
 -- A request allowed at t counts while now - W < t, and the records before
@@ -423,20 +453,37 @@ if elapsed then
 end
 
 local sum = total - uf
-if sum + n > L then
-	-- Records leave oldest first: the one whose leaving makes room is the
-	-- first j with U(j) - uf >= sum + n - L.
-	return 0, L - sum, at(search(uf + sum + n - L)) + W - now, last + W - now, 0
-end
-
-if not commit then
-	-- A Peek: the log as it is. Its last record holds units, so it is in
-	-- the window exactly when the window holds any.
-	local reset = 0
-	if sum > 0 then
-		reset = last + W - now
+if sum + n > L or not commit then
+	local a, b, c, d
+	if sum + n > L then
+		-- Records leave oldest first: the one whose leaving makes room is
+		-- the first j with U(j) - uf >= sum + n - L. (sum is above L
+		-- when a lower limit carried the log over.)
+		b = L - sum
+		if b < 0 then
+			b = 0
+		end
+		a, c, d = 0, at(search(uf + sum + n - L)) + W - now, last + W - now
+	else
+		-- A Peek: the log as it is. Its last record holds units, so it
+		-- is in the window exactly when the window holds any.
+		a, b, c, d = 1, L - sum, 0, 0
+		if sum > 0 then
+			d = last + W - now
+		end
 	end
-	return 1, L - sum, 0, reset, 0
+	if moved then
+		-- Carried over: written back as it is, expiring as the new
+		-- Window says (its last record holds units), after the answer
+		-- is read (the upkeep may cut the log).
+		if f > k then
+			redis.call('DEL', key)
+		else
+			h, dead = f, uf
+			store(ceil((last + W - now) / 1000) + margin, false)
+		end
+	end
+	return a, b, c, d, 0
 end
 
 -- A clock that went backwards records at the latest time seen, so the log
@@ -449,7 +496,7 @@ local reset = t + W - now
 local px = ceil(reset / 1000) + margin
 if f > k then
 	-- Everything has left: a new log.
-	redis.call('SET', key, pack(newfmt, 0, 1, 1, 0, 0, 0, n, t, t, n), 'PX', arg(px))
+	redis.call('SET', key, newlog(t, n), 'PX', arg(px))
 else
 	h, dead = f, uf
 	if last == t then

@@ -1,11 +1,14 @@
 -- Sliding window counter: one string key, the current window's index and
 -- the previous and current counts, packed as '>i8i8i8' (earlier versions
--- wrote "idx:prev:cur", which is read too). core's
--- slidingWindow, decide and refund. The estimate's comparison
+-- wrote "idx:prev:cur", which is read too), and for a named policy
+-- (keep) the Window it was written under, '>i8i8i8i8'. core's
+-- slidingWindow, decide, refund and carry: a state written under another
+-- Window becomes, at the change's time c (see changedAt), the current
+-- count of the window of W that holds c, its estimate at c rounded up. The estimate's comparison
 -- prev*(W-e) + (cur+n)*W <= L*W reaches 2^80; it is made exactly as
 -- cur + n + ceil(prev*(W-e)/W) <= L, the ceiling by muldiv.
 --
--- Constants: L, W.
+-- Constants: L, W, keep, fmt (the state's format).
 
 -- muldiv returns floor(a*b/c) and the remainder a*b mod c, exactly, for
 -- 0 <= a < 2^35, 0 <= b < 2^45, 0 < c < 2^45, when the quotient is below
@@ -36,12 +39,15 @@ end
 local idx = floor(now / W)
 local sidx, prev, cur = idx, 0, 0
 local v
+-- moved: the state was carried over from another Window, and is written
+-- back whatever the decision, so that it is converted once.
+local moved = false
 if commit and not elapsed and newset and n <= L then
 	-- A request to count (on Redis 7 and later): written at once as on a
 	-- missing key, by SET NX, which answers the state of a key that exists
 	-- instead (GET), writing nothing; that is decided below as always.
 	local reset = 2 * W - (now - idx * W)
-	v = redis.call('SET', KEYS[1], bpack('>i8i8i8', idx, 0, n), 'PX', arg(ceil(reset / 1000) + margin), 'NX', 'GET')
+	v = redis.call('SET', KEYS[1], bpack(fmt, idx, 0, n, W), 'PX', arg(ceil(reset / 1000) + margin), 'NX', 'GET')
 	if not v then
 		return 1, L - n, 0, reset, 0, true
 	end
@@ -52,7 +58,33 @@ if v then
 	local si, sp, sc
 	local b0 = byte(v)
 	if b0 == 0 or b0 == 255 then
-		si, sp, sc = bunpack('>i8i8i8', v)
+		if keep then
+			local sw
+			si, sp, sc, sw = bunpack(fmt, v)
+			if sw ~= W then
+				-- Written under another Window: the estimate at c, rolled
+				-- as decisions roll it, becomes the count of the window of
+				-- W that holds c (at most 2^32 - 1, as core keeps it).
+				local c = changedAt(since, si * sw, now)
+				local ci = floor(c / sw)
+				if ci == si + 1 then
+					sp, sc = sc, 0
+				elseif ci > si + 1 then
+					sp, sc = 0, 0
+				end
+				local w, r = muldiv(sp, sw - (c - ci * sw), sw)
+				if r > 0 then
+					w = w + 1
+				end
+				sc = sc + w
+				if sc > 4294967295 then
+					sc = 4294967295
+				end
+				si, sp, moved = floor(c / W), 0, true
+			end
+		else
+			si, sp, sc = bunpack(fmt, v)
+		end
 	else
 		si, sp, sc = string.match(v, '^(-?%d+):(%d+):(%d+)$')
 		si, sp, sc = tonumber(si), tonumber(sp), tonumber(sc)
@@ -100,7 +132,7 @@ if elapsed then
 		end
 		local px = ceil(reset / 1000) + margin
 		if px > 0 then
-			redis.call('SET', KEYS[1], bpack('>i8i8i8', sidx, prev, cur), 'PX', arg(px))
+			redis.call('SET', KEYS[1], bpack(fmt, sidx, prev, cur, W), 'PX', arg(px))
 		else
 			redis.call('DEL', KEYS[1])
 		end
@@ -151,6 +183,14 @@ if cur + n + weight > L then
 	if remaining < 0 then
 		remaining = 0
 	end
+	if moved then
+		-- Carried over from another Window: the counters as they are.
+		if reset > 0 then
+			redis.call('SET', KEYS[1], bpack(fmt, sidx, prev, cur, W), 'PX', arg(ceil(reset / 1000) + margin))
+		else
+			redis.call('DEL', KEYS[1])
+		end
+	end
 	return 0, remaining, retry, reset, 0
 end
 if not commit then
@@ -161,6 +201,14 @@ if not commit then
 	elseif prev > 0 then
 		reset = lag + W - e
 	end
+	if moved then
+		-- Carried over from another Window: the counters as they are.
+		if reset > 0 then
+			redis.call('SET', KEYS[1], bpack(fmt, sidx, prev, cur, W), 'PX', arg(ceil(reset / 1000) + margin))
+		else
+			redis.call('DEL', KEYS[1])
+		end
+	end
 	return 1, remaining, 0, reset, 0
 end
 cur = cur + n
@@ -170,5 +218,5 @@ if remaining < 0 then
 end
 -- cur > 0 now.
 local reset = lag + 2 * W - e
-redis.call('SET', KEYS[1], bpack('>i8i8i8', sidx, prev, cur), 'PX', arg(ceil(reset / 1000) + margin))
+redis.call('SET', KEYS[1], bpack(fmt, sidx, prev, cur, W), 'PX', arg(ceil(reset / 1000) + margin))
 return 1, remaining, 0, reset, 0
