@@ -1,7 +1,5 @@
 package core
 
-import "sync/atomic"
-
 // algorithm is one counting rule over a per-key state S. Implementations are
 // pure functions of (state, now, n): they read no clock and take no lock; the
 // store serializes calls per key and supplies the time, in microseconds since
@@ -93,10 +91,4 @@ type atomicState[S any] interface {
 	kill(p *S, old S) bool
 	// put stores v at p.
 	put(p *S, v S)
-	// decideShared is decide on the state at p under the settings at set,
-	// loaded after the state, storing the new state by compare-and-swap;
-	// it returns the settings it decided by (deciding nothing for a cost
-	// above their capacity), or nil, deciding nothing, when the state is
-	// taken.
-	decideShared(p *S, set *atomic.Pointer[settings], now, n int64, commit bool) (verdict, *settings)
 }

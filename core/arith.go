@@ -114,10 +114,12 @@ func newDivisor(d uint64) divisor {
 // div returns floor(x/d) for 0 <= x < 2^62.
 func (v divisor) div(x uint64) uint64 {
 	hi, lo := bits.Mul64(x, v.m)
+	// The shift is 62 to 126: the masks change no count, and spare the
+	// code for counts of 64 and more.
 	if v.shift >= 64 {
-		return hi >> (v.shift - 64)
+		return hi >> ((v.shift - 64) & 63)
 	}
-	return hi<<(64-v.shift) | lo>>v.shift
+	return hi<<((64-v.shift)&63) | lo>>(v.shift&63)
 }
 
 // ceil returns ceil(x/d) for 0 <= x < 2^62 - d.

@@ -58,7 +58,7 @@ func hotPolicies(a Algorithm) map[string]Policy {
 	}
 }
 
-func mustNew(b *testing.B, p Policy, opts ...Option) *Memory {
+func mustNew(b testing.TB, p Policy, opts ...Option) *Memory {
 	b.Helper()
 	m, err := New(p, opts...)
 	if err != nil {

@@ -51,6 +51,9 @@ type Memory struct {
 	nanos  nanoClock // clock as a nanoClock, or nil
 	id     uint64    // unique per Memory: the order in which a Layered locks
 	eng    engine
+	// eng, for the token and leaky buckets, whose decisions take a path
+	// of their own (bucketpath.go); nil for the other algorithms.
+	buckets *bucketStore
 }
 
 // memoryIDs numbers Memory limiters, so that every [Layered] limiter locks
@@ -161,7 +164,8 @@ func New(p Policy, opts ...Option) (*Memory, error) {
 	m.nanos, _ = o.clock.(nanoClock)
 	switch p.Algorithm {
 	case TokenBucket, LeakyBucket:
-		m.eng = newStore[uint64](&gcra{set: &m.set}, o.maxKeys, &m.set)
+		m.buckets = newStore[uint64](&gcra{set: &m.set}, o.maxKeys, &m.set)
+		m.eng = m.buckets
 	case FixedWindow:
 		m.eng = newStore[fwState](&fixedWindow{limit: p.Limit, window: set.window, cal: set.cal}, o.maxKeys, &m.set)
 	case SlidingWindow:
@@ -179,12 +183,18 @@ func (m *Memory) now() int64 { return micros(m.nowNs()) }
 // measured from the reading taken at construction, monotonically when the
 // clock provides a monotonic reading (the system clock does).
 func (m *Memory) nowNs() int64 {
-	switch {
-	case m.system:
+	if m.system {
 		// time.Since reads only the monotonic clock: half the cost of
-		// time.Now, which reads the wall clock too.
+		// time.Now, which reads the wall clock too. Small enough to be
+		// inlined, for the system clock's sake.
 		return m.baseNs + int64(time.Since(m.base))
-	case m.nanos != nil:
+	}
+	return m.clockNs()
+}
+
+// clockNs is nowNs for a clock other than the system clock.
+func (m *Memory) clockNs() int64 {
+	if m.nanos != nil {
 		return m.nanos.unixNano()
 	}
 	return m.baseNs + int64(m.clock.Now().Sub(m.base))
@@ -253,7 +263,8 @@ func (m *Memory) Allow(ctx context.Context, key string) (Decision, error) {
 // AllowN reports whether n units may be spent for key now and, if so, counts
 // them; a denied request counts nothing. See [Limiter].
 func (m *Memory) AllowN(_ context.Context, key string, n int64) (d Decision, err error) {
-	err = m.decideInto(&d, key, n, true, m.now())
+	// Small enough to be inlined: a caller's d is then filled in place.
+	err = m.decideInto(&d, key, n, true, readClock)
 	return d, err
 }
 
@@ -270,23 +281,24 @@ func init() {
 // Peek reports key's state as it is, and whether AllowN would allow n units
 // now, counting nothing; see [Limiter].
 func (m *Memory) Peek(_ context.Context, key string, n int64) (d Decision, err error) {
-	err = m.decideInto(&d, key, n, false, m.now())
+	err = m.decideInto(&d, key, n, false, readClock)
 	return d, err
 }
 
-// decideInto fills d with the decision for n units of key at now (Unix
-// microseconds), counting them if commit is set and they are allowed. It
-// fills the caller's result in place: returning a Decision through a
-// function that returns another one's costs a copy of its 13 words.
-func (m *Memory) decideInto(d *Decision, key string, n int64, commit bool, now int64) error {
+// decideEngine is decideInto for every algorithm but the buckets, and for
+// bad arguments: through the engine, at now, or at the time the clock
+// tells if now is readClock.
+func (m *Memory) decideEngine(d *Decision, key string, n int64, commit bool, now int64) error {
+	if now == readClock {
+		now = m.now()
+	}
 	if key == "" || n <= 0 {
 		set := m.set.Load()
 		d.Limit, d.Policy = set.policy.Limit, set.policy
 		return checkRequest(key, n, set.cost)
 	}
-	// The settings are the ones the decision read: with lock-free
-	// decisions, after the key's state (see SetPolicy). Neither key nor n
-	// is used past the call (a cost above the capacity comes back in the
+	// The settings are the ones the decision read. Neither key nor n is
+	// used past the call (a cost above the capacity comes back in the
 	// verdict), which keeps them out of the stack.
 	v, set := m.eng.decide(key, now, n, commit)
 	d.Limit, d.Policy = set.policy.Limit, set.policy

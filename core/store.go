@@ -127,7 +127,7 @@ import (
 //     states, publishes the shard's new settings (keyShard.set), and puts
 //     the converted states back, all under every shard's lock; a reader
 //     loads the state, then the settings, so it never decides a converted
-//     state by the old ones (gcra.decideShared says why, ABA included).
+//     state by the old ones (Memory.decideInto says why, ABA included).
 //     calm and lapMin are then recomputed from the converted states.
 //
 // Dead slots cost room: a table with a quarter of dead slots or more is
@@ -311,19 +311,19 @@ func (sh *keyShard[S]) find(tag, check uint64) (int, int) {
 	}
 }
 
-// decide runs the algorithm for key: without a lock for a held key of a
-// store with lock-free decisions (see decideFree), else under its shard's
-// lock (see decideIn).
+// decide runs the algorithm for key under its shard's lock (see decideIn).
+// The token and leaky buckets decide on a held key without it first
+// (Memory.decideInto, in bucketpath.go), and come here for the rest.
 //
 // It returns the settings it decided by, and decides nothing for a cost
 // above their capacity (tooCostly, see Memory.decideInto).
 func (s *store[S, A]) decide(key string, now, n int64, commit bool) (verdict, *settings) {
 	sh, h, check := s.locate(key)
-	if s.atom != nil {
-		if v, set := s.decideFree(sh, h, check, now, n, commit); set != nil {
-			return v, set
-		}
-	}
+	return s.decideHeld(sh, h, check, now, n, commit)
+}
+
+// decideHeld is decide for the key whose hashes are h and check, in sh.
+func (s *store[S, A]) decideHeld(sh *keyShard[S], h, check uint64, now, n int64, commit bool) (verdict, *settings) {
 	sh.mu.Lock()
 	set := sh.set.Load() // under the lock, the same as s.set, and nearer at hand
 	if n > set.cost {
@@ -333,38 +333,6 @@ func (s *store[S, A]) decide(key string, now, n int64, commit bool) (verdict, *s
 	v := s.decideIn(sh, h, check, now, n, commit, false)
 	sh.mu.Unlock()
 	return v, set
-}
-
-// decideFree decides for the key whose hashes are h and check without
-// taking sh's lock, as "Lock-free decisions" describes, and returns the
-// settings it decided by: the shard's, loaded after the state (see
-// gcra.decideShared). It returns nil settings, deciding nothing, when the
-// locked path must decide: the key is not in the published table (new, or
-// moved by a rehash), another key holds its tag, or a writer has taken its
-// state.
-func (s *store[S, A]) decideFree(sh *keyShard[S], h, check uint64, now, n int64, commit bool) (verdict, *settings) {
-	tag := h&tagHash | tagUsed
-	slots := *sh.tab.Load()
-	m := uint64(len(slots) - 1)
-	for i := tag & m; ; i = (i + 1) & m {
-		e := &slots[i]
-		t := atomic.LoadUint64(&e.tag)
-		if t&^tagBits == tag {
-			if atomic.LoadUint64(&e.check) != check {
-				return verdict{}, nil
-			}
-			v, set := s.atom.decideShared(&e.state, &sh.set, now, n, commit)
-			if set != nil && commit {
-				setRef(e, t)
-			}
-			return v, set
-		}
-		// At least a quarter of a published table's slots are empty,
-		// never dead, and stay so or are given to a key: the probe ends.
-		if t == 0 && atomic.LoadUint64(&e.check) == 0 {
-			return verdict{}, nil
-		}
-	}
 }
 
 // setRef sets the reference bit of entry e, whose tag was t, while its tag
@@ -1062,7 +1030,7 @@ func (s *store[S, A]) stats() Stats {
 // With lock-free decisions, each shard's live states are taken (a reader
 // that finds one taken decides under the lock, and waits), the shard's
 // settings are published, and the converted states are put back: see
-// gcra.decideShared for why readers load the state first. The
+// Memory.decideInto for why readers load the state first. The
 // algorithm's own parameters, read under a lock only, are changed once
 // every state is carried, and then each shard's calm and lapMin are
 // recomputed from its converted states (an entry may become fresh sooner:

@@ -225,7 +225,7 @@ const gcraTaken = 1 << 63
 // arithmetic of the bucket in force, read from the settings a Memory
 // publishes. Under a shard's lock every method reads the Memory's
 // settings, which change only under every shard's lock (SetPolicy);
-// lock-free readers read their shard's, after the state (decideShared).
+// lock-free readers read their shard's, after the state (Memory.decideInto).
 type gcra struct {
 	set *atomic.Pointer[settings]
 }
@@ -267,44 +267,3 @@ func (*gcra) kill(p *uint64, old uint64) bool {
 	return atomic.CompareAndSwapUint64(p, old, gcraTaken)
 }
 func (*gcra) put(p *uint64, v uint64) { atomic.StoreUint64(p, v) }
-
-// decideShared is decide on the state at p, which lock-free readers and
-// locked writers share, under the settings at set (its shard's): it loads
-// the state, then the settings, and, when commit is set and the request is
-// allowed, stores the new state with one compare-and-swap, deciding again
-// if another request changed it first. It returns the settings it decided
-// by, and decides nothing for a cost above their capacity (tooCostly: the
-// caller reports it); nil settings, deciding nothing, when a writer has taken the
-// state.
-//
-// The state is loaded before the settings, and SetPolicy takes a shard's
-// states, publishes its new settings, then puts the converted states back.
-// So a state loaded after it was put back comes with the new settings. A
-// state loaded before it was taken is decided by either: its CAS succeeds
-// before the take, and SetPolicy converts the result, or fails, or finds
-// the converted state equal to it bit for bit (an ABA). With the new
-// settings that is exact: the decision is the new policy's on the same
-// bits. With the old, it is a decision in flight under the old policy:
-// counted at the old T, checked against the old capacity, in the same
-// scale (carry never leaves a state unchanged when the scale changes).
-// (A state that later changes back to the very bits the reader loaded is
-// the same ABA; across a change of scale it needs the clock to move by
-// 1/64 of its Unix time, 320 days today, while the reader stands still.)
-// Loading the settings first would instead let a reader decide a converted
-// state by the old settings, with no ABA needed.
-func (*gcra) decideShared(p *uint64, set *atomic.Pointer[settings], now, n int64, commit bool) (verdict, *settings) {
-	for {
-		tat := atomic.LoadUint64(p)
-		if tat == gcraTaken {
-			return verdict{}, nil
-		}
-		cfg := set.Load()
-		if n > cfg.cost {
-			return tooCostly(n), cfg
-		}
-		v, next := cfg.bucket.decide(tat, now, n, commit)
-		if !commit || !v.allowed() || atomic.CompareAndSwapUint64(p, tat, next) {
-			return v, cfg
-		}
-	}
-}
