@@ -75,7 +75,7 @@ import (
 // int64, the GCRA's TAT, per key) a decision on a key already held takes
 // no lock: it reads the shard's published slots (tab), probes for the key,
 // and decides with one compare-and-swap of the slot's state (none when it
-// denies). Anything else (a new key, a collision, a state a writer has
+// denies), in Memory.decideInto (bucketpath.go). Anything else (a new key, a collision, a state a writer has
 // taken) falls back to the locked path, which decides as before. The lock
 // stays for inserts, evictions, the sweep, rehash, refunds, resets and
 // [Layered]. The windows and the sliding log keep the lock for every
