@@ -82,17 +82,21 @@ func resync(r string) (now int64, ok bool) {
 	return 0, false
 }
 
-// refundCalendar is Refund for a calendar policy: the periods follow the
-// elapsed time, and a resync (-now) calls once more.
-func (l *Limiter) refundCalendar(ctx context.Context, k string, now any, n, elapsed int64) error {
-	w := l.cal.at(now)
+// refundCalendar is Refund for a calendar policy under c: the periods
+// follow the elapsed time, and a resync (-now) calls once more.
+func (l *Limiter) refundCalendar(ctx context.Context, c *conf, k string, now any, n, elapsed int64) error {
+	w := c.cal.at(now)
 	for range 2 {
-		cmd, err := l.process(ctx, redis.NewCmd(ctx, "evalsha", l.cur.Load().sha, "1", k, now, n, elapsed, w.args[0], w.args[1], w.args[2]))
+		args := []any{"evalsha", c.sha, "1", k, now, n, elapsed, w.args[0], w.args[1], w.args[2]}
+		if c.since != nil {
+			args = append(args, c.since)
+		}
+		cmd, err := l.process(ctx, redis.NewCmd(ctx, args...))
 		if err != nil {
 			return fmt.Errorf("redisstore: eval: %w", err)
 		}
 		if v, ok := cmd.Val().(int64); ok && v < 0 {
-			w = l.cal.around(-v) // the server's time
+			w = c.cal.around(-v) // the server's time
 			continue
 		}
 		return refunded(cmd)

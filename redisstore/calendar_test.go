@@ -2,8 +2,10 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -104,7 +106,7 @@ func TestCalendarResync(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		red.cal.guess = func() time.Time { return time.Now().Add(skew) }
+		red.cur.Load().cal.guess = func() time.Time { return time.Now().Add(skew) }
 		t0 := time.Now()
 		d, err := red.AllowN(ctx, "k", 2)
 		t1 := time.Now()
@@ -189,4 +191,105 @@ func TestCalendarRaceNewKey(t *testing.T) {
 			t.Fatalf("round %d: %d allowed, want 1", round, n)
 		}
 	}
+}
+
+// A restart from epoch days to Berlin's days, then to New York's: the
+// count of the window in force carries into the calendar period that holds
+// the restart, as core's SetPolicy carries it, and leaves at that
+// period's end.
+func TestCalendarRestartCarries(t *testing.T) {
+	client := newClient(t, singleNode(t))
+	ctx := context.Background()
+	prefix := uniquePrefix(t.Name())
+	// 22:00 UTC, 23:00 in Berlin (CET), 17:00 in New York (EST).
+	rc := core.NewManualClock(time.Date(2026, 1, 14, 22, 0, 0, 0, time.UTC))
+	epoch := mustNew(t, client, mustPolicy(t, "10/1d algorithm=fixed-window name=q"), WithClock(rc), WithPrefix(prefix))
+	if d, err := epoch.AllowN(ctx, "k", 8); err != nil || !d.Allowed {
+		t.Fatalf("8 on epoch days: %+v, %v", d, err)
+	}
+	berlin := mustNew(t, client, mustPolicy(t, "10/1d tz=Europe/Berlin name=q"), WithClock(rc), WithPrefix(prefix))
+	if d, err := berlin.Peek(ctx, "k", 3); err != nil || d.Allowed || d.Remaining != 2 || d.ResetAfter != time.Hour {
+		t.Fatalf("Berlin at 23:00: %+v, %v; want 2 left until midnight, an hour", d, err)
+	}
+	rc.Advance(30 * time.Minute)
+	ny := mustNew(t, client, mustPolicy(t, "10/1d tz=America/New_York name=q"), WithClock(rc), WithPrefix(prefix))
+	if d, err := ny.Peek(ctx, "k", 3); err != nil || d.Allowed || d.Remaining != 2 || d.ResetAfter != 6*time.Hour+30*time.Minute {
+		t.Fatalf("New York at 17:30: %+v, %v; want 2 left until its midnight", d, err)
+	}
+	rc.Advance(6*time.Hour + 30*time.Minute)
+	if d, err := ny.Peek(ctx, "k", 10); err != nil || !d.Allowed || d.Remaining != 10 {
+		t.Fatalf("New York's midnight: %+v, %v; want full", d, err)
+	}
+	// Back to epoch days: a count in New York's day moves to the UTC day.
+	if d, err := ny.AllowN(ctx, "k", 4); err != nil || !d.Allowed {
+		t.Fatalf("4 in New York: %+v, %v", d, err)
+	}
+	if err := ny.SetPolicy(mustPolicy(t, "10/1d algorithm=fixed-window name=q")); err != nil {
+		t.Fatal(err)
+	}
+	// 05:00 UTC: 19 hours to the UTC midnight.
+	if d, err := ny.Peek(ctx, "k", 7); err != nil || d.Allowed || d.Remaining != 6 || d.ResetAfter != 19*time.Hour {
+		t.Fatalf("epoch days at 05:00 UTC: %+v, %v; want 6 left until midnight", d, err)
+	}
+}
+
+// A batched limiter on the server's TIME changed to a calendar policy:
+// its calls go one by one, with the periods, and eight goroutines racing
+// on a new key with Limit 1 get exactly one allowed, every round.
+func TestSetPolicyToCalendarRace(t *testing.T) {
+	client := newClient(t, singleNode(t))
+	red := mustNew(t, client, mustPolicy(t, "5/1d algorithm=fixed-window name=q"), WithPrefix(uniquePrefix(t.Name())))
+	if red.batch == nil {
+		t.Fatal("not batched")
+	}
+	if err := red.SetPolicy(mustPolicy(t, "1/1w tz=Asia/Tokyo name=q")); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for round := range 20 {
+		key := "k" + strconv.Itoa(round)
+		var allowed atomic.Int64
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for range 8 {
+			wg.Go(func() {
+				<-start
+				d, err := red.Allow(ctx, key)
+				if err != nil {
+					t.Error(err)
+				}
+				if d.Allowed {
+					allowed.Add(1)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if n := allowed.Load(); n != 1 {
+			t.Fatalf("round %d: %d allowed, want 1", round, n)
+		}
+	}
+}
+
+// SetPolicies refuses a calendar policy, as NewLayered does.
+func TestSetPoliciesCalendarRefused(t *testing.T) {
+	nowhere := newClient(t, "127.0.0.1:1")
+	ps := []core.Policy{mustPolicy(t, "10/1m name=a"), mustPolicy(t, "100/1d algorithm=fixed-window name=b")}
+	ll := mustLayered(t, nowhere, ps, WithTimeout(time.Millisecond))
+	err := ll.SetPolicies([]core.Policy{ps[0], mustPolicy(t, "100/1d tz=Europe/Berlin name=b")})
+	if !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "layer 1") {
+		t.Errorf("SetPolicies with a calendar layer: %v, want errors.ErrUnsupported naming layer 1", err)
+	}
+	if got := ll.Policies(); got[1] != ps[1] {
+		t.Errorf("after the refusal: %v", got)
+	}
+}
+
+func mustPolicy(t testing.TB, s string) core.Policy {
+	t.Helper()
+	p, err := core.ParsePolicy(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -1,6 +1,7 @@
 -- Calendar window: core's fixedWindow over calendar periods
 -- (core.Calendar). One string key: the period's start and end (Unix µs)
--- and the units counted in it, packed as '>i8i8i8'.
+-- and the units counted in it, packed as '>i8i8i8', and for a named
+-- policy (keep) the calendar's id (its period and zone), '>i8i8i8i8'.
 --
 -- ARGV[4], ARGV[5], ARGV[6] are s0 < e0 < e1: the period [s0, e0) that
 -- holds the client's reading of the time, and the next one, [e0, e1). The
@@ -9,8 +10,17 @@
 -- nothing and answers resync: 2 and now (a refund: -now), so that the
 -- client computes the periods around now and calls again.
 --
--- Constants: L.
+-- A named policy's key is shared with its epoch windows and its other
+-- calendars (Limiter.SetPolicy, a restart), and its calls pass since
+-- (prelude.lua) as ARGV[7]: a state written under another
+-- calendar (another id) or epoch windows (fixedwindow.lua's '>i8i8i8',
+-- idx, count and W) is carried over as core's carry does (see changedAt):
+-- the count of the window that held the change's time c moves to the
+-- period that holds c, and is written back whatever the decision.
+--
+-- Constants: L, keep, fmt (the state's format), CID (the calendar's id).
 local s0, e0, e1 = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+since = ARGV[7] -- (the prelude's ARGV[4] is s0 here)
 local idx, wend
 if s0 <= now and now < e0 then
 	idx, wend = s0, e0
@@ -26,17 +36,37 @@ local v
 if commit and not elapsed and newset and n <= L then
 	-- As fixedwindow.lua: a request to count writes a missing key at once.
 	local untilEnd = wend - now
-	v = redis.call('SET', KEYS[1], bpack('>i8i8i8', idx, n, wend), 'PX', arg(ceil(untilEnd / 1000) + margin), 'NX', 'GET')
+	v = redis.call('SET', KEYS[1], bpack(fmt, idx, n, wend, CID), 'PX', arg(ceil(untilEnd / 1000) + margin), 'NX', 'GET')
 	if not v then
 		return 1, L - n, 0, untilEnd, 0, true
 	end
 else
 	v = redis.call('GET', KEYS[1])
 end
+-- moved: the state was carried over from other windows, and is written
+-- back whatever the decision, so that it is converted once.
+local moved = false
 if v then
-	local si, sc, se = bunpack('>i8i8i8', v)
-	-- A clock that went backwards keeps the stored window current.
-	if idx <= si then
+	local si, sc, se, sid
+	if keep and #v == 24 then
+		-- Epoch windows: [si·sw, (si+1)·sw).
+		local sw
+		si, sc, sw = bunpack('>i8i8i8', v)
+		si, se, sid = si * sw, (si + 1) * sw, -1
+	else
+		si, sc, se, sid = bunpack(fmt, v)
+	end
+	if keep and sid ~= CID then
+		-- Written under other windows, [si, se): its count, if that
+		-- window held the change's time c, moves to the period that holds
+		-- c, the current one or (c < idx) one that has ended.
+		local c = changedAt(since, si, now)
+		if c < se and c >= idx then
+			count = sc
+		end
+		moved = true
+	elseif idx <= si then
+		-- A clock that went backwards keeps the stored window current.
 		idx, count, wend = si, sc, se
 	end
 end
@@ -54,7 +84,7 @@ if elapsed then
 			count = 0
 		end
 		if px > 0 then
-			redis.call('SET', KEYS[1], bpack('>i8i8i8', idx, count, wend), 'PX', arg(px))
+			redis.call('SET', KEYS[1], bpack(fmt, idx, count, wend, CID), 'PX', arg(px))
 		else
 			redis.call('DEL', KEYS[1])
 		end
@@ -68,11 +98,23 @@ if count + n > L or not commit then
 	if count > 0 then
 		reset = untilEnd
 	end
+	if moved then
+		if count > 0 then
+			redis.call('SET', KEYS[1], bpack(fmt, idx, count, wend, CID), 'PX', arg(ceil(untilEnd / 1000) + margin))
+		else
+			redis.call('DEL', KEYS[1])
+		end
+	end
 	if count + n > L then
-		return 0, L - count, untilEnd, reset, 0
+		-- (count is above L when Limiter.SetPolicy lowered the limit.)
+		local room = L - count
+		if room < 0 then
+			room = 0
+		end
+		return 0, room, untilEnd, reset, 0
 	end
 	return 1, L - count, 0, reset, 0
 end
 count = count + n
-redis.call('SET', KEYS[1], bpack('>i8i8i8', idx, count, wend), 'PX', arg(ceil(untilEnd / 1000) + margin))
+redis.call('SET', KEYS[1], bpack(fmt, idx, count, wend, CID), 'PX', arg(ceil(untilEnd / 1000) + margin))
 return 1, L - count, 0, untilEnd, 0

@@ -61,8 +61,10 @@
 // <policy> is "<name>/<algorithm>" for a named policy, whose state then
 // records the numbers it was written under, so that the same policy with
 // other numbers carries its usage over (see Changing a policy); and
-// "<algorithm>/<limit>/<window>[/<burst>]" for an unnamed one, whose only
-// identity is its numbers, so two unnamed policies never share state. The
+// "<algorithm>/<limit>/<window>[/<burst>][/<period>@<zone>]" for an
+// unnamed one (the period and zone of calendar windows, "month@Europe/Berlin"),
+// whose only identity is its numbers, so two unnamed policies never share
+// state. The
 // caller's key is the Cluster hash tag, with '{', '}' and '%' escaped, so every limit of
 // one caller lands on one slot and no caller can pick a slot or break out of
 // the tag. Every write sets the key's expiry to the decision's ResetAfter
@@ -84,7 +86,10 @@
 // of the key's last write if later. A key not called between two changes
 // is converted from the numbers it was written under, skipping the
 // policy between; a key whose state expired under its old numbers starts
-// afresh.
+// afresh. A named fixed window's state records its windows too, epoch or
+// calendar ([core.Calendar]): a change of Window, period or zone, between
+// epoch and calendar windows too, moves the count of the window that held
+// the change to the new window that holds it, as core's does.
 //
 // # Time
 //
@@ -100,7 +105,9 @@
 // one that holds the server's now; when neither does (clocks apart, or a
 // period just ended), it answers with its time and the client calls once
 // more with the periods around it. Such a limiter is not batched
-// ([WithBatching]), and [NewLayered] refuses a calendar policy.
+// ([WithBatching]; one given a calendar policy by [Limiter.SetPolicy]
+// sends its calendar decisions one by one), and [NewLayered] and
+// [Layered.SetPolicies] refuse a calendar policy.
 //
 // # Client settings
 //

@@ -2,8 +2,10 @@
 -- the units counted in it, packed as '>i8i8' (earlier versions wrote
 -- "idx:count", which is read too), and for a named policy (keep) the
 -- Window it was written under, '>i8i8i8'. core's fixedWindow; a state
--- written under another Window is carried over as core's carry does (see
--- changedAt), its count into the window that holds the time of the change.
+-- written under another Window, or under calendar windows (a named
+-- policy's calendarwindow.lua state, 32 bytes), is carried over as core's
+-- carry does (see changedAt), its count into the window that holds the
+-- time of the change.
 --
 -- Constants: L, W, keep, fmt (the state's format).
 local idx = floor(now / W)
@@ -28,7 +30,18 @@ if v then
 	local si, sc
 	local b0 = byte(v)
 	if b0 == 0 or b0 == 255 then
-		if keep then
+		if keep and #v == 32 then
+			-- Written under calendar windows (calendarwindow.lua): the
+			-- count of the period [si, se) that held the change's time c
+			-- moves to the window of W that holds c.
+			local se
+			si, sc, se = bunpack('>i8i8i8', v)
+			local c = changedAt(since, si, now)
+			if c >= se then
+				sc = 0
+			end
+			si, moved = floor(c / W), true
+		elseif keep then
 			local sw
 			si, sc, sw = bunpack(fmt, v)
 			if sw ~= W then

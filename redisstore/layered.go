@@ -158,9 +158,10 @@ func (l *Layered) confOf(policies []core.Policy) *layeredConf {
 // policies[i], keeping every key's usage in every layer as
 // [Limiter.SetPolicy] does: the same number of layers, each valid and
 // with its layer's algorithm and Name, which must not be empty where the
-// policy changes. On error nothing changes. All layers change at once:
-// every decision that starts after it returns is made by the new policies.
-// It is safe for concurrent use.
+// policy changes, and none a calendar policy (as [NewLayered]). On error
+// nothing changes. All layers change at once: every decision that starts
+// after it returns is made by the new policies. It is safe for concurrent
+// use.
 func (l *Layered) SetPolicies(policies []core.Policy) error {
 	l.setMu.Lock()
 	defer l.setMu.Unlock()
@@ -171,6 +172,9 @@ func (l *Layered) SetPolicies(policies []core.Policy) error {
 	same := true
 	for i, p := range policies {
 		if err := p.Validate(); err != nil {
+			return fmt.Errorf("redisstore: SetPolicies: layer %d: %w", i, err)
+		}
+		if err := checkCalendar(p); err != nil {
 			return fmt.Errorf("redisstore: SetPolicies: layer %d: %w", i, err)
 		}
 		if err := checkChange(old[i], p); err != nil {

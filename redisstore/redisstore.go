@@ -66,8 +66,6 @@ type Limiter struct {
 	trip atomic.Int64
 
 	reload reloader // a Cluster client's slot reloads (cluster.go)
-
-	cal *calendarWindows // a calendar policy's periods (calendar.go), or nil
 }
 
 var (
@@ -90,6 +88,7 @@ type conf struct {
 	// changedAt). Nil for an unnamed policy, whose keys hold no other
 	// policy's state: its calls go without it.
 	since any
+	cal   *calendarWindows // a calendar policy's periods (calendar.go), or nil
 }
 
 // Option configures a [Limiter].
@@ -146,8 +145,8 @@ func WithExpiryMargin(d time.Duration) Option { return func(o *options) { o.marg
 // policy ([core.Calendar]) is counted exactly on the server's TIME, and
 // never batched (see the package documentation, "Time"). Limiters of one
 // named policy (Name and algorithm) on one prefix share its keys whatever
-// their numbers, and convert each other's states: give two limits
-// different Names.
+// their numbers (and calendar), and convert each other's states: give two
+// limits different Names.
 //
 // New loads the policy's script into Redis (on every node of a Cluster),
 // waiting at most the [WithTimeout] timeout, or one second, for it. It does
@@ -159,15 +158,11 @@ func New(client redis.UniversalClient, p core.Policy, opts ...Option) (*Limiter,
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("redisstore: %w", err)
 	}
-	cal, err := newCalendarWindows(p)
-	if err != nil {
-		return nil, fmt.Errorf("redisstore: New: %w", err)
-	}
 	o, err := applyOptions("New", opts)
 	if err != nil {
 		return nil, err
 	}
-	if cal != nil {
+	if p.Calendar != 0 {
 		// The batch script passes no periods.
 		o.batching = false
 	}
@@ -177,7 +172,6 @@ func New(client redis.UniversalClient, p core.Policy, opts ...Option) (*Limiter,
 		prefix:  o.prefix + ":" + policySegment(p) + ":{",
 		clock:   o.clock,
 		timeout: o.timeout,
-		cal:     cal,
 	}
 	if o.batching {
 		l.batch = &batcher{l: l, max: o.maxBatch}
@@ -186,27 +180,35 @@ func New(client redis.UniversalClient, p core.Policy, opts ...Option) (*Limiter,
 		}
 		l.multi = multiOf(client)
 	}
-	c := l.confOf(p)
+	c, err := l.confOf(p)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: New: %w", err)
+	}
 	l.cur.Store(c)
 	l.load(c)
 	return l, nil
 }
 
 // confOf returns the conf of p, a valid policy, taken now.
-func (l *Limiter) confOf(p core.Policy) *conf {
+func (l *Limiter) confOf(p core.Policy) (*conf, error) {
+	cal, err := newCalendarWindows(p)
+	if err != nil {
+		return nil, err
+	}
 	script := scriptFor(scriptSource(p, l.margin))
-	c := &conf{policy: p, script: script, sha: script.Hash(), cost: p.Capacity()}
+	c := &conf{policy: p, script: script, sha: script.Hash(), cost: p.Capacity(), cal: cal}
 	if carries(p) {
 		c.since = l.sinceNow()
 	}
 	if p.Algorithm.Burstable() {
 		c.emit = p.Emission()
 	}
-	if l.batch != nil && l.multi != noMulti {
+	if l.batch != nil && l.multi != noMulti && cal == nil {
+		// (A calendar policy's calls are never grouped: see batch.go.)
 		c.batch = scriptFor(batchSource(p, l.margin))
 		c.bsha = c.batch.Hash()
 	}
-	return c
+	return c, nil
 }
 
 // sinceNow returns the time a policy taken now is in force from, in Unix
@@ -241,12 +243,16 @@ func checkCalendar(p core.Policy) error {
 	if p.Calendar == 0 {
 		return nil
 	}
-	zone := p.Zone
-	if zone == "" {
-		zone = "UTC"
-	}
 	return fmt.Errorf("policy %q: calendar windows (a %v in %s) are not supported in layered limits on Redis; use a Limiter of its own for it (New): %w",
-		p.String(), p.Calendar, zone, errors.ErrUnsupported)
+		p.String(), p.Calendar, zoneName(p), errors.ErrUnsupported)
+}
+
+// zoneName returns a calendar policy's zone, "UTC" for the empty one.
+func zoneName(p core.Policy) string {
+	if p.Zone == "" {
+		return "UTC"
+	}
+	return p.Zone
 }
 
 // applyOptions applies opts, for the constructor named fn, over the
@@ -287,19 +293,16 @@ func applyOptions(fn string, opts []Option) (options, error) {
 // under (see the scripts). An unnamed policy's keys carry everything that
 // changes what the state means, "<algorithm>/<limit>/<window µs>[/<burst>]":
 // two unnamed policies are two limits that must not share state, and only
-// their numbers tell them apart. A calendar policy's keys carry its name,
-// if any, its numbers, period and zone: it is never converted. Names are
-// letters, digits, '-', '_' and '.' ([core.Policy.Validate]), so no form
-// can be another's.
+// their numbers tell them apart, and an unnamed calendar policy's also
+// its period and zone, "/month@Europe/Berlin". A named fixed window's keys
+// are the same for epoch and calendar windows: its state records which
+// (fixedwindow.lua, calendarwindow.lua). Names are letters, digits, '-',
+// '_' and '.' ([core.Policy.Validate]), so no form can be another's.
 func policySegment(p core.Policy) string {
 	if carries(p) {
 		return p.Name + "/" + p.Algorithm.String()
 	}
 	var b strings.Builder
-	if p.Name != "" {
-		b.WriteString(p.Name) // a calendar policy's
-		b.WriteByte('/')
-	}
 	b.WriteString(p.Algorithm.String())
 	b.WriteByte('/')
 	b.WriteString(strconv.FormatInt(p.Limit, 10))
@@ -314,18 +317,14 @@ func policySegment(p core.Policy) string {
 		b.WriteByte('/')
 		b.WriteString(p.Calendar.String())
 		b.WriteByte('@')
-		if p.Zone == "" {
-			b.WriteString("UTC")
-		}
-		b.WriteString(p.Zone)
+		b.WriteString(zoneName(p))
 	}
 	return b.String()
 }
 
 // carries reports whether p's keys carry its usage across its numbers: a
-// named policy's, but for calendar windows ([core.Calendar]), whose keys
-// keep their numbers, period and zone, as an unnamed policy's do.
-func carries(p core.Policy) bool { return p.Name != "" && p.Calendar == 0 }
+// named policy's, with epoch or calendar windows ([core.Calendar]).
+func carries(p core.Policy) bool { return p.Name != "" }
 
 // Policy returns the policy the limiter enforces: the last one given to
 // [Limiter.SetPolicy], or else to [New].
@@ -338,7 +337,10 @@ func (l *Limiter) Policy() core.Policy { return l.cur.Load().policy }
 // limiter's algorithm and Name: a policy's keys are named by both. The
 // Name must not be empty, unless p is the policy in force: an unnamed
 // policy's keys embed its numbers, so another one would start every key
-// afresh. On error nothing changes.
+// afresh. A fixed window may change its Window, its calendar and zone
+// ([core.Calendar]), between epoch and calendar windows too: the count of
+// the window that held the change moves to the new window that holds it,
+// as core's does. On error nothing changes.
 //
 // SetPolicy writes nothing to the keys: it loads p's script (waiting as
 // [New] does) and publishes it. Each key's state records the numbers it
@@ -366,7 +368,10 @@ func (l *Limiter) SetPolicy(p core.Policy) error {
 	if p == old {
 		return nil
 	}
-	c := l.confOf(p)
+	c, err := l.confOf(p)
+	if err != nil {
+		return fmt.Errorf("redisstore: SetPolicy: %w", err)
+	}
 	l.load(c)
 	l.cur.Store(c)
 	return nil
@@ -383,8 +388,6 @@ func checkChange(old, p core.Policy) error {
 		return fmt.Errorf("the limiter's policy is named %q and the new one %q: the keys are named by the policy's Name, so usage would not carry over; build a new limiter", old.Name, p.Name)
 	case p.Name == "":
 		return fmt.Errorf("the policy has no Name: an unnamed policy's keys embed its limit and window, so usage would not carry over; give the policy a Name")
-	case p.Calendar != 0 || old.Calendar != 0:
-		return fmt.Errorf("a calendar policy's keys embed its numbers, period and zone, so usage would not carry over on Redis; build a new limiter")
 	}
 	return nil
 }
@@ -456,8 +459,8 @@ func (l *Limiter) Refund(ctx context.Context, key string, n int64, elapsed time.
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
 	e := elapsedMicros(l.padded(elapsed))
-	if l.cal != nil {
-		return l.refundCalendar(ctx, k, now, n, e)
+	if c.cal != nil {
+		return l.refundCalendar(ctx, c, k, now, n, e)
 	}
 	args := []any{"evalsha", c.sha, "1", k, now, n, e}
 	if c.since != nil {
@@ -542,11 +545,11 @@ func (l *Limiter) decide(ctx context.Context, key string, n int64, commit bool) 
 	defer cancel()
 	c := l.callOf(ctx, cf, key, now, n, commit)
 	cmd, err := l.processCmd(ctx, &c.cmd)
-	if l.cal != nil && err == nil {
+	if cf.cal != nil && err == nil {
 		// The server's time lies in neither period sent: once more,
 		// with the periods around it.
 		if at, ok := resync(cmd.(*redis.StringCmd).Val()); ok {
-			c = l.callAt(ctx, cf, key, now, n, commit, l.cal.around(at))
+			c = l.callAt(ctx, cf, key, now, n, commit, cf.cal.around(at))
 			if cmd, err = l.processCmd(ctx, &c.cmd); err == nil {
 				if _, ok := resync(cmd.(*redis.StringCmd).Val()); ok {
 					return d, fmt.Errorf("redisstore: eval: the server's time left the calendar period it gave")
@@ -567,8 +570,8 @@ func (l *Limiter) call(ctx context.Context, key string, now any, n int64, commit
 // here rather than by Script.Run: the arguments and the command in one
 // allocation, the constant arguments boxed once.
 func (l *Limiter) callOf(ctx context.Context, cf *conf, key string, now any, n int64, commit bool) *call {
-	if l.cal != nil {
-		return l.callAt(ctx, cf, key, now, n, commit, l.cal.at(now))
+	if cf.cal != nil {
+		return l.callAt(ctx, cf, key, now, n, commit, cf.cal.at(now))
 	}
 	if !commit {
 		n = -n // a Peek
@@ -584,8 +587,9 @@ func (l *Limiter) callOf(ctx context.Context, cf *conf, key string, now any, n i
 	return c
 }
 
-// callAt is call for a calendar policy, passing the periods w after an
-// empty ARGV[3] (no refund): see calendar.go.
+// callAt is callOf for a calendar policy, passing the periods w after an
+// empty ARGV[3] (no refund), and then, for a named policy, since: see
+// calendar.go.
 func (l *Limiter) callAt(ctx context.Context, cf *conf, key string, now any, n int64, commit bool, w *windows) *call {
 	if !commit {
 		n = -n // a Peek
@@ -595,6 +599,11 @@ func (l *Limiter) callAt(ctx context.Context, cf *conf, key string, now any, n i
 	args := c.args[:10]
 	args[0], args[1], args[2], args[3], args[4], args[5] = "evalsha", cf.sha, "1", k, now, n
 	args[6], args[7], args[8], args[9] = "", w.args[0], w.args[1], w.args[2]
+	if cf.since != nil {
+		// A named calendar policy's: one allocation more, rather than
+		// one more argument in every call.
+		args = append(args[:10:10], cf.since)
+	}
 	c.cmd = *redis.NewStringCmd(ctx, args...)
 	return c
 }
@@ -626,7 +635,7 @@ func (c *conf) decision(cmd redis.Cmder, err error) (core.Decision, error) {
 		// Only a request to count is answered fresh: its cost is the
 		// call's last argument (see call), positive.
 		var n int64
-		if a := cmd.Args(); len(a) == 6 || len(a) == 8 || len(a) == 10 {
+		if a := cmd.Args(); len(a) == 6 || len(a) == 8 || len(a) == 10 || len(a) == 11 {
 			n, _ = a[5].(int64)
 		}
 		if reset < 0 || n <= 0 {

@@ -3,6 +3,7 @@ package redisstore
 import (
 	_ "embed"
 	"fmt"
+	"hash/fnv"
 	"sync"
 
 	"github.com/ratekit/ratekit/core"
@@ -154,6 +155,10 @@ func policyParts(p core.Policy, marginMs int64) (head, body string) {
 	// policySegment); fmt is the windows' state format.
 	keep := carries(p)
 	switch {
+	case p.Calendar != 0 && keep:
+		consts += fmt.Sprintf("local fmt, CID = '>i8i8i8i8', %d\n", calendarID(p))
+	case p.Calendar != 0:
+		consts += "local fmt, CID = '>i8i8i8', 0\n"
 	case p.Algorithm == core.FixedWindow && keep:
 		consts += "local fmt = '>i8i8i8'\n"
 	case p.Algorithm == core.FixedWindow:
@@ -170,4 +175,15 @@ func policyParts(p core.Policy, marginMs int64) (head, body string) {
 		head = "-- calendar windows\n" + head
 	}
 	return head, body
+}
+
+// calendarID returns the id that a named calendar policy's states record
+// (calendarwindow.lua): the FNV-1a hash, 32 bits, of its period and zone,
+// "month@Europe/Berlin", so that a state written under another calendar
+// is converted. (Two calendars of one hash would read each other's states
+// as their own: one pair in 2^32.)
+func calendarID(p core.Policy) int64 {
+	h := fnv.New32a()
+	h.Write([]byte(p.Calendar.String() + "@" + zoneName(p)))
+	return int64(h.Sum32())
 }

@@ -552,3 +552,102 @@ func TestSetPolicyLargeNumbers(t *testing.T) {
 		}
 	}
 }
+
+// calendarChanges are the named fixed windows the calendar change tests
+// move between: epoch windows, calendar days in two zones, a week, a
+// month, and a change of the limit alone.
+var calendarChanges = []string{
+	"5/1d algorithm=fixed-window name=q",
+	"3/6h algorithm=fixed-window name=q",
+	"3/1d tz=Europe/Berlin name=q",
+	"2/1d tz=Europe/Berlin name=q",
+	"4/1d tz=America/New_York name=q",
+	"6/1w tz=Europe/Berlin name=q",
+	"7/1mo name=q",
+	"7/1mo tz=UTC name=q",
+}
+
+// The same random traffic and refunds on the memory store and on Redis,
+// through random changes between epoch and calendar windows, periods,
+// zones and limits: every Decision must be equal, field for field. (The
+// clock only goes forwards: Redis converts a state no earlier than its
+// window's start, its last write as far as it knows, which a clock set
+// back before the change would move, as for every fixed window.)
+func TestSetPolicyCalendarSameAsMemory(t *testing.T) {
+	client := newClient(t, singleNode(t))
+	ctx := context.Background()
+	keys := []string{"a", "b"}
+	for seed := range 8 {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(seed), 77))
+			pick := func() core.Policy {
+				p, err := core.ParsePolicy(calendarChanges[rng.IntN(len(calendarChanges))])
+				if err != nil {
+					t.Fatal(err)
+				}
+				return p
+			}
+			p := pick()
+			start := time.Date(2026, 3, 27, 20, 0, 0, 0, time.UTC) // Berlin's DST change on the 29th
+			mc, rc := core.NewManualClock(start), core.NewManualClock(start)
+			mem, err := core.New(p, core.WithClock(mc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			red := mustNew(t, client, p, WithClock(rc), WithPrefix(uniquePrefix(t.Name())))
+			changes := 0
+			for i := range 300 {
+				if i > 0 && rng.IntN(6) == 0 {
+					p = pick()
+					if err := mem.SetPolicy(p); err != nil {
+						t.Fatal(err)
+					}
+					if err := red.SetPolicy(p); err != nil {
+						t.Fatal(err)
+					}
+					changes++
+				}
+				var dt time.Duration
+				switch r := rng.IntN(30); {
+				case r < 3:
+					dt = time.Duration(rng.Int64N(int64(72 * time.Hour)))
+				default:
+					dt = time.Duration(rng.Int64N(int64(2*time.Hour))) + time.Duration(rng.IntN(1000))
+				}
+				mc.Advance(dt)
+				rc.Advance(dt)
+				for _, k := range keys {
+					n := 1 + rng.Int64N(min(p.Limit, 2))
+					for _, op := range []int{0, 1, 2} {
+						var md, rd core.Decision
+						var merr, rerr error
+						switch op {
+						case 0:
+							md, merr = mem.Peek(ctx, k, n)
+							rd, rerr = red.Peek(ctx, k, n)
+						case 1:
+							md, merr = mem.AllowN(ctx, k, n)
+							rd, rerr = red.AllowN(ctx, k, n)
+						case 2:
+							if rng.IntN(5) != 0 {
+								continue
+							}
+							e := time.Duration(rng.Int64N(int64(time.Hour)))
+							merr = mem.Refund(ctx, k, n, e)
+							rerr = red.Refund(ctx, k, n, e)
+						}
+						if merr != nil || rerr != nil {
+							t.Fatalf("request %d: memory err %v, redis err %v", i, merr, rerr)
+						}
+						if md != rd {
+							t.Fatalf("request %d (%q, op %d, n=%d, at %v, policy %v, %d changes):\nmemory %+v\n redis %+v", i, k, op, n, mc.Now().UTC(), p, changes, md, rd)
+						}
+					}
+				}
+			}
+			if changes < 20 {
+				t.Fatalf("%d changes of policy, want at least 20", changes)
+			}
+		})
+	}
+}
