@@ -55,7 +55,10 @@ func Fallback(local Limiter) ErrorPolicy { return ErrorPolicy{fallback: true, lo
 // constructor taking the error policy builds the memory limiter from the
 // limiter's Policy method: [NewFailover] from the remote limiter's, on its
 // clock ([WithClock]); the HTTP middleware from its limiter's, on its own
-// clock. instances must be at least 1.
+// clock. A [NewFailover]'s memory limiter follows the remote's policy: after
+// a SetPolicy on the remote limiter, the next request decided locally sets
+// it to the share of the new policy, keeping its keys' usage as
+// [Memory.SetPolicy] does. instances must be at least 1.
 func FallbackShare(instances int) ErrorPolicy {
 	return ErrorPolicy{fallback: true, shared: true, share: instances}
 }
@@ -76,16 +79,24 @@ func (p ErrorPolicy) resolve(l Limiter, clock Clock) (ErrorPolicy, error) {
 	if !ok {
 		return p, errors.New("FallbackShare: the limiter has no Policy to share")
 	}
-	pol.Limit = max(pol.Limit/int64(p.share), 1)
-	if pol.Burst > 0 {
-		pol.Burst = max(pol.Burst/int64(p.share), 1)
-	}
 	if clock == nil {
 		clock = SystemClock{}
 	}
-	local, err := New(pol, WithClock(clock))
+	local, err := New(sharePolicy(pol, p.share), WithClock(clock))
 	if err != nil {
 		return p, fmt.Errorf("FallbackShare: %w", err)
 	}
-	return Fallback(local), nil
+	r := Fallback(local)
+	r.share = p.share // for the Failover to follow the remote's policy
+	return r, nil
+}
+
+// sharePolicy returns one of instances' share of p: its Limit and Burst
+// divided, at least 1 each.
+func sharePolicy(p Policy, instances int) Policy {
+	p.Limit = max(p.Limit/int64(instances), 1)
+	if p.Burst > 0 {
+		p.Burst = max(p.Burst/int64(instances), 1)
+	}
+	return p
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -48,6 +49,13 @@ type Failover struct {
 	localRef  Refunder       // local, when it can refund
 	onError   ErrorPolicy
 	pol       PolicyReporter // remote, when it knows its policy (which may change: Memory.SetPolicy)
+
+	// share is FallbackShare's instances, whose local Memory follows the
+	// remote's policy: shared is the remote policy it was last built or
+	// set from, changed under shareMu.
+	share     int
+	shared    atomic.Pointer[Policy]
+	shareMu   sync.Mutex
 	failures  int64
 	coolDown  time.Duration
 	timeout   time.Duration
@@ -147,6 +155,10 @@ func NewFailover(remote Limiter, opts ...FailoverOption) (*Failover, error) {
 		return nil, errors.New("core: NewFailover: WithClock(nil): a clock is required")
 	}
 	f.pol, _ = As[PolicyReporter](remote)
+	if f.share = f.onError.share; f.share > 0 && f.pol != nil {
+		p := f.pol.Policy()
+		f.shared.Store(&p)
+	}
 	f.remoteLay, _ = As[LayeredLimiter](remote)
 	f.localLay, _ = As[LayeredLimiter](f.local)
 	f.remoteRef = refunderOf(remote)
@@ -323,6 +335,9 @@ func (f *Failover) check(ctx context.Context, key string, n int64, op decideFunc
 		cause = err
 	}
 	if f.local != nil {
+		if f.share > 0 {
+			f.followShare()
+		}
 		ld, err = ask(ctx, f.local, f.localLay, key, n, op, lop, wrap)
 		if err != nil && !CallerError(ctx, err) && !unavailable(err) {
 			err = &UnavailableError{RetryAfter: f.retryAfter(), Err: err}
@@ -489,4 +504,27 @@ func (e *UnavailableError) Unwrap() error { return e.Err }
 func unavailable(err error) bool {
 	var u *UnavailableError
 	return errors.As(err, &u)
+}
+
+// followShare sets FallbackShare's local limiter to the share of the
+// remote's policy in force, when a SetPolicy has changed it since: the
+// share follows the limit it divides. It runs on the outage path only. A
+// policy the local limiter cannot take (another algorithm) is reported to
+// the error hook, and the share it has stays.
+func (f *Failover) followShare() {
+	p := f.pol.Policy()
+	if last := f.shared.Load(); last != nil && *last == p {
+		return
+	}
+	f.shareMu.Lock()
+	defer f.shareMu.Unlock()
+	if last := f.shared.Load(); last != nil && *last == p {
+		return
+	}
+	if err := f.local.(*Memory).SetPolicy(sharePolicy(p, f.share)); err != nil {
+		if f.hook != nil {
+			f.hook(fmt.Errorf("core: FallbackShare: follow the remote's policy %v: %w", p, err))
+		}
+	}
+	f.shared.Store(&p)
 }

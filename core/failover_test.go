@@ -641,3 +641,44 @@ func TestFailoverFallbackShare(t *testing.T) {
 
 // unknownPolicy is a limiter with no Policy method.
 type unknownPolicy struct{ core.Limiter }
+
+// FallbackShare's local limiter follows the remote's SetPolicy: after the
+// remote's limit is raised from 100 to 200, a down store's four servers
+// each allow 50, not 25, and the usage counted before carries over.
+func TestFailoverFallbackShareFollowsSetPolicy(t *testing.T) {
+	clock := core.NewManualClock(limitercheck.StartTime())
+	remote := newFlaky(t, core.Policy{Algorithm: core.FixedWindow, Limit: 100, Window: time.Minute}, clock)
+	remote.Down.Store(true)
+	var hooked []error
+	f := mustFailover(t, remote, core.WithErrorPolicy(core.FallbackShare(4)), core.WithClock(clock),
+		core.WithErrorHook(func(err error) { hooked = append(hooked, err) }))
+	allow := func(n int) (allowed int) {
+		for range n {
+			d, err := f.Allow(ctx, "k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Allowed {
+				allowed++
+			}
+		}
+		return allowed
+	}
+	if got := allow(10); got != 10 {
+		t.Fatalf("10 requests while down: %d allowed", got)
+	}
+	if err := remote.SetPolicy(core.Policy{Algorithm: core.FixedWindow, Limit: 200, Window: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if got := allow(100); got != 40 {
+		t.Errorf("after the remote's raise to 200: %d more allowed, want 40 (a share of 50, 10 used)", got)
+	}
+	if p := core.FallbackOf(f).(*core.Memory).Policy(); p.Limit != 50 {
+		t.Errorf("local policy %v, want a limit of 50", p)
+	}
+	for _, err := range hooked {
+		if strings.Contains(err.Error(), "FallbackShare") {
+			t.Errorf("hook: %v", err)
+		}
+	}
+}
