@@ -476,9 +476,8 @@ func (e *Engine) decide(res *Result) bool {
 		if outage != nil {
 			e.report(res.req, outage)
 		}
-		res.d = ld.Decision
-		if err == nil && ld.Layer >= 0 && ld.Layer < len(ld.Layers) {
-			res.layers, res.layer = ld.Layers, ld.Layer
+		if res.d = ld.Decision; err == nil {
+			res.setLayers(ld)
 		}
 	}
 	if err == nil {
@@ -534,13 +533,8 @@ func (e *Engine) peekState(res *Result) {
 	if err != nil || ld.Limit <= 0 {
 		return
 	}
-	res.d, res.layers, res.layer, res.rate = ld.Decision, nil, 0, true
-	if ld.Layer >= 0 && ld.Layer < len(ld.Layers) {
-		res.layers, res.layer = ld.Layers, ld.Layer
-	}
-	for _, l := range res.layers {
-		res.rate = res.rate && l.Limit > 0
-	}
+	res.setLayers(ld)
+	res.rate = res.layersLimited()
 }
 
 // outcome settles a decided request: served (after a leaky bucket's
@@ -551,10 +545,7 @@ func (e *Engine) outcome(res *Result) {
 	// over a limiter whose policy it cannot know) has no limit to
 	// describe: no rate headers then.
 	d := &res.d
-	res.rate = res.lim != nil && d.Limit > 0
-	for _, l := range res.layers {
-		res.rate = res.rate && l.Limit > 0
-	}
+	res.rate = res.lim != nil && d.Limit > 0 && res.layersLimited()
 	if d.Allowed {
 		e.allowed(res)
 		return

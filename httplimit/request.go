@@ -158,10 +158,7 @@ func (e *Engine) decideRequest(res *Result) bool {
 	if errors.Is(err, core.ErrCostTooHigh) {
 		if len(v.Decision.Layers) > 0 {
 			res.setLayers(v.Decision)
-			res.rate = true
-			for _, l := range res.layers {
-				res.rate = res.rate && l.Limit > 0
-			}
+			res.rate = res.layersLimited()
 		}
 		res.refuse(costTooHighResponse(res.cost, res.d))
 		return false
@@ -177,6 +174,17 @@ func (res *Result) setLayers(ld core.LayeredDecision) {
 	if ld.Layer >= 0 && ld.Layer < len(ld.Layers) {
 		res.layers, res.layer = ld.Layers, ld.Layer
 	}
+}
+
+// layersLimited reports whether every layer recorded has a limit to
+// describe in the rate headers (true when there are none).
+func (res *Result) layersLimited() bool {
+	for _, l := range res.layers {
+		if l.Limit <= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // Rule returns the name of the rule a [RequestLimiter] matched the request
