@@ -27,7 +27,7 @@ const DefaultMaxKeys = 1 << 20
 //
 // The number of keys never exceeds [WithMaxKeys] (default [DefaultMaxKeys]).
 // New keys sweep keys that have been fresh (a full bucket, an empty window)
-// for a window, with no background goroutine, so memory follows the keys in
+// for a window and at least a second, with no background goroutine, so memory follows the keys in
 // use. A new key in a full shard takes a fresh entry's place, which changes
 // no decision, or else evicts the entry holding the fewest units, so keys
 // minted one request each go before a key at its limit; [Memory.Stats] counts
@@ -83,6 +83,11 @@ func newSettings(p Policy) *settings {
 		s.idle = int64(min(uint64(s.window), mulDivFloor(uint64(s.window), uint64(s.cost), uint64(p.Limit))))
 		s.bucket = newBucket(p)
 	}
+	// And never before minIdle: a clock that steps back (a core.Clock of
+	// the caller's, a ManualClock) by up to minIdle finds a key's state as
+	// it left it, however short the window, as redisstore's keys outlive
+	// their state by its expiry margin.
+	s.idle = max(s.idle, minIdle)
 	return s
 }
 
@@ -339,3 +344,8 @@ func (m *Memory) Reset(_ context.Context, key string) error {
 // Stats reports the keys held and the evictions so far. It locks each shard
 // in turn, so it is cheap enough for a metrics scrape, not for every request.
 func (m *Memory) Stats() Stats { return m.eng.stats() }
+
+// minIdle is the least time, in µs, an entry must have been fresh before
+// a new key sweeps it away (see makeRoom): a second, redisstore's default
+// expiry margin.
+const minIdle = 1_000_000

@@ -156,6 +156,45 @@ func TestBrieflyFreshKeysAreKept(t *testing.T) {
 	}
 }
 
+// A key fresh for less than a second is never swept, however short the
+// window: a clock that then steps back finds its state as a Memory that
+// kept every key would, as redisstore's keys outlive their state by a
+// margin. Here a bucket refills in 21 ns (3 of 1000 per 7 µs), so the
+// window alone would let new keys sweep it at once.
+func TestSweepKeepsStateAClockSteppingBackFinds(t *testing.T) {
+	for _, a := range Algorithms() {
+		t.Run(a.String(), func(t *testing.T) {
+			p := Policy{Algorithm: a, Limit: 1000, Window: 7 * time.Microsecond}
+			if a.Burstable() {
+				p.Burst = 3
+			}
+			start := time.Unix(1_800_000_000, 0)
+			clock, lone := NewManualClock(start), NewManualClock(start)
+			m, err := New(p, WithClock(clock), WithMaxKeys(127)) // one shard
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref, _ := New(p, WithClock(lone)) // holds one key only: never sweeps it
+			ctx := context.Background()
+			for range 3 {
+				m.AllowN(ctx, "k", 1)
+				ref.AllowN(ctx, "k", 1)
+			}
+			step := 900 * time.Millisecond
+			clock.Advance(step)
+			for i := range 100 {
+				m.Allow(ctx, "new-"+strconv.Itoa(i))
+			}
+			clock.Advance(-step)
+			got, _ := m.AllowN(ctx, "k", 2)
+			want, _ := ref.AllowN(ctx, "k", 2)
+			if got != want {
+				t.Fatalf("after a step back:\n got %+v\nwant %+v (Stats %+v)", got, want, m.Stats())
+			}
+		})
+	}
+}
+
 // Denied requests and Peeks never create a key.
 func TestNoStateWithoutAllowedRequest(t *testing.T) {
 	m, _ := New(Policy{Algorithm: SlidingLog, Limit: 5, Window: time.Second})
