@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/httplimit"
 )
 
 // Option configures a [Transport]; see [New]. Each option's doc says its
@@ -20,6 +21,21 @@ type Option func(*Transport)
 // option shares one quota. A wait longer than [WithMaxWait] fails the
 // request at once.
 //
+// A rule set (rules.Limiter, or any [httplimit.RequestLimiter]) decides
+// each request by the rule it matches instead: the rule's limits, keys
+// and costs, all or nothing, waiting for a denial's RetryAfter as
+// core.Wait does, and following the set's reloads. New then refuses
+// [WithKey] and [WithCost], which are the rule file's business. The
+// rules read the request through a view of it: its method, headers (Host
+// its host), context, the route [WithRoute] gives (the URL's path by
+// default) and, for a field, the URL's query, never the body; its remote
+// address is the URL's host, so that the "peer" and "ip" key specs key
+// by the server's address when the URL names it by one, and fail
+// otherwise. A request whose key cannot be found, or no rule allows
+// (plan, route), fails unsent with the rule set's error
+// ([*httplimit.KeyError]). A request no rule matches is not limited. The
+// server's answers are still held per [Transport] key, the URL's host.
+//
 // New fails if l is nil: leave the option out for no limiter.
 //
 // Default: none; only the server's answers slow requests down.
@@ -29,6 +45,33 @@ func WithLimiter(l core.Limiter) Option {
 			t.errs = append(t.errs, errors.New("clientlimit: WithLimiter(nil): a limiter is required (leave the option out for none)"))
 		}
 		t.limiter = l
+		t.rl, _ = l.(httplimit.RequestLimiter)
+	}
+}
+
+// WithRoute sets the route a rule set ([WithLimiter]) matches a request
+// by, and keys it by for the "route" and "route-method" key specs: f
+// returns a route pattern such as "/v1/items/{id}", without the method.
+//
+// On a server, a route is the router's pattern, never the raw path: a
+// path is the client's to choose, and would give it a key per path and
+// a way around a rule. A client's URLs are its program's own, so the
+// default is the URL's path ("/" when empty), and a rule's routes
+// ("/v1/chat", "/api/*") match it as written. A program that builds
+// paths from what it is given (ids, a proxy's input) should map them to
+// patterns with f, so that a "route" key is one key per endpoint rather
+// than one per id.
+//
+// New fails if f is nil, or if the limiter is not a rule set: nothing
+// else reads the route.
+//
+// Default: the URL's path.
+func WithRoute(f func(*http.Request) string) Option {
+	return func(t *Transport) {
+		if f == nil {
+			t.errs = append(t.errs, errors.New("clientlimit: WithRoute(nil): a route function is required (leave the option out for the URL's path)"))
+		}
+		t.route, t.routeGiven = f, true
 	}
 }
 
@@ -36,18 +79,24 @@ func WithLimiter(l core.Limiter) Option {
 // against: its limiter key and the key under which the server's answers
 // hold and pace the next requests. It must return a non-empty string: a
 // request it gives "" fails, unsent, with an error wrapping
-// [core.ErrEmptyKey]. New fails if f is nil.
+// [core.ErrEmptyKey]. New fails if f is nil, and with a rule set
+// ([WithLimiter]), whose limits have keys of their own.
 //
 // Default: the request URL's host, port included (req.URL.Host).
-func WithKey(f func(*http.Request) string) Option { return func(t *Transport) { t.key = f } }
+func WithKey(f func(*http.Request) string) Option {
+	return func(t *Transport) { t.key, t.keyGiven = f, true }
+}
 
 // WithCost sets the function that says how many units a request takes from
 // the [WithLimiter] limiter. It must return a positive number: a request
 // it gives less fails, unsent, with the limiter's error (see [core.Wait]).
-// New fails if f is nil.
+// New fails if f is nil, and with a rule set ([WithLimiter]), whose
+// limits have costs of their own.
 //
 // Default: 1 per request.
-func WithCost(f func(*http.Request) int64) Option { return func(t *Transport) { t.cost = f } }
+func WithCost(f func(*http.Request) int64) Option {
+	return func(t *Transport) { t.cost, t.costGiven = f, true }
+}
 
 // WithMaxRetries sets how many times a request that is safe to repeat is
 // sent again after a 429 or 503 answer; 0 never retries. New fails if n
@@ -103,6 +152,18 @@ func (t *Transport) check() error {
 		return fmt.Errorf("clientlimit: WithMaxWait(%v): must be positive", t.maxWait)
 	case t.maxKeys <= 0:
 		return fmt.Errorf("clientlimit: WithMaxKeys(%d): must be positive", t.maxKeys)
+	case t.rl == nil && t.routeGiven:
+		return errors.New("clientlimit: New: WithRoute without a rule set: only a rule set (an httplimit.RequestLimiter given to WithLimiter) reads the route")
+	}
+	if t.rl != nil {
+		var errs []error
+		if t.keyGiven {
+			errs = append(errs, errors.New("clientlimit: New: WithKey with a rule set (an httplimit.RequestLimiter), whose limits have keys of their own"))
+		}
+		if t.costGiven {
+			errs = append(errs, errors.New("clientlimit: New: WithCost with a rule set (an httplimit.RequestLimiter), whose limits have costs of their own"))
+		}
+		return errors.Join(errs...)
 	}
 	return nil
 }

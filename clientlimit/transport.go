@@ -14,6 +14,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/httplimit"
 	"github.com/ratekit/ratekit/internal/ctxsleep"
 )
 
@@ -47,8 +48,13 @@ const backoffBase = time.Second
 type Transport struct {
 	base       http.RoundTripper
 	limiter    core.Limiter
+	rl         httplimit.RequestLimiter // limiter, when it is a rule set
 	key        func(*http.Request) string
 	cost       func(*http.Request) int64
+	route      func(*http.Request) string // a rule set's route; nil: the URL's path
+	keyGiven   bool                       // WithKey, WithCost and WithRoute were
+	costGiven  bool                       // given, for the options a rule set
+	routeGiven bool                       // makes meaningless or needs
 	maxRetries int
 	maxWait    time.Duration
 	maxKeys    int
@@ -154,12 +160,15 @@ func (k EventKind) String() string {
 // Kind says what; Request, the request as the caller gave it, and Key are
 // always set, and the other fields as their kind's doc says: Wait for a
 // wait, a retry or a refusal, Status for EventRetry, Header for
-// EventMalformed, Err for EventRefused. An observer must not keep Request
-// nor change it.
+// EventMalformed, Err for EventRefused. With a rule set ([WithLimiter]),
+// Rule names the rule that matched the request in the events of its
+// limiter wait (EventLimited, and EventRefused when the rule set is the
+// reason). An observer must not keep Request nor change it.
 type Event struct {
 	Kind    EventKind
 	Request *http.Request // the request as the caller gave it
 	Key     string        // the request's key
+	Rule    string        // the rule a rule set matched, "" for none
 	Wait    time.Duration // the wait: waited, before a retry, or refused
 	Status  int           // EventRetry: the discarded response's status
 	Header  string        // EventMalformed: the field ignored
@@ -284,7 +293,7 @@ func (t *Transport) await(ctx context.Context, req *http.Request, key string) er
 	if s, ok := t.keys.Get(key); ok {
 		wait, kind, err := s.reserve(ctx, time.Now(), t.maxWait)
 		if err != nil {
-			return t.refuse(req, key, wait, err)
+			return t.refuse(req, key, "", wait, err)
 		}
 		if wait > 0 {
 			t.report(Event{Kind: kind, Request: req, Key: key, Wait: wait})
@@ -301,15 +310,28 @@ func (t *Transport) await(ctx context.Context, req *http.Request, key string) er
 		wctx, cancel = context.WithTimeout(ctx, t.maxWait)
 		defer cancel()
 	}
+	lim, cost := t.limiter, int64(1)
+	var w *ruleWait
+	if t.rl != nil {
+		w = getRuleWait(t.rl, req, t.route)
+		defer w.put()
+		lim = w
+	} else {
+		cost = t.cost(req)
+	}
 	start := time.Now()
-	_, err := core.Wait(wctx, t.limiter, key, t.cost(req))
+	_, err := core.Wait(wctx, lim, key, cost)
 	waited := time.Since(start)
+	rule := ""
+	if w != nil {
+		rule = w.rule
+	}
 	switch {
 	case err == nil:
 		if waited > 0 {
 			t.waits.Add(1)
 			t.waited.Add(int64(waited))
-			t.report(Event{Kind: EventLimited, Request: req, Key: key, Wait: waited})
+			t.report(Event{Kind: EventLimited, Request: req, Key: key, Rule: rule, Wait: waited})
 		}
 		return nil
 	case ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
@@ -319,16 +341,16 @@ func (t *Transport) await(ctx context.Context, req *http.Request, key string) er
 		} else {
 			err = fmt.Errorf("%w: %w", ErrWaitTooLong, err)
 		}
-		return t.refuse(req, key, 0, err)
+		return t.refuse(req, key, rule, 0, err)
 	}
 	return fmt.Errorf("clientlimit: %s %s: %w", req.Method, req.URL.Redacted(), err)
 }
 
 // refuse counts and reports a request not sent.
-func (t *Transport) refuse(req *http.Request, key string, wait time.Duration, err error) error {
+func (t *Transport) refuse(req *http.Request, key, rule string, wait time.Duration, err error) error {
 	err = fmt.Errorf("clientlimit: %s %s: %w", req.Method, req.URL.Redacted(), err)
 	t.refused.Add(1)
-	t.report(Event{Kind: EventRefused, Request: req, Key: key, Wait: wait, Err: err})
+	t.report(Event{Kind: EventRefused, Request: req, Key: key, Rule: rule, Wait: wait, Err: err})
 	return err
 }
 
