@@ -3,6 +3,7 @@ package clientlimit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -27,6 +28,28 @@ import (
 // bound (the time n units take to free up): for a rule whose cost is c,
 // the jitter is at most the time of one unit instead of c, a shorter
 // spread, never a longer wait.
+
+// HostKey keys an outgoing request by the host it is for: its Host, or
+// its URL's host when it has none, port included, as the [Transport]
+// keys the server's answers. It is the key function of a rule set's
+// limit per host, registered under a name of your choice:
+//
+//	src, err := rules.Open("rules.yaml", rules.WithKeyFunc("host", clientlimit.HostKey))
+//
+// and then "key: host" in the file. It reads the request's Host header,
+// which the Transport's view of an outgoing request gives; a server's
+// view of a request has none, so it is for the client side. A request
+// without one is an error wrapping [keyfunc.ErrNoKey]. Unlike the
+// header:Host key spec, which hashes what it reads, it keys by the host
+// itself, allocating nothing.
+func HostKey(r keyfunc.Request) (string, error) {
+	if h := r.Header("Host"); len(h) > 0 && h[0] != "" {
+		return h[0], nil
+	}
+	return "", fmt.Errorf("%w: no host", keyfunc.ErrNoKey)
+}
+
+var _ keyfunc.Func = HostKey
 
 // ruleWait is the core.Limiter through which core.Wait decides one
 // request by a RequestLimiter. It is pooled: one RoundTrip uses it, from
