@@ -14,7 +14,10 @@
 //
 //   - Pace: with [WithLimiter], each request first takes its units, waiting
 //     as [core.Wait] does. A limiter on Redis gives a fleet of processes one
-//     shared quota.
+//     shared quota. A rule set (rules.Limiter) decides each request by the
+//     rule it matches instead, with the rule's limits, keys and costs, and
+//     follows its reloads; [WithRoute] and [HostKey] fit it to outgoing
+//     requests (see [WithLimiter]).
 //   - Obey: it reads Retry-After (seconds or an HTTP-date), the IETF
 //     RateLimit and RateLimit-Policy fields, and the RateLimit-Remaining /
 //     RateLimit-Reset and X-RateLimit-Remaining / X-RateLimit-Reset pairs.
