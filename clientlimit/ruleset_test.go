@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -469,3 +471,43 @@ func BenchmarkRuleSet(b *testing.B) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// Concurrent requests through one rule set, on two hosts: each host's
+// requests go no faster than its token bucket allows (10 at once, then
+// one every 6s), whatever the order the waiters come back in.
+func TestRuleSetConcurrent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := ruleLimiter(t, "2/1m", "10/1m")
+		var mu sync.Mutex
+		at := map[string][]time.Duration{}
+		start := time.Now()
+		srv := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			at[r.URL.Host] = append(at[r.URL.Host], time.Since(start))
+			mu.Unlock()
+			return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+		})
+		c := &http.Client{Transport: MustNew(srv, WithLimiter(l), WithMaxWait(10*time.Minute))}
+		var wg sync.WaitGroup
+		for i := range 40 {
+			host := []string{"a.test", "b.test"}[i%2]
+			wg.Go(func() {
+				if err := do(t, c, "GET", "http://"+host+"/v1/models"); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		for host, times := range at {
+			if len(times) != 20 {
+				t.Errorf("%s: %d sent, want 20", host, len(times))
+			}
+			slices.Sort(times)
+			for i, d := range times {
+				if earliest := time.Duration(max(i-9, 0)) * 6 * time.Second; d < earliest {
+					t.Errorf("%s: request %d sent at %v, before %v", host, i, d, earliest)
+				}
+			}
+		}
+	})
+}
