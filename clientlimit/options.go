@@ -21,20 +21,18 @@ type Option func(*Transport)
 // option shares one quota. A wait longer than [WithMaxWait] fails the
 // request at once.
 //
-// A rule set (rules.Limiter, or any [httplimit.RequestLimiter]) decides
-// each request by the rule it matches instead: the rule's limits, keys
-// and costs, all or nothing, waiting for a denial's RetryAfter as
-// core.Wait does, and following the set's reloads. New then refuses
-// [WithKey] and [WithCost], which are the rule file's business. The
-// rules read the request through a view of it: its method, headers (Host
-// its host), context, the route [WithRoute] gives (the URL's path by
-// default) and, for a field, the URL's query, never the body; its remote
-// address is the URL's host, so that the "peer" and "ip" key specs key
-// by the server's address when the URL names it by one, and fail
-// otherwise. A request whose key cannot be found, or no rule allows
-// (plan, route), fails unsent with the rule set's error
-// ([*httplimit.KeyError]). A request no rule matches is not limited. The
-// server's answers are still held per [Transport] key, the URL's host.
+// A rule set (rules.Limiter, any [httplimit.RequestLimiter]) decides
+// each request by the rule it matches instead, all or nothing, with the
+// rule's keys and costs, waiting as core.Wait does and following the
+// set's reloads; New then refuses [WithKey] and [WithCost]. The rules
+// read a view of the outgoing request: its method, headers (Host: its
+// host, see [HostKey]), context, route ([WithRoute]), the URL's query for
+// a field (never the body), and the URL's host as its remote address, so
+// that the "peer" and "ip" key specs key only a URL that names its server
+// by IP address. A request whose key cannot be found fails, unsent, with
+// the rule set's error ([*httplimit.KeyError]); one that no rule matches
+// is not limited. The server's answers are still held per host. See
+// docs/client.md, "A rule set".
 //
 // New fails if l is nil: leave the option out for no limiter.
 //

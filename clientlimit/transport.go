@@ -46,15 +46,17 @@ const backoffBase = time.Second
 // of keys ([WithMaxKeys]). Malformed rate-limit fields are ignored and
 // counted; over-long ones are read in part (see the package doc).
 type Transport struct {
-	base       http.RoundTripper
-	limiter    core.Limiter
-	rl         httplimit.RequestLimiter // limiter, when it is a rule set
-	key        func(*http.Request) string
-	cost       func(*http.Request) int64
-	route      func(*http.Request) string // a rule set's route; nil: the URL's path
-	keyGiven   bool                       // WithKey, WithCost and WithRoute were
-	costGiven  bool                       // given, for the options a rule set
-	routeGiven bool                       // makes meaningless or needs
+	base    http.RoundTripper
+	limiter core.Limiter
+	rl      httplimit.RequestLimiter // limiter, when it is a rule set
+	key     func(*http.Request) string
+	cost    func(*http.Request) int64
+	route   func(*http.Request) string // a rule set's route; nil: the URL's path
+
+	// WithKey, WithCost and WithRoute were given: New refuses the first
+	// two with a rule set, the last without one.
+	keyGiven, costGiven, routeGiven bool
+
 	maxRetries int
 	maxWait    time.Duration
 	maxKeys    int
