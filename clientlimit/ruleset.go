@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -144,7 +145,7 @@ func (o *outgoing) RemoteAddr() string { return o.r.URL.Host }
 // apart, is its Host (or its URL's host when it has none), as a server
 // reads it.
 func (o *outgoing) Header(name string) []string {
-	if len(name) == 4 && equalFold4(name, "host") {
+	if strings.EqualFold(name, "Host") {
 		h := o.r.Host
 		if h == "" {
 			h = o.r.URL.Host
@@ -195,19 +196,4 @@ func (o *outgoing) Context() context.Context {
 // may be a stream sent as it is read.
 func (o *outgoing) Field(name string) (string, error) {
 	return bodyfield.Field("", nil, o.r.URL.RawQuery, name)
-}
-
-// equalFold4 reports whether s equals lower, a 4-byte lower-case ASCII
-// word, without regard to ASCII case.
-func equalFold4(s, lower string) bool {
-	for i := range 4 {
-		c := s[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != lower[i] {
-			return false
-		}
-	}
-	return true
 }
