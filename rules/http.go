@@ -16,7 +16,8 @@ import (
 // A Limiter is an [httplimit.RequestLimiter]: every adapter over httplimit
 // (ginlimit, echolimit, chilimit, fiberlimit, httplimit.Middleware...) and
 // the gRPC and Connect interceptors take one where they take a limiter,
-// and decide each request by the rule it matches:
+// and decide each request by the rule it matches; so does clientlimit's
+// WithLimiter, for outgoing requests:
 //
 //	lim, err := rules.NewLimiter(src)
 //	...
