@@ -194,7 +194,7 @@ func (l *Layered) SetPolicies(policies []core.Policy) error {
 // layeredSource returns the script of a layered limiter: the prelude once
 // (its short set false: a layer's answer is always packed in full),
 // then each layer's own script wrapped as a Lua function of (KEYS, n,
-// commit), then layered.lua, which calls them. A layer's function holds
+// commit, since), then layered.lua, which calls them. A layer's function holds
 // the parts of its policy's script that are its own (see policyParts): its
 // constants and its algorithm, exactly as a Limiter of that policy runs
 // them, so a layer decides exactly as such a Limiter.
@@ -206,7 +206,7 @@ func layeredSource(policies []core.Policy, marginMs int64) string {
 	var list, keys strings.Builder
 	for i, p := range policies {
 		head, body := policyParts(p, marginMs)
-		fmt.Fprintf(&b, "local function layer%d(KEYS, n, commit)\n%s%s\nend\n", i+1, head, body)
+		fmt.Fprintf(&b, "local function layer%d(KEYS, n, commit, since)\n%s%s\nend\n", i+1, head, body)
 		fmt.Fprintf(&list, "layer%d, ", i+1)
 		fmt.Fprintf(&keys, "{KEYS[%d]}, ", i+1)
 	}
@@ -317,12 +317,18 @@ func (l *Layered) Refund(ctx context.Context, key string, n int64, elapsed time.
 
 // RefundKeys is Refund with a key per layer, as for [Layered.AllowKeys].
 func (l *Layered) RefundKeys(ctx context.Context, keys []string, n int64, elapsed time.Duration) error {
+	return l.refundAt(ctx, keys, []int64{n}, nil, elapsed)
+}
+
+// refundAt is RefundCosts with costs one per layer or one for every
+// layer, and sinces as for decideAt.
+func (l *Layered) refundAt(ctx context.Context, keys []string, costs []int64, sinces []any, elapsed time.Duration) error {
 	if err := l.checkKeys(keys); err != nil {
 		return err
 	}
 	c := l.cur.Load()
 	for i := range l.layers {
-		if err := checkCost(layerKey(keys, i), n, c.costs[i], i); err != nil {
+		if err := checkCost(layerKey(keys, i), layerCost(costs, i), c.costs[i], i); err != nil {
 			return err
 		}
 		if err := checkElapsed(elapsed); err != nil {
@@ -337,17 +343,7 @@ func (l *Layered) RefundKeys(ctx context.Context, keys []string, n int64, elapse
 	if err != nil {
 		return err
 	}
-	// EVALSHA sha numkeys keys... now n elapsed
-	args := make([]any, 0, 6+len(rkeys))
-	args = append(args, "evalsha", c.sha, strconv.Itoa(len(rkeys)))
-	for _, k := range rkeys {
-		args = append(args, k)
-	}
-	args = append(args, now, n, elapsedMicros(l.run.padded(elapsed)), c.since)
-	ctx, cancel := l.run.withTimeout(ctx)
-	defer cancel()
-	cmd := redis.NewCmd(ctx, args...)
-	cmd, err = l.run.process(ctx, cmd)
+	cmd, err := l.eval(ctx, c, rkeys, now, costs, sinces, true, elapsedMicros(l.run.padded(elapsed)))
 	if err != nil {
 		return l.wrap("eval", err)
 	}
@@ -399,6 +395,15 @@ func (l *Layered) wrap(op string, err error) error {
 }
 
 func (l *Layered) decide(ctx context.Context, keys []string, n int64, commit bool) (core.LayeredDecision, error) {
+	return l.decideAt(ctx, keys, []int64{n}, nil, commit, nil)
+}
+
+// decideAt decides keys (one per layer, or one for all), costs (one per
+// layer, or one for all), each layer's state converted as of sinces[i]
+// when sinces is not nil (a time in Unix µs, or "" for the call's time;
+// nil: as of the policies' taking), counting when commit is set. The
+// layers' Decisions are appended to dst[:0].
+func (l *Layered) decideAt(ctx context.Context, keys []string, costs []int64, sinces []any, commit bool, dst []core.Decision) (core.LayeredDecision, error) {
 	c := l.cur.Load()
 	first := c.policies[0]
 	ld := core.LayeredDecision{Decision: core.Decision{Limit: first.Limit, Policy: first}}
@@ -406,7 +411,7 @@ func (l *Layered) decide(ctx context.Context, keys []string, n int64, commit boo
 		return ld, err
 	}
 	for i, p := range c.policies {
-		if err := checkCost(layerKey(keys, i), n, c.costs[i], i); err != nil {
+		if err := checkCost(layerKey(keys, i), layerCost(costs, i), c.costs[i], i); err != nil {
 			d := core.Decision{Limit: p.Limit, Policy: p}
 			return core.LayeredDecision{Decision: d, Layer: i}, err
 		}
@@ -419,20 +424,7 @@ func (l *Layered) decide(ctx context.Context, keys []string, n int64, commit boo
 	if err != nil {
 		return ld, err
 	}
-	if !commit {
-		n = -n // a Peek
-	}
-	// EVALSHA sha numkeys keys... now n
-	args := make([]any, 0, 5+len(rkeys))
-	args = append(args, "evalsha", c.sha, strconv.Itoa(len(rkeys)))
-	for _, k := range rkeys {
-		args = append(args, k)
-	}
-	args = append(args, now, n, "", c.since)
-	ctx, cancel := l.run.withTimeout(ctx)
-	defer cancel()
-	cmd := redis.NewCmd(ctx, args...)
-	cmd, err = l.run.process(ctx, cmd)
+	cmd, err := l.eval(ctx, c, rkeys, now, costs, sinces, commit, "")
 	if err != nil {
 		return ld, l.wrap("eval", err)
 	}
@@ -440,7 +432,7 @@ func (l *Layered) decide(ctx context.Context, keys []string, n int64, commit boo
 	if !ok || len(v) != 5*len(l.layers) {
 		return ld, fmt.Errorf("redisstore: eval: script returned %v, want %d integers", cmd.Val(), 5*len(l.layers))
 	}
-	ds := make([]core.Decision, len(l.layers))
+	ds := dst[:0]
 	for i, p := range c.policies {
 		var r [5]int64
 		for j := range r {
@@ -448,7 +440,7 @@ func (l *Layered) decide(ctx context.Context, keys []string, n int64, commit boo
 				return ld, fmt.Errorf("redisstore: eval: script returned %v, want %d integers", v, 5*len(l.layers))
 			}
 		}
-		ds[i] = core.Decision{
+		ds = append(ds, core.Decision{
 			Allowed:    r[0] == 1,
 			Limit:      p.Limit,
 			Remaining:  r[1],
@@ -456,9 +448,87 @@ func (l *Layered) decide(ctx context.Context, keys []string, n int64, commit boo
 			ResetAfter: time.Duration(r[3]) * time.Microsecond,
 			Delay:      time.Duration(r[4]) * time.Microsecond,
 			Policy:     p,
-		}
+		})
 	}
 	return core.MostRestrictive(ds), nil
+}
+
+// layerCost returns layer i's cost among costs, one per layer or one for
+// every layer.
+func layerCost(costs []int64, i int) int64 { return costs[min(i, len(costs)-1)] }
+
+// eval runs c's script on rkeys: a decision (elapsed "") or a refund of
+// elapsed µs, with one cost for every layer (costs of one, and no sinces)
+// or a cost and, when sinces is not nil, a since per layer (see
+// layered.lua).
+func (l *Layered) eval(ctx context.Context, c *layeredConf, rkeys []string, now any, costs []int64, sinces []any, commit bool, elapsed any) (*redis.Cmd, error) {
+	// EVALSHA sha numkeys keys... now n elapsed since [costs...] [sinces...]
+	args := make([]any, 0, 7+len(rkeys)+len(costs)+len(sinces))
+	args = append(args, "evalsha", c.sha, strconv.Itoa(len(rkeys)))
+	for _, k := range rkeys {
+		args = append(args, k)
+	}
+	sign := int64(1)
+	if !commit {
+		sign = -1 // a Peek
+	}
+	if len(costs) == 1 && sinces == nil {
+		args = append(args, now, sign*costs[0], elapsed, c.since)
+	} else {
+		args = append(args, now, sign, elapsed, c.since)
+		for i := range rkeys {
+			args = append(args, layerCost(costs, i))
+		}
+		args = append(args, sinces...)
+	}
+	ctx, cancel := l.run.withTimeout(ctx)
+	defer cancel()
+	return l.run.process(ctx, redis.NewCmd(ctx, args...))
+}
+
+// AllowCosts is AllowKeys with a cost per layer: costs[i] units are
+// counted in layer i for keys[i] (keys holds one key per layer, or one for
+// every layer), all or nothing, in one round trip, as [Layered.AllowN]
+// decides, and as [core.Layered.AllowCosts] does, field for field. costs
+// must hold exactly one cost per layer, each positive and at most its
+// layer's capacity: otherwise it fails, sending nothing, with
+// [core.ErrInvalidCost] or [core.ErrCostTooHigh] (that layer's Limit and
+// Policy in the Decision, Layer its index). The keys must lie in one
+// Cluster slot, as for AllowKeys.
+//
+// The layers' Decisions are appended to dst[:0], which the result's
+// Layers then is.
+func (l *Layered) AllowCosts(ctx context.Context, keys []string, costs []int64, dst []core.Decision) (core.LayeredDecision, error) {
+	if err := l.checkCosts(costs); err != nil {
+		return core.LayeredDecision{Layer: -1}, err
+	}
+	return l.decideAt(ctx, keys, costs, nil, true, dst)
+}
+
+// PeekCosts reports what AllowCosts would decide now, counting nothing.
+func (l *Layered) PeekCosts(ctx context.Context, keys []string, costs []int64, dst []core.Decision) (core.LayeredDecision, error) {
+	if err := l.checkCosts(costs); err != nil {
+		return core.LayeredDecision{Layer: -1}, err
+	}
+	return l.decideAt(ctx, keys, costs, nil, false, dst)
+}
+
+// RefundCosts is RefundKeys with a cost per layer, as for
+// [Layered.AllowCosts]: it gives back costs[i] units in layer i, in one
+// round trip and atomically. It fails, giving back nothing, for the
+// arguments AllowCosts rejects and for a negative elapsed.
+func (l *Layered) RefundCosts(ctx context.Context, keys []string, costs []int64, elapsed time.Duration) error {
+	if err := l.checkCosts(costs); err != nil {
+		return err
+	}
+	return l.refundAt(ctx, keys, costs, nil, elapsed)
+}
+
+func (l *Layered) checkCosts(costs []int64) error {
+	if len(costs) != len(l.layers) {
+		return fmt.Errorf("redisstore: layered: %d costs for %d layers; want one per layer", len(costs), len(l.layers))
+	}
+	return nil
 }
 
 // keySlot returns the Cluster hash slot of a key whose hash tag is tag:

@@ -1,11 +1,17 @@
 -- Layered: the end of a layered script (see layeredSource). Ahead of it:
--- the prelude (now, n, commit), then, for each layer, its algorithm's
--- script wrapped as a function of (KEYS, n, commit) with that layer's
--- constants, which returns the decision packed (see clock.lua's answer),
--- and the tables
+-- the prelude (now, n, commit, elapsed, since), then, for each layer, its
+-- algorithm's script wrapped as a function of (KEYS, n, commit, since)
+-- with that layer's constants, which returns the decision packed (see
+-- clock.lua's answer), and the tables
 --
 --   layers, a list of those functions, in layer order;
 --   keys, for each layer the list of its keys (one).
+--
+-- After the prelude's four arguments, a call may give each layer its own
+-- cost (ARGV[5] to ARGV[4 + #layers], positive; ARGV[2] is then 1 or -1,
+-- its sign alone telling a decision from a Peek) and then each layer its
+-- own since (ARGV[5 + #layers] on; empty for the time of the call: see
+-- clock.lua's changedAt). Without them every layer takes n and since.
 --
 -- A layer called with commit false decides and writes nothing, as a Peek.
 -- Every layer but the last is checked without writing; the last is decided
@@ -18,22 +24,28 @@
 -- delay}, one after the other. A refund (elapsed given) is made in every
 -- layer and returns 0.
 local count = #layers
+local costs, sinces = {}, {}
+for i = 1, count do
+	local c, s = ARGV[4 + i], ARGV[4 + count + i]
+	costs[i] = c and tonumber(c) or n
+	sinces[i] = s or since
+end
 if elapsed then
 	for i = 1, count do
-		layers[i](keys[i], n, true)
+		layers[i](keys[i], costs[i], true, sinces[i])
 	end
 	return 0
 end
 local ds, pass = {}, true
 for i = 1, count - 1 do
-	ds[i] = {bunpack(answer, layers[i](keys[i], n, false))}
+	ds[i] = {bunpack(answer, layers[i](keys[i], costs[i], false, sinces[i]))}
 	pass = pass and ds[i][1] == 1
 end
-ds[count] = {bunpack(answer, layers[count](keys[count], n, commit and pass))}
+ds[count] = {bunpack(answer, layers[count](keys[count], costs[count], commit and pass, sinces[count]))}
 pass = pass and ds[count][1] == 1
 if commit and pass then
 	for i = 1, count - 1 do
-		ds[i] = {bunpack(answer, layers[i](keys[i], n, true))}
+		ds[i] = {bunpack(answer, layers[i](keys[i], costs[i], true, sinces[i]))}
 	end
 end
 local out = {}
