@@ -89,13 +89,24 @@ var _ core.MultiKeyLimiter = (*Layered)(nil)
 // [WithTimeout] timeout, or one second, and does not fail if Redis cannot
 // be reached.
 func NewLayered(client redis.UniversalClient, policies []core.Policy, opts ...Option) (*Layered, error) {
+	l, err := buildLayered("NewLayered", client, policies, opts)
+	if err != nil {
+		return nil, err
+	}
+	l.run.load(&conf{script: l.cur.Load().script})
+	return l, nil
+}
+
+// buildLayered is NewLayered, for the constructor named fn, but for
+// loading the script: its first call does (EVAL once on NOSCRIPT).
+func buildLayered(fn string, client redis.UniversalClient, policies []core.Policy, opts []Option) (*Layered, error) {
 	if client == nil {
-		return nil, errors.New("redisstore: NewLayered: a client is required")
+		return nil, fmt.Errorf("redisstore: %s: a client is required", fn)
 	}
 	if len(policies) == 0 {
-		return nil, errors.New("redisstore: NewLayered: at least one policy is required")
+		return nil, fmt.Errorf("redisstore: %s: at least one policy is required", fn)
 	}
-	o, err := applyOptions("NewLayered", opts)
+	o, err := applyOptions(fn, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -103,14 +114,14 @@ func NewLayered(client redis.UniversalClient, policies []core.Policy, opts ...Op
 	segments := make(map[string]int, len(policies))
 	for i, p := range policies {
 		if err := p.Validate(); err != nil {
-			return nil, fmt.Errorf("redisstore: NewLayered: layer %d: %w", i, err)
+			return nil, fmt.Errorf("redisstore: %s: layer %d: %w", fn, i, err)
 		}
 		if err := checkCalendar(p); err != nil {
-			return nil, fmt.Errorf("redisstore: NewLayered: layer %d: %w", i, err)
+			return nil, fmt.Errorf("redisstore: %s: layer %d: %w", fn, i, err)
 		}
 		seg := policySegment(p)
 		if j, ok := segments[seg]; ok {
-			return nil, fmt.Errorf("redisstore: NewLayered: layers %d and %d would share state (%v: a named policy's keys carry its Name and algorithm, an unnamed one's its numbers); give them different Names", j, i, p)
+			return nil, fmt.Errorf("redisstore: %s: layers %d and %d would share state (%v: a named policy's keys carry its Name and algorithm, an unnamed one's its numbers); give them different Names", fn, j, i, p)
 		}
 		segments[seg] = i
 		l.layers[i] = &Limiter{prefix: o.prefix + ":" + seg + ":{"}
@@ -135,7 +146,6 @@ func NewLayered(client redis.UniversalClient, policies []core.Policy, opts ...Op
 	}
 	c := l.confOf(policies)
 	l.cur.Store(c)
-	l.run.load(&conf{script: c.script})
 	return l, nil
 }
 

@@ -102,6 +102,9 @@ type options struct {
 	margin   time.Duration
 	batching bool // on unless WithBatching(1)
 	maxBatch int
+
+	failover    []core.FailoverOption // WithFailover's (NewRuleStore only)
+	failoverSet bool
 }
 
 // WithPrefix sets the first segment of every key, such as "myapp:limits".
@@ -281,6 +284,8 @@ func applyOptions(fn string, opts []Option) (options, error) {
 		return o, fmt.Errorf("redisstore: %s: WithExpiryMargin(%v): must not be negative", fn, o.margin)
 	case o.maxBatch < 0:
 		return o, fmt.Errorf("redisstore: %s: WithBatching(%d): must not be negative", fn, o.maxBatch)
+	case o.failoverSet && fn != "NewRuleStore":
+		return o, fmt.Errorf("redisstore: %s: WithFailover is an option of NewRuleStore only", fn)
 	}
 	o.batching = o.maxBatch != 1 // batches of one: no batching
 	return o, nil

@@ -44,6 +44,7 @@ type enforcer struct {
 	rw sync.RWMutex
 
 	set    *Set
+	st     Enforcer      // on a Store: what decides; nil in memory
 	limits []*limitState // by Limit.index
 	rules  []ruleState   // by Rule.index
 }
@@ -61,12 +62,19 @@ type limitState struct {
 	limit *Limit
 	mem   *core.Memory // the shared limiter, of the limit's policy
 	ov    *overrides   // nil when the limit has no overrides
+
+	// On a Store, for a limit with overrides: the policy each key with
+	// one of its own was last decided by.
+	last *lru.Cache[string, core.Policy]
 }
 
 // apply makes set the one in force, carrying each limit's limiters over
 // from the set in force as its Diff allows. Nothing changes when it fails.
 // The caller holds l.mu.
 func (l *Limiter) apply(set *Set) error {
+	if l.store != nil {
+		return l.applyStore(set)
+	}
 	old := l.cur.Load()
 	var oldSet *Set
 	if old != nil {

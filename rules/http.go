@@ -50,6 +50,9 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	}
 	e := l.hold()
 	defer e.rw.RUnlock()
+	if l.store != nil {
+		return l.resetStore(ctx, e, key)
+	}
 	var errs []error
 	for _, ls := range e.limits {
 		m, held, _ := ls.memFor(key)
@@ -112,18 +115,20 @@ func newRequestDecision() *requestDecision {
 	d := &rd.d
 	d.Layers, d.Limits, d.Keys, d.Costs = rd.layers[:0], rd.limits[:0], rd.keys[:0], rd.costs[:0]
 	d.mems = rd.mems[:0]
+	d.layers = rd.slayers[:0]
 	return rd
 }
 
 // requestDecision is the Decision of one DecideRequest, with room for the
 // slices of a rule of up to four limits.
 type requestDecision struct {
-	d      Decision
-	layers [4]core.Decision
-	limits [4]*Limit
-	keys   [4]string
-	costs  [4]int64
-	mems   [4]*core.Memory
+	d       Decision
+	layers  [4]core.Decision
+	limits  [4]*Limit
+	keys    [4]string
+	costs   [4]int64
+	mems    [4]*core.Memory
+	slayers [4]Layer
 }
 
 // Undo refunds what the decision counted ([Decision.Refund]); the
@@ -139,5 +144,6 @@ func (rd *requestDecision) Release() {
 	clear(rd.keys[:])
 	clear(rd.limits[:])
 	clear(rd.mems[:])
+	clear(rd.slayers[:])
 	decisionPool.Put(rd)
 }

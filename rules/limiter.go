@@ -68,6 +68,7 @@ var ErrClosed = errors.New("rules: limiter closed")
 // zero value is not usable.
 type Limiter struct {
 	opts   []core.Option
+	store  Store            // nil: in memory
 	obs    observe.Observer // nil: nothing reported
 	cur    atomic.Pointer[enforcer]
 	closed atomic.Bool
@@ -96,10 +97,15 @@ func NewObservedLimiter(src Loader, obs observe.Observer, opts ...core.Option) (
 }
 
 func newLimiter(name string, src Loader, obs observe.Observer, opts []core.Option) (*Limiter, error) {
+	l := &Limiter{opts: opts, obs: obs}
+	return l.start(name, src)
+}
+
+// start subscribes l to src's reloads and applies its set.
+func (l *Limiter) start(name string, src Loader) (*Limiter, error) {
 	if src == nil {
 		return nil, errors.New("rules: " + name + ": the loader is nil")
 	}
-	l := &Limiter{opts: opts, obs: obs}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	// Subscribed first, so that no replacement goes unseen: one made
@@ -197,6 +203,12 @@ type Decision struct {
 	keyErr  *Limit // the enforced limit whose key function failed
 	mems    []*core.Memory
 	held    []*ovEntry
+
+	// On a Store: what decided, the layers it decided, when, by what clock.
+	st     Enforcer
+	layers []Layer
+	start  time.Time
+	sclock core.Clock
 }
 
 // A ShadowDecision is the decision of one shadow limit: what it would have
@@ -215,6 +227,8 @@ type ShadowDecision struct {
 
 	mem     *core.Memory
 	counted bool
+	layer   Layer    // on a Store: what was decided
+	st      Enforcer // and by what
 }
 
 // reset empties d, keeping its slices' room.
@@ -227,6 +241,7 @@ func (d *Decision) reset() {
 		Shadow:          d.Shadow[:0],
 		mems:            d.mems[:0],
 		held:            d.held[:0],
+		layers:          d.layers[:0],
 	}
 }
 
@@ -258,7 +273,13 @@ func (l *Limiter) Decide(ctx context.Context, req keyfunc.Request, d *Decision) 
 		return ErrClosed
 	}
 	e := l.hold()
-	err := l.decide(ctx, req, e, d)
+	var err error
+	if l.store != nil {
+		d.sclock = l.store.Clock()
+		err = l.decideStore(ctx, req, e, d)
+	} else {
+		err = l.decide(ctx, req, e, d)
+	}
 	e.rw.RUnlock()
 	if l.obs != nil && d.Rule != nil {
 		d.obs = l.obs
@@ -434,6 +455,9 @@ func (d *Decision) Refund(ctx context.Context) error {
 		return nil
 	}
 	d.counted = false
+	if d.sclock != nil {
+		return d.refundStore(ctx, max(d.sclock.Now().Sub(d.start), 0))
+	}
 	elapsed := time.Duration(max(memNow(d.clock)-d.at, 0))
 	var errs []error
 	if d.layered != nil && d.Allowed {
