@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -137,30 +136,49 @@ type ruleEnforcer struct {
 	s        *RuleStore
 	since    int64  // when the set came into force, Unix µs
 	sinceArg string // its decimal
-	mu       sync.Mutex
-	cache    map[string]any // by layers and policies: *Layered, *Limiter, *core.Failover
+	mu       sync.RWMutex
+	cache    map[string]any // by kind, layers and policies (cacheKey): *Layered, *Limiter, *core.Failover
 }
 
 // maxCached bounds an enforcer's limiters: past it, the cache starts over
-// (the limiters hold no state: Redis does).
+// (the limiters hold no counts, Redis does; a Failover's breaker and
+// fallback start over too).
 const maxCached = 4096
 
-// policyKey writes the identity of ly's limit and policy to b.
-func policyKey(b *strings.Builder, ly rules.Layer) {
-	p := ly.Policy
-	fmt.Fprintf(b, "%s|%d|%d|%d|%d|%d", ly.Limit.ID(), p.Algorithm, p.Limit, p.Window, p.Burst, p.Calendar)
-	if p.Calendar != 0 {
-		b.WriteString("@" + zoneName(p))
+// cacheKey appends to b the identity of a limiter of kind over layers:
+// their limits and policies.
+func cacheKey(b []byte, kind byte, layers []rules.Layer) []byte {
+	b = append(b, kind)
+	for _, ly := range layers {
+		p := ly.Policy
+		b = append(b, ly.Limit.ID()...)
+		for _, v := range [...]int64{int64(p.Algorithm), p.Limit, int64(p.Window), p.Burst, int64(p.Calendar)} {
+			b = append(b, '|')
+			b = strconv.AppendInt(b, v, 10)
+		}
+		if p.Calendar != 0 {
+			b = append(b, '@')
+			b = append(b, zoneName(p)...)
+		}
+		b = append(b, ';')
 	}
-	b.WriteByte(';')
+	return b
 }
 
-// cached returns the value cached under key, or stores and returns
-// build's.
-func (e *ruleEnforcer) cached(key string, build func() (any, error)) (any, error) {
+// cached returns the limiter of kind over layers, built by build the first
+// time.
+func (e *ruleEnforcer) cached(kind byte, layers []rules.Layer, build func() (any, error)) (any, error) {
+	var buf [160]byte
+	key := cacheKey(buf[:0], kind, layers)
+	e.mu.RLock()
+	v, ok := e.cache[string(key)]
+	e.mu.RUnlock()
+	if ok {
+		return v, nil
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if v, ok := e.cache[key]; ok {
+	if v, ok := e.cache[string(key)]; ok {
 		return v, nil
 	}
 	v, err := build()
@@ -170,18 +188,13 @@ func (e *ruleEnforcer) cached(key string, build func() (any, error)) (any, error
 	if len(e.cache) >= maxCached {
 		clear(e.cache)
 	}
-	e.cache[key] = v
+	e.cache[string(key)] = v
 	return v, nil
 }
 
 // layered returns the Layered of layers' limits and policies, one rule's.
 func (e *ruleEnforcer) layered(layers []rules.Layer) (*Layered, error) {
-	var b strings.Builder
-	b.WriteString("L:")
-	for _, ly := range layers {
-		policyKey(&b, ly)
-	}
-	v, err := e.cached(b.String(), func() (any, error) {
+	v, err := e.cached('L', layers, func() (any, error) {
 		ps := make([]core.Policy, len(layers))
 		for i, ly := range layers {
 			ps[i] = ly.Policy
@@ -196,10 +209,7 @@ func (e *ruleEnforcer) layered(layers []rules.Layer) (*Layered, error) {
 
 // single returns the Limiter of ly's limit and policy.
 func (e *ruleEnforcer) single(ly rules.Layer) (*Limiter, error) {
-	var b strings.Builder
-	b.WriteString("S:")
-	policyKey(&b, ly)
-	v, err := e.cached(b.String(), func() (any, error) {
+	v, err := e.cached('S', []rules.Layer{ly}, func() (any, error) {
 		return e.s.newLimiter(ly.Policy, ly.Limit.Rule())
 	})
 	if err != nil {
@@ -210,10 +220,7 @@ func (e *ruleEnforcer) single(ly rules.Layer) (*Limiter, error) {
 
 // failover returns the Failover that decides ly when Redis cannot.
 func (e *ruleEnforcer) failover(ly rules.Layer) (*core.Failover, error) {
-	var b strings.Builder
-	b.WriteString("F:")
-	policyKey(&b, ly)
-	v, err := e.cached(b.String(), func() (any, error) {
+	v, err := e.cached('F', []rules.Layer{ly}, func() (any, error) {
 		remote, err := e.s.newLimiter(ly.Policy, ly.Limit.Rule())
 		if err != nil {
 			return nil, err
