@@ -75,6 +75,16 @@
 // and a Reset or a refund of an unknown key write nothing (but for the
 // conversion below).
 //
+// # Rule sets
+//
+// [NewRuleStore] is a rules.Store: [rules.NewStoreLimiter] over it enforces
+// a rule file on Redis, each rule's limits under the prefix
+// "<prefix>:<rule>", decided all or nothing by one [Layered] script with a
+// key and a cost per layer ([Layered.AllowCosts]), slot by slot on a
+// Cluster, each limit's failure policy applied by a [core.Failover] when
+// Redis cannot answer (see [RuleStore]). Reloads and overrides keep each
+// key's usage, as described next.
+//
 // # Changing a policy
 //
 // [Limiter.SetPolicy] and [Layered.SetPolicies] change a named policy's

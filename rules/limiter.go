@@ -40,8 +40,11 @@ const MaxOverrideKeys = 10_000
 // ErrClosed is the error of [Limiter.Decide] after [Limiter.Close].
 var ErrClosed = errors.New("rules: limiter closed")
 
-// A Limiter enforces a rule set in memory: for each request, the first rule
-// that matches ([Set.Match]), and all of that rule's limits at once.
+// A Limiter enforces a rule set in memory ([NewLimiter]), or on a [Store]
+// such as Redis ([NewStoreLimiter]): for each request, the first rule that
+// matches ([Set.Match]), and all of that rule's limits at once. What
+// follows describes memory; a Store decides alike and documents where it
+// differs.
 //
 // [Limiter.Decide] decides every limit that is not in shadow mode as one
 // all-or-nothing core.Layered decision, one layer per limit, each counting
