@@ -578,3 +578,41 @@ rules:
 		}
 	}
 }
+
+// A rule with a calendar limit on Redis decides as in memory, across a
+// month's end in Berlin: the calendar limit is decided on its own, the
+// others in one script, all or nothing.
+func TestRuleStoreCalendar(t *testing.T) {
+	file := `
+rules:
+  - name: api
+    limits:
+      - {name: burst, rate: 3/1m algorithm=fixed-window, key: tenant}
+      - {name: monthly, rate: 5/1mo tz=Europe/Berlin, key: tenant}
+      - {name: per-ip, rate: 4/1m algorithm=sliding-window, key: ip}
+`
+	client := newClient(t, singleNode(t))
+	start := time.Date(2026, 1, 31, 22, 50, 0, 0, time.UTC) // 23:50 in Berlin
+	mc, rc := core.NewManualClock(start), core.NewManualClock(start)
+	mem, err := rules.NewLimiter(mustRuleSet(t, file), core.WithClock(mc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	red := mustStoreLimiter(t, mustRuleSet(t, file), mustRuleStore(t, client, WithClock(rc), WithPrefix(uniquePrefix(t.Name()))))
+	var md, rd rules.Decision
+	for i := range 40 {
+		mc.Advance(50 * time.Second)
+		rc.Advance(50 * time.Second)
+		req := newRuleRequest("/x", []string{"a", "b"}[i%2], []string{"203.0.113.7", "192.0.2.1", "192.0.2.2"}[i%3])
+		if err := mem.Decide(context.Background(), req, &md); err != nil {
+			t.Fatal(err)
+		}
+		if err := red.Decide(context.Background(), req, &rd); err != nil {
+			t.Fatal(err)
+		}
+		if !limitercheck.SameLayered(md.LayeredDecision, rd.LayeredDecision) {
+			t.Fatalf("request %d at %v (%v):\nmemory %+v\n redis %+v", i, mc.Now(), req, md.LayeredDecision, rd.LayeredDecision)
+		}
+	}
+}
