@@ -59,6 +59,10 @@ type RuleStore struct {
 	fo     []core.FailoverOption // WithFailover's
 	slots  bool                  // a Cluster client
 	same   bool                  // a Ring client
+
+	mu     sync.Mutex        // serializes Enforce
+	last   *rules.Set        // the set Enforce was last given
+	sinces map[string]string // by limit ID: since when it counts as in last, Unix µs
 }
 
 var _ rules.Store = (*RuleStore)(nil)
@@ -110,11 +114,29 @@ func (s *RuleStore) rulePrefix(rule string) string { return s.prefix + ":" + rul
 // them. It fails for a rule whose limits Redis cannot enforce together
 // (two of one name: not reached for a valid set).
 func (s *RuleStore) Enforce(set *rules.Set) (rules.Enforcer, error) {
-	e := &ruleEnforcer{s: s, since: unixMicro(s.clock.Now()), cache: make(map[string]any)}
+	now := unixMicro(s.clock.Now())
 	if _, ok := s.clock.(core.SystemClock); ok {
-		e.since = unixMicro(time.Now())
+		now = unixMicro(time.Now())
 	}
-	e.sinceArg = strconv.FormatInt(e.since, 10)
+	nowArg := strconv.FormatInt(now, 10)
+	// A limit that counts as it did keeps the time it took its numbers:
+	// a key not called since then is converted as of that time, as
+	// memory's SetPolicy converts it, whatever reloads came between.
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sinces := make(map[string]string, len(set.Limits()))
+	for _, id := range rules.Compare(s.last, set).Unchanged {
+		if v, ok := s.sinces[id]; ok {
+			sinces[id] = v
+		}
+	}
+	e := &ruleEnforcer{s: s, since: make(map[*rules.Limit]string, len(set.Limits())), cache: make(map[string]any)}
+	for _, lim := range set.Limits() {
+		if _, ok := sinces[lim.ID()]; !ok {
+			sinces[lim.ID()] = nowArg
+		}
+		e.since[lim] = sinces[lim.ID()]
+	}
 	for _, r := range set.Rules() {
 		var base []rules.Layer
 		for _, lim := range r.Limits() {
@@ -128,16 +150,16 @@ func (s *RuleStore) Enforce(set *rules.Set) (rules.Enforcer, error) {
 			}
 		}
 	}
+	s.last, s.sinces = set, sinces
 	return e, nil
 }
 
 // ruleEnforcer decides one set's limits.
 type ruleEnforcer struct {
-	s        *RuleStore
-	since    int64  // when the set came into force, Unix µs
-	sinceArg string // its decimal
-	mu       sync.RWMutex
-	cache    map[string]any // by kind, layers and policies (cacheKey): *Layered, *Limiter, *core.Failover
+	s     *RuleStore
+	since map[*rules.Limit]string // since when each limit counts as it does, Unix µs
+	mu    sync.RWMutex
+	cache map[string]any // by kind, layers and policies (cacheKey): *Layered, *Limiter, *core.Failover
 }
 
 // maxCached bounds an enforcer's limiters: past it, the cache starts over
@@ -410,7 +432,7 @@ func (e *ruleEnforcer) decideGroup(ctx context.Context, layers []rules.Layer, gr
 	costs := make([]int64, len(gr.idx))
 	sinces := make([]any, len(gr.idx))
 	for j, i := range gr.idx {
-		sub[j], keys[j], costs[j], sinces[j] = layers[i], layers[i].Key, layers[i].Cost, e.sinceArg
+		sub[j], keys[j], costs[j], sinces[j] = layers[i], layers[i].Key, layers[i].Cost, e.since[layers[i].Limit]
 	}
 	lay, err := e.layered(sub)
 	if err != nil {
@@ -434,7 +456,7 @@ func (e *ruleEnforcer) refundGroup(ctx context.Context, layers []rules.Layer, gr
 	costs := make([]int64, len(gr.idx))
 	sinces := make([]any, len(gr.idx))
 	for j, i := range gr.idx {
-		sub[j], keys[j], costs[j], sinces[j] = layers[i], layers[i].Key, layers[i].Cost, e.sinceArg
+		sub[j], keys[j], costs[j], sinces[j] = layers[i], layers[i].Key, layers[i].Cost, e.since[layers[i].Limit]
 	}
 	lay, err := e.layered(sub)
 	if err != nil {

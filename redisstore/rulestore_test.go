@@ -616,3 +616,67 @@ rules:
 		}
 	}
 }
+
+func reloadParityFile(v int) string {
+	return fmt.Sprintf(`
+rules:
+  - name: api
+    limits:
+      - {name: per-key, rate: %d/10m algorithm=token-bucket burst=%d, key: tenant}
+      - {name: per-ip, rate: %d/1m algorithm=sliding-window, key: ip}
+      - {name: log, rate: %d/30s algorithm=sliding-log, key: tenant}
+overrides:
+  - {limit: api/per-key, key: gold, rate: 50/10m}
+`, []int{10, 20, 5}[v/3%3], []int{4, 8, 2}[v/3%3], []int{30, 31, 60, 15}[v%4], []int{12, 6}[v/2%2])
+}
+
+// Memory and Redis follow the same Source through reloads that change the
+// limits under random traffic, on manual clocks moved alike: every
+// decision is the same. A key untouched across several reloads is
+// converted on Redis as of the reload that changed its numbers, as memory
+// converts it, whatever reloads came between.
+func TestRuleStoreReloadSameAsMemory(t *testing.T) {
+	client := newClient(t, singleNode(t))
+	src, path := openRules(t, reloadParityFile(0))
+	mc, rc := core.NewManualClock(ruleStart), core.NewManualClock(ruleStart)
+	mem, err := rules.NewLimiter(src, core.WithClock(mc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	red := mustStoreLimiter(t, src, mustRuleStore(t, client, WithClock(rc), WithPrefix(uniquePrefix(t.Name()))))
+	rng := rand.New(rand.NewPCG(3, 3))
+	users := []string{"alice", "bob", "gold", "carol"}
+	ips := []string{"203.0.113.7", "198.51.100.9"}
+	var md, rd rules.Decision
+	v := 0
+	for i := range 500 {
+		dt := time.Duration(rng.IntN(1200)) * time.Millisecond
+		mc.Advance(dt)
+		rc.Advance(dt)
+		if i%25 == 24 {
+			v++
+			reloadRules(t, src, path, reloadParityFile(v))
+		}
+		user := users[rng.IntN(len(users))]
+		if i < 300 && user == "carol" {
+			user = "alice" // carol first comes after several reloads
+		}
+		if i >= 60 && i < 120 && user == "bob" {
+			user = "gold" // bob is away for several reloads
+		}
+		req := newRuleRequest("/x", user, ips[rng.IntN(len(ips))])
+		if i == 100 {
+			req = newRuleRequest("/x", "carol", ips[0])
+		}
+		if err := mem.Decide(context.Background(), req, &md); err != nil {
+			t.Fatal(err)
+		}
+		if err := red.Decide(context.Background(), req, &rd); err != nil {
+			t.Fatal(err)
+		}
+		if !limitercheck.SameLayered(md.LayeredDecision, rd.LayeredDecision) {
+			t.Fatalf("request %d (%v, version %d):\nmemory %+v\n redis %+v", i, req, v, md.LayeredDecision, rd.LayeredDecision)
+		}
+	}
+}
