@@ -35,9 +35,11 @@ var ErrCrossSlot = errors.New("the layers' keys lie in different Cluster slots")
 // are those of a [core.Layered] over the same policies, field for field, and
 // each layer shares its counts with a [Limiter] of its policy and prefix.
 //
-// On Redis Cluster, use one key for every layer ([Layered.AllowN],
-// [Layered.AllowLayers]); per-layer keys ([Layered.AllowKeys]) are for a
-// single node or Sentinel.
+// [Layered.AllowCosts] takes a key and a cost per layer, as
+// [core.Layered.AllowCosts] does. On Redis Cluster, use one key for every
+// layer ([Layered.AllowN], [Layered.AllowLayers]); per-layer keys
+// ([Layered.AllowKeys], AllowCosts) are for a single node or Sentinel, or
+// keys of one slot ([RuleStore] decides a rule's limits slot by slot).
 //
 // A Layered is safe for concurrent use. The zero value is not usable;
 // create one with [NewLayered].

@@ -1,13 +1,19 @@
 package redisstore
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/textproto"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/httplimit"
+	"github.com/ratekit/ratekit/observe"
 	"github.com/ratekit/ratekit/rules"
 	"github.com/redis/go-redis/v9"
 )
@@ -64,5 +70,57 @@ func TestRuleStoreInMiddleware(t *testing.T) {
 	do = serve(dead)
 	if w := do("alice"); w.Code != 503 || w.Header().Get("Retry-After") == "" {
 		t.Fatalf("with Redis down: %d %v", w.Code, w.Header())
+	}
+}
+
+// A Limiter on Redis made by NewObservedStoreLimiter reports each limit's
+// decision, the shadow limit's, each refund and each reset, by rule and
+// limit name.
+func TestRuleStoreObserved(t *testing.T) {
+	set, err := rules.Parse("rules.yaml", []byte(`
+rules:
+  - name: login
+    limits:
+      - {name: per-account, rate: 3/1m algorithm=fixed-window, key: "header:X-Account"}
+      - {name: per-ip, rate: 5/1m algorithm=fixed-window, key: ip}
+      - {name: watch, rate: 1/1m algorithm=fixed-window, key: ip, shadow: true}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := core.NewManualClock(time.Date(2026, 3, 1, 12, 0, 30, 0, time.UTC))
+	var mu sync.Mutex
+	var got []string
+	obs := observe.ObserverFunc(func(_ context.Context, e observe.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, fmt.Sprintf("%s %s/%s allowed=%v left=%d shadow=%v err=%v", e.Op, e.Rule, e.Policy, e.Decision.Allowed, e.Decision.Remaining, e.Shadow, e.Err))
+	})
+	lim, err := rules.NewObservedStoreLimiter(set, mustRuleStore(t, newClient(t, singleNode(t)), WithClock(clock), WithPrefix(uniquePrefix(t.Name()))), obs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lim.Close()
+	var d rules.Decision
+	r := &ruleRequest{route: "/login", remote: "203.0.113.7:1", header: textproto.MIMEHeader{"X-Account": {"alice"}}}
+	if err := lim.Decide(context.Background(), r, &d); err != nil || !d.Allowed {
+		t.Fatal(err, d.LayeredDecision)
+	}
+	if err := d.Refund(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"allow login/per-account allowed=true left=2 shadow=false err=<nil>",
+		"allow login/per-ip allowed=true left=4 shadow=false err=<nil>",
+		"allow login/watch allowed=true left=0 shadow=true err=<nil>",
+		"refund login/per-account allowed=false left=0 shadow=false err=<nil>",
+		"refund login/per-ip allowed=false left=0 shadow=false err=<nil>",
+		"refund login/watch allowed=false left=0 shadow=true err=<nil>",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("events\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if err := lim.Decide(context.Background(), r, &d); err != nil || !d.Allowed || d.Layers[0].Remaining != 2 || d.Shadow[0].Decision.Remaining != 0 || !d.Shadow[0].Decision.Allowed {
+		t.Fatalf("after the refund: %v, %+v, shadow %+v", err, d.LayeredDecision, d.Shadow)
 	}
 }
