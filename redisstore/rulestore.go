@@ -80,7 +80,8 @@ func WithFailover(opts ...core.FailoverOption) Option {
 // client, for [rules.NewStoreLimiter]. The options are [New]'s, applied
 // to every limit ([WithPrefix]: the keys' first segment, before the rule's
 // name), and [WithFailover]. It fails for a nil client or an invalid
-// option.
+// option. Give each [rules.Limiter] a store of its own: a store follows
+// the reloads of the set it enforces.
 func NewRuleStore(client redis.UniversalClient, opts ...Option) (*RuleStore, error) {
 	if client == nil {
 		return nil, errors.New("redisstore: NewRuleStore: a client is required")
