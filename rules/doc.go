@@ -147,4 +147,11 @@
 // reports every limit's decision to an observe.Observer (metrics, logs),
 // named by its rule and limit names. docs/config.md, "Enforcing", says
 // what a reload keeps.
+//
+// [NewStoreLimiter] enforces a set on a [Store] instead, such as Redis
+// (redisstore.NewRuleStore), so that several servers share its counts:
+// the Limiter matches, keys, costs and finds overrides as in memory, and
+// the Store's [Enforcer] decides each rule's limits all or nothing, by
+// their failure policies when the store cannot answer. docs/config.md,
+// "On Redis", says what it keeps.
 package rules
