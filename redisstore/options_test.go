@@ -121,7 +121,7 @@ func TestScriptParts(t *testing.T) {
 	}
 	for i, p := range ps {
 		head, body := policyParts(p, margin)
-		fn := fmt.Sprintf("local function layer%d(KEYS, n, commit)\n%s%s\nend\n", i+1, head, body)
+		fn := fmt.Sprintf("local function layer%d(KEYS, n, commit, since)\n%s%s\nend\n", i+1, head, body)
 		if !strings.Contains(src, fn) {
 			t.Errorf("layered script has no function for layer %d (%v)", i, p)
 		}
