@@ -124,3 +124,31 @@ rules:
 		t.Fatalf("after the refund: %v, %+v, shadow %+v", err, d.LayeredDecision, d.Shadow)
 	}
 }
+
+// BenchmarkRuleStoreDecide decides a rule of two limits (a key each) and a
+// shadow limit on one Redis server, on the server's TIME: two scripts a
+// request (the enforced limits', the shadow limit's), one key.
+func BenchmarkRuleStoreDecide(b *testing.B) {
+	set, err := rules.Parse("rules.yaml", []byte(`
+rules:
+  - name: api
+    limits:
+      - {name: per-account, rate: 1000000000/1h algorithm=fixed-window, key: "header:X-Account"}
+      - {name: per-ip, rate: 1000000000/1h, key: ip}
+      - {name: watch, rate: 1000000000/1h algorithm=fixed-window, key: ip, shadow: true}
+`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	lim := mustStoreLimiter(b, set, mustRuleStore(b, newClient(b, singleNode(b)), WithPrefix(uniquePrefix(b.Name()))))
+	r := &ruleRequest{route: "/x", remote: "203.0.113.7:1", header: textproto.MIMEHeader{"X-Account": {"alice"}}}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		var d rules.Decision
+		for pb.Next() {
+			if err := lim.Decide(context.Background(), r, &d); err != nil || !d.Allowed {
+				b.Fatal(err)
+			}
+		}
+	})
+}
