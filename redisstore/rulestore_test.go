@@ -341,13 +341,21 @@ func TestRuleStoreOverrideFunc(t *testing.T) {
 // other reload. The clock stands still, in one window: no key is admitted
 // more than the largest limit it had, and at the end each key's usage on
 // Redis is exactly what it was admitted, under the last set.
+//
+// On a Cluster the per-key and global limits' keys lie in different slots,
+// so every request is decided slot by slot, refusals given back: the same
+// bounds and exact remainders hold.
 func TestRuleStoreReloadUnderTraffic(t *testing.T) {
+	t.Run("single", func(t *testing.T) { reloadUnderTraffic(t, newClient(t, singleNode(t))) })
+	t.Run("cluster", func(t *testing.T) { reloadUnderTraffic(t, newClusterClient(t, cluster(t))) })
+}
+
+func reloadUnderTraffic(t *testing.T, client redis.UniversalClient) {
 	const (
 		goroutines = 4
 		reloads    = 100
 		nkeys      = 8
 	)
-	client := newClient(t, singleNode(t))
 	clock := core.NewManualClock(ruleStart)
 	prefix := uniquePrefix(t.Name())
 	version := func(v int) string { return reloadFile([]int{100, 200, 50}[v%3], v%2 == 1) }
@@ -428,7 +436,7 @@ func TestRuleStoreReloadUnderTraffic(t *testing.T) {
 	if got := peekRule(t, client, prefix, clock, l, "api/global", "/x"); got != 100000-total {
 		t.Errorf("global: %d left after %d admitted, want %d", got, total, 100000-total)
 	}
-	t.Logf("redis: %d decisions, %d reloads, %d admitted, %d errors, worst over-admission %d", decisions.Load(), reloads, total, errs.Load(), max(over, 0))
+	t.Logf("%s: %d decisions, %d reloads, %d admitted, %d errors, worst over-admission %d", t.Name(), decisions.Load(), reloads, total, errs.Load(), max(over, 0))
 }
 
 // deadAddr returns a loopback address nothing listens on.
