@@ -131,7 +131,7 @@ func (s *RuleStore) Enforce(set *rules.Set) (rules.Enforcer, error) {
 			sinces[id] = v
 		}
 	}
-	e := &ruleEnforcer{s: s, since: make(map[*rules.Limit]string, len(set.Limits())), cache: make(map[string]any)}
+	e := &ruleEnforcer{s: s, since: make(map[*rules.Limit]any, len(set.Limits())), cache: make(map[string]any)}
 	for _, lim := range set.Limits() {
 		if _, ok := sinces[lim.ID()]; !ok {
 			sinces[lim.ID()] = nowArg
@@ -158,7 +158,7 @@ func (s *RuleStore) Enforce(set *rules.Set) (rules.Enforcer, error) {
 // ruleEnforcer decides one set's limits.
 type ruleEnforcer struct {
 	s     *RuleStore
-	since map[*rules.Limit]string // since when each limit counts as it does, Unix µs
+	since map[*rules.Limit]any // since when each limit counts as it does, Unix µs (a string, boxed once)
 	mu    sync.RWMutex
 	cache map[string]any // by kind, layers and policies (cacheKey): *Layered, *Limiter, *core.Failover
 }
