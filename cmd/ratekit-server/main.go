@@ -1,14 +1,178 @@
 // Command ratekit-server is a rate limit service for gateways that speak
-// Envoy's rate limit API (envoy.service.ratelimit.v3.RateLimitService).
+// Envoy's rate limit API (envoy.service.ratelimit.v3.RateLimitService):
+// Envoy, Envoy Gateway, Istio, kgateway. It reads envoyproxy/ratelimit's
+// configuration files as they are and decides by ratekit's algorithms, a
+// request's descriptors all or nothing.
+//
+//	ratekit-server -config ./ratelimit.yaml -grpc-addr :8081
+//
+// Flags beat the environment variables envoyproxy/ratelimit reads, which
+// serve as their defaults (docs/server.md has the list): RUNTIME_ROOT,
+// RUNTIME_SUBDIRECTORY and RUNTIME_APPDIRECTORY name the configuration
+// directory, GRPC_HOST and GRPC_PORT (or GRPC_UDS) the listen address,
+// MERGE_DOMAIN_CONFIG, LOG_LEVEL, GRPC_MAX_CONNECTION_AGE and
+// GRPC_MAX_CONNECTION_AGE_GRACE mean what they mean there.
+//
+// SIGHUP, or a change in the configuration's directory, reloads it; a
+// configuration that does not load changes nothing. SIGTERM and SIGINT stop
+// the server gracefully.
 package main
 
 import (
+	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
+	"log/slog"
+	"net"
 	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
 
-	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/service"
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/server"
 )
 
 func main() {
-	fmt.Fprintln(os.Stderr, service.Name)
+	if err := run(os.Args[1:], os.Getenv, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "ratekit-server:", err)
+		os.Exit(1)
+	}
+}
+
+// settings are the flags, with defaults from the environment.
+type settings struct {
+	config, grpcAddr, redisAddr, logLevel string
+	merge, noHeaders                      bool
+	drain, maxAge, maxAgeGrace            time.Duration
+}
+
+func parse(args []string, getenv func(string) string, stderr io.Writer) (settings, error) {
+	var s settings
+	env := func(name, def string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
+	envBool := func(name string) (bool, error) {
+		v := getenv(name)
+		if v == "" {
+			return false, nil
+		}
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return false, fmt.Errorf("%s=%q: want true or false", name, v)
+		}
+		return b, nil
+	}
+	envDuration := func(name string) (time.Duration, error) {
+		v := getenv(name)
+		if v == "" {
+			return 0, nil
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return 0, fmt.Errorf("%s=%q: %w", name, v, err)
+		}
+		return d, nil
+	}
+	defConfig := ""
+	if root := getenv("RUNTIME_ROOT"); root != "" {
+		defConfig = filepath.Join(root, getenv("RUNTIME_SUBDIRECTORY"), env("RUNTIME_APPDIRECTORY", "config"))
+	}
+	defAddr := net.JoinHostPort(env("GRPC_HOST", "0.0.0.0"), env("GRPC_PORT", "8081"))
+	if uds := getenv("GRPC_UDS"); uds != "" {
+		defAddr = "unix:" + uds
+	}
+	defRedis := ""
+	if u := getenv("REDIS_URL"); u != "" && strings.EqualFold(env("REDIS_SOCKET_TYPE", "tcp"), "tcp") {
+		defRedis = u
+	}
+	merge, err := envBool("MERGE_DOMAIN_CONFIG")
+	if err != nil {
+		return s, err
+	}
+	maxAge, err := envDuration("GRPC_MAX_CONNECTION_AGE")
+	if err != nil {
+		return s, err
+	}
+	maxAgeGrace, err := envDuration("GRPC_MAX_CONNECTION_AGE_GRACE")
+	if err != nil {
+		return s, err
+	}
+	fs := flag.NewFlagSet("ratekit-server", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&s.config, "config", defConfig, "the configuration file, or a directory of *.yaml files (env RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY)")
+	fs.StringVar(&s.grpcAddr, "grpc-addr", defAddr, "the gRPC listen address, host:port or unix:/path (env GRPC_HOST, GRPC_PORT, GRPC_UDS)")
+	fs.StringVar(&s.redisAddr, "redis-addr", defRedis, "the Redis address; empty: the limits live in this process's memory (env REDIS_URL)")
+	fs.BoolVar(&s.merge, "merge", merge, "merge files of one domain instead of refusing them (env MERGE_DOMAIN_CONFIG)")
+	fs.BoolVar(&s.noHeaders, "no-headers", false, "leave RateLimit, RateLimit-Policy and Retry-After out of the responses")
+	fs.StringVar(&s.logLevel, "log-level", env("LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
+	fs.DurationVar(&s.drain, "drain", 10*time.Second, "how long a stop waits for calls in flight")
+	fs.DurationVar(&s.maxAge, "grpc-max-connection-age", maxAge, "close connections after this age, 0 never (env GRPC_MAX_CONNECTION_AGE)")
+	fs.DurationVar(&s.maxAgeGrace, "grpc-max-connection-age-grace", maxAgeGrace, "the grace after the age (env GRPC_MAX_CONNECTION_AGE_GRACE)")
+	if err := fs.Parse(args); err != nil {
+		return s, err
+	}
+	if fs.NArg() > 0 {
+		return s, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if s.config == "" {
+		return s, errors.New("no configuration: give -config (or RUNTIME_ROOT)")
+	}
+	return s, nil
+}
+
+func run(args []string, getenv func(string) string, stderr io.Writer) error {
+	s, err := parse(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(s.logLevel)); err != nil {
+		return fmt.Errorf("-log-level %q: want debug, info, warn or error", s.logLevel)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if s.redisAddr != "" {
+		return fmt.Errorf("-redis-addr %s: Redis is not supported yet; leave it empty for memory", s.redisAddr)
+	}
+	srv, err := server.New(server.Options{Config: s.config, Merge: s.merge, Log: log, Drain: s.drain,
+		MaxConnectionAge: s.maxAge, MaxConnectionAgeGrace: s.maxAgeGrace})
+	if err != nil {
+		return err
+	}
+	network, addr := "tcp", s.grpcAddr
+	if a, ok := strings.CutPrefix(addr, "unix:"); ok {
+		network, addr = "unix", a
+	}
+	lis, err := net.Listen(network, addr)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				_ = srv.Reload()
+			}
+		}
+	}()
+	go func() {
+		if err := srv.Watch(ctx); err != nil {
+			log.Error("not watching the configuration; SIGHUP still reloads it", "error", err)
+		}
+	}()
+	return srv.Serve(ctx, lis)
 }

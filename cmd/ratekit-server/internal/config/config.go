@@ -397,6 +397,17 @@ var units = map[string]struct {
 
 // rateLimit reads the rate_limit block n (nil when null) of the descriptor
 // desc.
+// UnitWindow returns the window of an envoyproxy/ratelimit unit, and
+// whether it is one.
+func UnitWindow(u pb.RateLimitResponse_RateLimit_Unit) (time.Duration, bool) {
+	for _, v := range units {
+		if v.unit == u {
+			return v.window, true
+		}
+	}
+	return 0, false
+}
+
 func (d *decoder) rateLimit(f *File, n, desc ast.Node, path, id string) *Limit {
 	l := &Limit{ID: id, File: f.name, Policy: core.Policy{Algorithm: core.FixedWindow}}
 	if n == nil {

@@ -1,19 +1,589 @@
-// Package service decides Envoy rate limit requests.
+// Package service decides Envoy's rate limit requests
+// (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit) by a
+// [config.Config], on ratekit's memory store.
+//
+// A request's descriptors are decided all or nothing: each descriptor that
+// matches a limit is one layer of one core.Layered decision, with its own
+// key (its entries) and its own cost (its hits_addend, else the request's,
+// else 1). When one layer denies, nothing is counted in any, and a denied
+// request counts nothing: a client that keeps knocking does not push its
+// own window further away. A limit in shadow mode is decided after the
+// others, counted only when they allowed the request, and always reported
+// OK. A descriptor whose hits_addend is 0 is a check: it counts nothing,
+// and is over the limit when one more unit would be.
+//
+// [Limiter.SetConfig] replaces the configuration atomically, keeping every
+// limit's usage: a limit of the same identity ([config.Limit.ID]) and
+// algorithm keeps its store, converted by core.Memory.SetPolicy when its
+// numbers changed; one whose algorithm changed starts afresh.
 package service
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"github.com/goccy/go-yaml/parser"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/config"
 	"github.com/ratekit/ratekit/core"
-	"google.golang.org/grpc/health"
 )
 
-// Name is the service's name.
-const Name = "ratekit-server"
-
-var (
-	_ pb.RateLimitServiceServer = nil
-	_                           = parser.Parse
-	_                           = core.New
-	_                           = health.NewServer
+// Bounds on a request and on the state its fields can create.
+const (
+	// MaxDescriptors is the most descriptors of one request.
+	MaxDescriptors = 64
+	// MaxOverrides is the most distinct limits that requests' own
+	// overrides (a descriptor's limit field, set in Envoy's configuration)
+	// keep a store for.
+	MaxOverrides = 256
+	// maxLayered is the most combinations of limits that keep a
+	// core.Layered built; past it a request builds its own.
+	maxLayered = 4096
 )
+
+// Options configure a [Limiter]. The zero value is the default.
+type Options struct {
+	// Clock is the time limits are decided by. Default: core.SystemClock.
+	Clock core.Clock
+	// MaxKeys is the most keys each limit's store holds
+	// (core.WithMaxKeys). Default: core.DefaultMaxKeys.
+	MaxKeys int
+	// NoHeaders leaves RateLimit, RateLimit-Policy and Retry-After out of
+	// the responses' response_headers_to_add.
+	NoHeaders bool
+}
+
+// A Limiter decides rate limit requests by the configuration in force. It
+// implements Envoy's RateLimitServiceServer and is safe for concurrent use.
+type Limiter struct {
+	pb.UnimplementedRateLimitServiceServer
+
+	o   Options
+	cur atomic.Pointer[state]
+	mu  sync.Mutex // serializes SetConfig
+
+	ovMu      sync.Mutex
+	overrides map[core.Policy]*core.Memory
+}
+
+// state is what one configuration decides by; it never changes.
+type state struct {
+	cfg    *config.Config
+	limits map[*config.Limit]*limitState
+	byID   map[string]*limitState
+
+	layeredMu sync.Mutex
+	layered   map[string]*core.Layered
+}
+
+type limitState struct {
+	limit *config.Limit
+	mem   *core.Memory // nil for an unlimited limit or one of 0 requests
+}
+
+// New returns a Limiter deciding by cfg.
+func New(cfg *config.Config, o Options) (*Limiter, error) {
+	if o.Clock == nil {
+		o.Clock = core.SystemClock{}
+	}
+	if o.MaxKeys == 0 {
+		o.MaxKeys = core.DefaultMaxKeys
+	}
+	l := &Limiter{o: o, overrides: make(map[core.Policy]*core.Memory)}
+	if err := l.SetConfig(cfg); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// Config returns the configuration in force.
+func (l *Limiter) Config() *config.Config { return l.cur.Load().cfg }
+
+func (l *Limiter) newMemory(p core.Policy) (*core.Memory, error) {
+	return core.New(p, core.WithClock(l.o.Clock), core.WithMaxKeys(l.o.MaxKeys))
+}
+
+// SetConfig makes cfg the configuration in force, keeping the usage of
+// every limit that stays (see the package doc). On error nothing changes.
+func (l *Limiter) SetConfig(cfg *config.Config) error {
+	if cfg == nil {
+		return errors.New("service: SetConfig: nil config")
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	old := l.cur.Load()
+	st := &state{cfg: cfg, limits: make(map[*config.Limit]*limitState), byID: make(map[string]*limitState), layered: make(map[string]*core.Layered)}
+	type retune struct {
+		m *core.Memory
+		p core.Policy
+	}
+	var retunes []retune
+	for _, lim := range cfg.Limits() {
+		ls := &limitState{limit: lim}
+		if !lim.Unlimited && lim.Policy.Limit > 0 {
+			var prev *core.Memory
+			if old != nil {
+				if o := old.byID[lim.ID]; o != nil {
+					prev = o.mem
+				}
+			}
+			switch {
+			case prev != nil && prev.Policy().Algorithm == lim.Policy.Algorithm:
+				ls.mem = prev
+				if prev.Policy() != lim.Policy {
+					retunes = append(retunes, retune{prev, lim.Policy})
+				}
+			default:
+				m, err := l.newMemory(lim.Policy)
+				if err != nil {
+					return fmt.Errorf("service: %s: %w", lim.ID, err)
+				}
+				ls.mem = m
+			}
+		}
+		st.limits[lim] = ls
+		st.byID[lim.ID] = ls
+	}
+	// SetPolicy fails only for an invalid policy or another algorithm:
+	// both are checked before any store changes.
+	for _, r := range retunes {
+		if err := r.p.Validate(); err != nil {
+			return fmt.Errorf("service: %w", err)
+		}
+	}
+	for _, r := range retunes {
+		if err := r.m.SetPolicy(r.p); err != nil {
+			return fmt.Errorf("service: %w", err)
+		}
+	}
+	l.cur.Store(st)
+	return nil
+}
+
+// item is one descriptor of a request that a limit applies to.
+type item struct {
+	i     int // the descriptor's index
+	limit *config.Limit
+	mem   *core.Memory
+	key   string
+	cost  int64
+	kind  kind
+	d     core.Decision
+	over  bool // decided over the limit
+}
+
+type kind uint8
+
+const (
+	enforced kind = iota
+	check         // hits_addend 0: counts nothing
+	shadow
+	denyAll // requests_per_unit 0
+	unlimited
+	refund // is_negative_hits: counts nothing
+)
+
+// ShouldRateLimit decides a request; see the package doc. A request without
+// a domain or descriptors, or with more than [MaxDescriptors], is
+// InvalidArgument.
+func (l *Limiter) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
+	switch {
+	case req.GetDomain() == "":
+		return nil, status.Error(codes.InvalidArgument, "service: the rate limit domain must not be empty")
+	case len(req.GetDescriptors()) == 0:
+		return nil, status.Error(codes.InvalidArgument, "service: the descriptor list must not be empty")
+	case len(req.GetDescriptors()) > MaxDescriptors:
+		return nil, status.Errorf(codes.InvalidArgument, "service: %d descriptors, at most %d", len(req.GetDescriptors()), MaxDescriptors)
+	}
+	st := l.cur.Load()
+	resp := &pb.RateLimitResponse{Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, len(req.Descriptors))}
+	items := make([]item, 0, len(req.Descriptors))
+	var keys, values []string
+	var keyBuf []byte
+	replaced := map[string]bool(nil)
+	for i, desc := range req.Descriptors {
+		keys, values = keys[:0], values[:0]
+		for _, e := range desc.GetEntries() {
+			keys, values = append(keys, e.GetKey()), append(values, e.GetValue())
+		}
+		it := item{i: i, cost: cost(req, desc)}
+		if ov := desc.GetLimit(); ov != nil {
+			lim, m, err := l.override(ov)
+			if err != nil {
+				return nil, status.Error(codes.InvalidArgument, err.Error())
+			}
+			it.limit, it.mem = lim, m
+			keyBuf = append(keyBuf[:0], "\x00override\x00"...)
+			keyBuf = append(keyBuf, req.Domain...)
+			for j := range keys {
+				keyBuf = append(append(append(append(append(keyBuf, 0), keys[j]...), 0), values[j]...), 0)
+			}
+		} else {
+			var lim *config.Limit
+			lim, keyBuf = st.cfg.Match(req.Domain, keys, values, keyBuf[:0])
+			if lim == nil {
+				resp.Statuses[i] = &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK}
+				continue
+			}
+			it.limit, it.mem = lim, st.limits[lim].mem
+		}
+		it.key = string(keyBuf)
+		for _, r := range it.limit.Replaces {
+			if replaced == nil {
+				replaced = make(map[string]bool)
+			}
+			replaced[r] = true
+		}
+		switch {
+		case it.limit.Unlimited:
+			it.kind = unlimited
+		case it.limit.Policy.Limit == 0:
+			it.kind = denyAll
+		case desc.GetIsNegativeHits():
+			it.kind = refund
+		case it.cost == 0:
+			it.kind, it.cost = check, 1
+		case it.limit.Shadow:
+			it.kind = shadow
+		}
+		items = append(items, it)
+	}
+	// A limit named in another's replaces is not applied.
+	if replaced != nil {
+		items = slices.DeleteFunc(items, func(it item) bool {
+			if it.limit.Name != "" && replaced[it.limit.Name] {
+				resp.Statuses[it.i] = &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK}
+				return true
+			}
+			return false
+		})
+	}
+	denied, err := l.decide(st, items)
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	resp.OverallCode = pb.RateLimitResponse_OK
+	if denied {
+		resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT
+	}
+	for k := range items {
+		it := &items[k]
+		resp.Statuses[it.i] = descriptorStatus(it)
+	}
+	if !l.o.NoHeaders {
+		resp.ResponseHeadersToAdd = headers(items, denied)
+	}
+	return resp, nil
+}
+
+// cost is a descriptor's hits: its own hits_addend when set (0 included),
+// else the request's, else 1, as envoyproxy/ratelimit counts them.
+func cost(req *pb.RateLimitRequest, d *rlv3.RateLimitDescriptor) int64 {
+	if h := d.GetHitsAddend(); h != nil {
+		return int64(min(h.GetValue(), math.MaxInt64))
+	}
+	return int64(max(1, req.GetHitsAddend()))
+}
+
+// decide decides the items, all or nothing, and reports whether the
+// request is denied.
+func (l *Limiter) decide(st *state, items []item) (denied bool, err error) {
+	ctx := context.Background()
+	var enf []*item
+	for k := range items {
+		it := &items[k]
+		switch it.kind {
+		case enforced:
+			if it.cost > it.limit.Policy.Capacity() {
+				// It can never fit: over the limit, whatever the others say.
+				it.over, denied = true, true
+				d, err := it.mem.Peek(ctx, it.key, 1)
+				if err != nil {
+					return false, err
+				}
+				it.d = d
+				continue
+			}
+			enf = append(enf, it)
+		case denyAll:
+			it.over = true
+			denied = denied || !it.limit.Shadow
+		case check:
+			d, err := it.mem.Peek(ctx, it.key, it.cost)
+			if err != nil {
+				return false, err
+			}
+			it.d, it.over = d, !d.Allowed
+			denied = denied || (!d.Allowed && !it.limit.Shadow)
+		case refund:
+			d, err := it.mem.Peek(ctx, it.key, 1)
+			if err != nil {
+				return false, err
+			}
+			it.d = d
+			it.d.Allowed = true
+		}
+	}
+	if !denied && len(enf) > 0 {
+		ok, err := l.charge(st, enf)
+		if err != nil {
+			return false, err
+		}
+		denied = !ok
+	} else {
+		for _, it := range enf {
+			d, err := it.mem.Peek(ctx, it.key, it.cost)
+			if err != nil && !errors.Is(err, core.ErrCostTooHigh) {
+				return false, err
+			}
+			it.d = d
+		}
+	}
+	for k := range items {
+		it := &items[k]
+		if it.kind != shadow {
+			continue
+		}
+		var d core.Decision
+		var err error
+		switch {
+		case it.cost > it.limit.Policy.Capacity():
+			d, err = it.mem.Peek(ctx, it.key, 1)
+			d.Allowed = false
+		case denied:
+			d, err = it.mem.Peek(ctx, it.key, it.cost)
+		default:
+			d, err = it.mem.AllowN(ctx, it.key, it.cost)
+		}
+		if err != nil {
+			return false, err
+		}
+		it.d, it.over = d, !d.Allowed
+	}
+	return denied, nil
+}
+
+// charge counts the enforced items all or nothing and reports whether they
+// were allowed, recording each one's Decision. Items of distinct limits
+// are one core.Layered decision. Two items of one limit and key are one
+// layer of their summed cost; of one limit and two keys, they are decided
+// in rounds of distinct limits, and a round that denies gives back what
+// the rounds before it counted (core.Layered.RefundCosts), so nothing
+// stays counted — but a request decided meanwhile may see those units
+// taken.
+func (l *Limiter) charge(st *state, enf []*item) (bool, error) {
+	ctx := context.Background()
+	if len(enf) == 1 {
+		it := enf[0]
+		d, err := it.mem.AllowN(ctx, it.key, it.cost)
+		if err != nil {
+			return false, err
+		}
+		it.d, it.over = d, !d.Allowed
+		return d.Allowed, nil
+	}
+	// Merge the items of one limit and key.
+	var rounds [][]*item
+	var merged []*item
+	var dups map[*item]*item // an item merged into another
+	defer func() {
+		for it, into := range dups {
+			it.d, it.over = into.d, into.over
+		}
+	}()
+	for _, it := range enf {
+		if j := slices.IndexFunc(merged, func(o *item) bool { return o.mem == it.mem && o.key == it.key }); j >= 0 {
+			if dups == nil {
+				dups = make(map[*item]*item)
+			}
+			merged[j].cost += it.cost
+			dups[it] = merged[j]
+			continue
+		}
+		merged = append(merged, it)
+	}
+	for _, it := range merged {
+		if it.cost > it.limit.Policy.Capacity() {
+			// The summed cost can never fit: denied, nothing counted.
+			for _, o := range merged {
+				d, err := o.mem.Peek(ctx, o.key, min(o.cost, o.limit.Policy.Capacity()))
+				if err != nil {
+					return false, err
+				}
+				o.d, o.over = d, o == it || !d.Allowed
+			}
+			return false, nil
+		}
+	}
+	for _, it := range merged {
+		placed := false
+		for r := range rounds {
+			if !slices.ContainsFunc(rounds[r], func(o *item) bool { return o.mem == it.mem }) {
+				rounds[r] = append(rounds[r], it)
+				placed = true
+				break
+			}
+		}
+		if !placed {
+			rounds = append(rounds, []*item{it})
+		}
+	}
+	type done struct {
+		lay   *core.Layered
+		keys  []string
+		costs []int64
+		at    time.Time
+	}
+	var counted []done
+	for _, round := range rounds {
+		lay, err := st.layeredFor(round)
+		if err != nil {
+			return false, err
+		}
+		keys := make([]string, len(round))
+		costs := make([]int64, len(round))
+		for j, it := range round {
+			keys[j], costs[j] = it.key, it.cost
+		}
+		ld, err := lay.AllowCosts(ctx, keys, costs, make([]core.Decision, 0, len(round)))
+		if err != nil {
+			return false, err
+		}
+		for j, it := range round {
+			it.d = ld.Layers[j]
+			it.over = !it.d.Allowed
+		}
+		if !ld.Allowed {
+			for _, c := range counted {
+				if err := c.lay.RefundCosts(ctx, c.keys, c.costs, l.o.Clock.Now().Sub(c.at)); err != nil {
+					return false, err
+				}
+			}
+			// The items of the rounds not decided are reported as they are.
+			for _, later := range rounds[len(counted)+1:] {
+				for _, it := range later {
+					if it.d, err = it.mem.Peek(ctx, it.key, it.cost); err != nil {
+						return false, err
+					}
+				}
+			}
+			return false, nil
+		}
+		counted = append(counted, done{lay, keys, costs, l.o.Clock.Now()})
+	}
+	return true, nil
+}
+
+// layeredFor returns a core.Layered over the items' limits, in order.
+func (st *state) layeredFor(items []*item) (*core.Layered, error) {
+	var b strings.Builder
+	mems := make([]*core.Memory, len(items))
+	for j, it := range items {
+		mems[j] = it.mem
+		fmt.Fprintf(&b, "%p,", it.mem)
+	}
+	sig := b.String()
+	st.layeredMu.Lock()
+	lay := st.layered[sig]
+	st.layeredMu.Unlock()
+	if lay != nil {
+		return lay, nil
+	}
+	lay, err := core.NewLayered(mems...)
+	if err != nil {
+		return nil, fmt.Errorf("service: %w", err)
+	}
+	st.layeredMu.Lock()
+	if len(st.layered) < maxLayered {
+		st.layered[sig] = lay
+	}
+	st.layeredMu.Unlock()
+	return lay, nil
+}
+
+// override returns the limit and store of a descriptor's own limit (its
+// requests per unit, times its unit_multiplier), a fixed window, one store
+// per distinct limit, at most MaxOverrides.
+func (l *Limiter) override(ov *rlv3.RateLimitDescriptor_RateLimitOverride) (*config.Limit, *core.Memory, error) {
+	unit := pb.RateLimitResponse_RateLimit_Unit(ov.GetUnit())
+	w, ok := config.UnitWindow(unit)
+	if !ok {
+		return nil, nil, fmt.Errorf("service: descriptor limit override: unit %v", ov.GetUnit())
+	}
+	mult := int64(1)
+	if m := ov.GetUnitMultiplier(); m != nil {
+		mult = int64(max(m.GetValue(), 1))
+	}
+	if time.Duration(mult) > core.MaxWindow/w {
+		return nil, nil, fmt.Errorf("service: descriptor limit override: %d %v is longer than %v", mult, unit, core.MaxWindow)
+	}
+	w *= time.Duration(mult)
+	lim := &config.Limit{
+		ID:              fmt.Sprintf("override.%d_per_%d_%s", ov.GetRequestsPerUnit(), mult, strings.ToLower(unit.String())),
+		Unit:            unit,
+		RequestsPerUnit: ov.GetRequestsPerUnit(),
+		Policy:          core.Policy{Algorithm: core.FixedWindow, Limit: int64(ov.GetRequestsPerUnit()), Window: w},
+	}
+	lim.Policy.Name = lim.ID
+	if lim.Policy.Limit == 0 {
+		return lim, nil, nil
+	}
+	if lim.Policy.Limit > core.MaxLimit {
+		return nil, nil, fmt.Errorf("service: descriptor limit override: %d requests per unit, at most %d", lim.Policy.Limit, core.MaxLimit)
+	}
+	l.ovMu.Lock()
+	defer l.ovMu.Unlock()
+	if m := l.overrides[lim.Policy]; m != nil {
+		return lim, m, nil
+	}
+	if len(l.overrides) >= MaxOverrides {
+		return nil, nil, fmt.Errorf("service: more than %d distinct descriptor limit overrides", MaxOverrides)
+	}
+	m, err := l.newMemory(lim.Policy)
+	if err != nil {
+		return nil, nil, fmt.Errorf("service: descriptor limit override: %w", err)
+	}
+	l.overrides[lim.Policy] = m
+	return lim, m, nil
+}
+
+// descriptorStatus is an item's status in the response.
+func descriptorStatus(it *item) *pb.RateLimitResponse_DescriptorStatus {
+	if it.kind == unlimited {
+		return &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
+	}
+	s := &pb.RateLimitResponse_DescriptorStatus{
+		Code:         pb.RateLimitResponse_OK,
+		CurrentLimit: &pb.RateLimitResponse_RateLimit{Name: it.limit.Name, RequestsPerUnit: it.limit.RequestsPerUnit, Unit: it.limit.Unit},
+	}
+	d := it.d
+	if it.kind == denyAll {
+		if !it.limit.Shadow {
+			s.Code = pb.RateLimitResponse_OVER_LIMIT
+		}
+		s.DurationUntilReset = durationpb.New(it.limit.Policy.Window)
+		return s
+	}
+	remaining := max(min(d.Remaining, d.Limit), 0)
+	reset := d.ResetAfter
+	if it.over {
+		remaining, reset = 0, d.RetryAfter
+		if !it.limit.Shadow {
+			s.Code = pb.RateLimitResponse_OVER_LIMIT
+		}
+	}
+	s.LimitRemaining = uint32(min(remaining, math.MaxUint32))
+	s.DurationUntilReset = durationpb.New(reset)
+	return s
+}
