@@ -1,10 +1,17 @@
 package main
 
 import (
+	"context"
 	"io"
 	"path/filepath"
 	"testing"
 	"time"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/config"
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/service"
 )
 
 func TestParseEnvironment(t *testing.T) {
@@ -54,5 +61,46 @@ func TestParseEnvironment(t *testing.T) {
 	env = map[string]string{"MERGE_DOMAIN_CONFIG": "yes please"}
 	if _, err := parse([]string{"-config", "c"}, func(k string) string { return env[k] }, io.Discard); err == nil {
 		t.Error("MERGE_DOMAIN_CONFIG=yes please: no error")
+	}
+}
+
+// The example configuration loads, and its login limits are decided
+// together.
+func TestExampleConfig(t *testing.T) {
+	c, err := config.Load("example.yaml", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := service.New(c, service.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc := func(kv ...string) *rlv3.RateLimitDescriptor {
+		d := &rlv3.RateLimitDescriptor{}
+		for i := 0; i < len(kv); i += 2 {
+			d.Entries = append(d.Entries, &rlv3.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+		}
+		return d
+	}
+	req := &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{
+		desc("path", "/login", "user", "ada@example.com"),
+		desc("path", "/login", "remote_address", "192.0.2.1"),
+		desc("remote_address", "192.0.2.1"),
+	}}
+	for i := range 6 {
+		resp, err := l.ShouldRateLimit(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := pb.RateLimitResponse_OK
+		if i == 5 {
+			want = pb.RateLimitResponse_OVER_LIMIT
+		}
+		if resp.OverallCode != want {
+			t.Fatalf("login %d: %v, want %v", i+1, resp.OverallCode, want)
+		}
+		if i == 5 && resp.Statuses[1].LimitRemaining != 15 {
+			t.Errorf("login 6: per-ip remaining %d, want 15 (the denied attempt counted nowhere)", resp.Statuses[1].LimitRemaining)
+		}
 	}
 }
