@@ -34,8 +34,40 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/server"
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/service"
 )
+
+// redisClient returns the client of -redis-addr: a single node, Sentinel
+// (the master's name first, as envoyproxy/ratelimit's REDIS_URL gives it)
+// or Cluster.
+func redisClient(s settings) (redis.UniversalClient, error) {
+	addrs := strings.Split(s.redisAddr, ",")
+	o := &redis.UniversalOptions{Addrs: addrs}
+	if user, pass, ok := strings.Cut(s.redisAuth, ":"); ok {
+		o.Username, o.Password = user, pass
+	} else {
+		o.Password = s.redisAuth
+	}
+	switch s.redisType {
+	case "single":
+		if len(addrs) != 1 {
+			return nil, fmt.Errorf("-redis-addr %q: one address for a single node", s.redisAddr)
+		}
+		return redis.NewClient(o.Simple()), nil
+	case "sentinel":
+		if len(addrs) < 2 {
+			return nil, fmt.Errorf("-redis-addr %q: the master's name, then the Sentinels' addresses", s.redisAddr)
+		}
+		o.MasterName, o.Addrs = addrs[0], addrs[1:]
+		return redis.NewFailoverClient(o.Failover()), nil
+	case "cluster":
+		return redis.NewClusterClient(o.Cluster()), nil
+	}
+	return nil, fmt.Errorf("-redis-type %q: want single, sentinel or cluster", s.redisType)
+}
 
 func main() {
 	if err := run(os.Args[1:], os.Getenv, os.Stderr); err != nil {
@@ -47,6 +79,7 @@ func main() {
 // settings are the flags, with defaults from the environment.
 type settings struct {
 	config, grpcAddr, redisAddr, logLevel string
+	redisType, redisAuth                  string
 	merge, noHeaders                      bool
 	drain, maxAge, maxAgeGrace            time.Duration
 }
@@ -110,6 +143,8 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (setting
 	fs.StringVar(&s.config, "config", defConfig, "the configuration file, or a directory of *.yaml files (env RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY)")
 	fs.StringVar(&s.grpcAddr, "grpc-addr", defAddr, "the gRPC listen address, host:port or unix:/path (env GRPC_HOST, GRPC_PORT, GRPC_UDS)")
 	fs.StringVar(&s.redisAddr, "redis-addr", defRedis, "the Redis address; empty: the limits live in this process's memory (env REDIS_URL)")
+	fs.StringVar(&s.redisType, "redis-type", strings.ToLower(env("REDIS_TYPE", "single")), "single, sentinel (-redis-addr is master,host:port,...) or cluster (host:port,...) (env REDIS_TYPE)")
+	fs.StringVar(&s.redisAuth, "redis-auth", getenv("REDIS_AUTH"), "the Redis password, or user:password (env REDIS_AUTH)")
 	fs.BoolVar(&s.merge, "merge", merge, "merge files of one domain instead of refusing them (env MERGE_DOMAIN_CONFIG)")
 	fs.BoolVar(&s.noHeaders, "no-headers", false, "leave RateLimit, RateLimit-Policy and Retry-After out of the responses")
 	fs.StringVar(&s.logLevel, "log-level", env("LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
@@ -138,10 +173,16 @@ func run(args []string, getenv func(string) string, stderr io.Writer) error {
 		return fmt.Errorf("-log-level %q: want debug, info, warn or error", s.logLevel)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	so := service.Options{NoHeaders: s.noHeaders}
 	if s.redisAddr != "" {
-		return fmt.Errorf("-redis-addr %s: Redis is not supported yet; leave it empty for memory", s.redisAddr)
+		c, err := redisClient(s)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		so.Redis = c
 	}
-	srv, err := server.New(server.Options{Config: s.config, Merge: s.merge, Log: log, Drain: s.drain,
+	srv, err := server.New(server.Options{Config: s.config, Merge: s.merge, Log: log, Drain: s.drain, Service: so,
 		MaxConnectionAge: s.maxAge, MaxConnectionAgeGrace: s.maxAgeGrace})
 	if err != nil {
 		return err

@@ -34,6 +34,7 @@ func TestParseEnvironment(t *testing.T) {
 		config:      filepath.Join("/srv/runtime_data/current", "ratelimit", "config"),
 		grpcAddr:    "0.0.0.0:9000",
 		redisAddr:   "redis:6379",
+		redisType:   "single",
 		logLevel:    "debug",
 		merge:       true,
 		drain:       10 * time.Second,

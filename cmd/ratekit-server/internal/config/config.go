@@ -48,6 +48,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -566,6 +567,7 @@ func Build(merge bool, files ...*File) (*Config, error) {
 	c := &Config{domains: make(map[string]*node)}
 	owner := make(map[string]string)
 	ids := make(map[string]*Limit)
+	names := make(map[string]map[string]bool)
 	count := 0
 	var errs []error
 	for _, f := range files {
@@ -588,6 +590,17 @@ func Build(merge bool, files ...*File) (*Config, error) {
 			}
 		}
 		for _, l := range f.limits {
+			// Policy names are unique in a domain, as stores key by them.
+			if names[l.Domain] == nil {
+				names[l.Domain] = make(map[string]bool)
+			}
+			if base := l.Policy.Name; names[l.Domain][base] {
+				for i := 2; names[l.Domain][l.Policy.Name]; i++ {
+					suffix := "-" + strconv.Itoa(i)
+					l.Policy.Name = base[:min(len(base), 64-len(suffix))] + suffix
+				}
+			}
+			names[l.Domain][l.Policy.Name] = true
 			if o := ids[l.ID]; o != nil {
 				errs = append(errs, &Error{File: f.name, Line: l.Line, Column: l.Column, Err: fmt.Errorf("limit %s is given at %s:%d:%d too", l.ID, o.File, o.Line, o.Column)})
 				continue

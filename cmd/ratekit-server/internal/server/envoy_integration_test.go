@@ -27,6 +27,8 @@ import (
 
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/service"
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/redisserver"
+	"github.com/redis/go-redis/v9"
 )
 
 // envoyRequest is envoyproxy/ratelimit's common.NewRateLimitRequest.
@@ -59,7 +61,7 @@ func integrationServer(t *testing.T, dir string) (*Server, pb.RateLimitServiceCl
 	srv, err := New(Options{
 		Config:  dir,
 		Log:     slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Service: service.Options{Clock: clk, NoHeaders: true},
+		Service: service.Options{Clock: clk, NoHeaders: true, Redis: integrationRedis, RedisPrefix: "test:" + t.Name()},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -206,6 +208,21 @@ func TestEnvoyShareThreshold(t *testing.T) {
 		assertResponse(t, c, envoyRequest(domain, [][][2]string{{{"files_no_share", fmt.Sprintf("files_no_share/%d", i)}}}, 1),
 			&pb.RateLimitResponse{OverallCode: okCode, Statuses: []*pb.RateLimitResponse_DescriptorStatus{status(okCode, 10, hour, 9, reset)}})
 	}
+}
+
+// integrationRedis, when set, keeps integrationServer's counts in Redis.
+var integrationRedis redis.UniversalClient
+
+// The integration cases on a redis-server of the test's own.
+func TestEnvoyRedis(t *testing.T) {
+	redisserver.Need(t)
+	c := redis.NewClient(&redis.Options{Addr: redisserver.StartT(t)})
+	defer c.Close()
+	integrationRedis = c
+	defer func() { integrationRedis = nil }()
+	t.Run("BasicConfig", TestEnvoyBasicConfig)
+	t.Run("ConfigReload", TestEnvoyConfigReload)
+	t.Run("ShareThreshold", TestEnvoyShareThreshold)
 }
 
 func copyFile(t *testing.T, from, to string) {

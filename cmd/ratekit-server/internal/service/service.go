@@ -37,6 +37,8 @@ import (
 
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/config"
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/redisstore"
+	"github.com/redis/go-redis/v9"
 )
 
 // Bounds on a request and on the state its fields can create.
@@ -62,7 +64,19 @@ type Options struct {
 	// NoHeaders leaves RateLimit, RateLimit-Policy and Retry-After out of
 	// the responses' response_headers_to_add.
 	NoHeaders bool
+	// Redis, when set, holds the limits' counts, through redisstore, instead
+	// of this process's memory. A request's descriptors of one cost are one
+	// atomic script; on Redis Cluster they must hash to one slot, so use a
+	// single node or Sentinel for requests of several descriptors.
+	// Redis's TIME is the clock unless Clock is set.
+	Redis redis.UniversalClient
+	// RedisPrefix begins every Redis key. Default: [DefaultRedisPrefix].
+	RedisPrefix string
 }
+
+// DefaultRedisPrefix is the Redis key prefix unless Options.RedisPrefix
+// says otherwise.
+const DefaultRedisPrefix = "ratekit-server"
 
 // A Limiter decides rate limit requests by the configuration in force. It
 // implements Envoy's RateLimitServiceServer and is safe for concurrent use.
@@ -73,8 +87,10 @@ type Limiter struct {
 	cur atomic.Pointer[state]
 	mu  sync.Mutex // serializes SetConfig
 
+	clockSet bool // Options.Clock was given
+
 	ovMu      sync.Mutex
-	overrides map[core.Policy]*core.Memory
+	overrides map[core.Policy]*limitState
 }
 
 // state is what one configuration decides by; it never changes.
@@ -84,23 +100,28 @@ type state struct {
 	byID   map[string]*limitState
 
 	layeredMu sync.Mutex
-	layered   map[string]*core.Layered
+	layered   map[string]layer
 }
 
 type limitState struct {
 	limit *config.Limit
-	mem   *core.Memory // nil for an unlimited limit or one of 0 requests
+	one   core.Limiter // the limit alone: mem, or the Redis store's; nil for an unlimited limit or one of 0 requests
+	mem   *core.Memory // on memory
 }
 
 // New returns a Limiter deciding by cfg.
 func New(cfg *config.Config, o Options) (*Limiter, error) {
+	clockSet := o.Clock != nil
 	if o.Clock == nil {
 		o.Clock = core.SystemClock{}
 	}
 	if o.MaxKeys == 0 {
 		o.MaxKeys = core.DefaultMaxKeys
 	}
-	l := &Limiter{o: o, overrides: make(map[core.Policy]*core.Memory)}
+	if o.RedisPrefix == "" {
+		o.RedisPrefix = DefaultRedisPrefix
+	}
+	l := &Limiter{o: o, clockSet: clockSet, overrides: make(map[core.Policy]*limitState)}
 	if err := l.SetConfig(cfg); err != nil {
 		return nil, err
 	}
@@ -123,7 +144,7 @@ func (l *Limiter) SetConfig(cfg *config.Config) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	old := l.cur.Load()
-	st := &state{cfg: cfg, limits: make(map[*config.Limit]*limitState), byID: make(map[string]*limitState), layered: make(map[string]*core.Layered)}
+	st := &state{cfg: cfg, limits: make(map[*config.Limit]*limitState), byID: make(map[string]*limitState), layered: make(map[string]layer)}
 	type retune struct {
 		m *core.Memory
 		p core.Policy
@@ -139,6 +160,12 @@ func (l *Limiter) SetConfig(cfg *config.Config) error {
 				}
 			}
 			switch {
+			case l.o.Redis != nil:
+				rl, err := l.newRedis(lim.Policy)
+				if err != nil {
+					return fmt.Errorf("service: %s: %w", lim.ID, err)
+				}
+				ls.one = rl
 			case prev != nil && prev.Policy().Algorithm == lim.Policy.Algorithm:
 				ls.mem = prev
 				if prev.Policy() != lim.Policy {
@@ -150,6 +177,9 @@ func (l *Limiter) SetConfig(cfg *config.Config) error {
 					return fmt.Errorf("service: %s: %w", lim.ID, err)
 				}
 				ls.mem = m
+			}
+			if ls.mem != nil {
+				ls.one = ls.mem
 			}
 		}
 		st.limits[lim] = ls
@@ -175,7 +205,7 @@ func (l *Limiter) SetConfig(cfg *config.Config) error {
 type item struct {
 	i     int // the descriptor's index
 	limit *config.Limit
-	mem   *core.Memory
+	ls    *limitState
 	key   string
 	cost  int64
 	kind  kind
@@ -219,11 +249,11 @@ func (l *Limiter) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		}
 		it := item{i: i, cost: cost(req, desc)}
 		if ov := desc.GetLimit(); ov != nil {
-			lim, m, err := l.override(ov)
+			ls, err := l.override(ov)
 			if err != nil {
 				return nil, status.Error(codes.InvalidArgument, err.Error())
 			}
-			it.limit, it.mem = lim, m
+			it.limit, it.ls = ls.limit, ls
 			keyBuf = append(keyBuf[:0], "\x00override\x00"...)
 			keyBuf = append(keyBuf, req.Domain...)
 			for j := range keys {
@@ -236,9 +266,14 @@ func (l *Limiter) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 				resp.Statuses[i] = &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK}
 				continue
 			}
-			it.limit, it.mem = lim, st.limits[lim].mem
+			it.limit, it.ls = lim, st.limits[lim]
 		}
-		it.key = string(keyBuf)
+		if l.o.Redis != nil {
+			// Each limit's keys apart, whatever the policies' names.
+			it.key = it.limit.ID + "\x00" + string(keyBuf)
+		} else {
+			it.key = string(keyBuf)
+		}
 		for _, r := range it.limit.Replaces {
 			if replaced == nil {
 				replaced = make(map[string]bool)
@@ -308,7 +343,7 @@ func (l *Limiter) decide(st *state, items []item) (denied bool, err error) {
 			if it.cost > it.limit.Policy.Capacity() {
 				// It can never fit: over the limit, whatever the others say.
 				it.over, denied = true, true
-				d, err := it.mem.Peek(ctx, it.key, 1)
+				d, err := it.ls.one.Peek(ctx, it.key, 1)
 				if err != nil {
 					return false, err
 				}
@@ -320,14 +355,14 @@ func (l *Limiter) decide(st *state, items []item) (denied bool, err error) {
 			it.over = true
 			denied = denied || !it.limit.Shadow
 		case check:
-			d, err := it.mem.Peek(ctx, it.key, it.cost)
+			d, err := it.ls.one.Peek(ctx, it.key, it.cost)
 			if err != nil {
 				return false, err
 			}
 			it.d, it.over = d, !d.Allowed
 			denied = denied || (!d.Allowed && !it.limit.Shadow)
 		case refund:
-			d, err := it.mem.Peek(ctx, it.key, 1)
+			d, err := it.ls.one.Peek(ctx, it.key, 1)
 			if err != nil {
 				return false, err
 			}
@@ -343,7 +378,7 @@ func (l *Limiter) decide(st *state, items []item) (denied bool, err error) {
 		denied = !ok
 	} else {
 		for _, it := range enf {
-			d, err := it.mem.Peek(ctx, it.key, it.cost)
+			d, err := it.ls.one.Peek(ctx, it.key, it.cost)
 			if err != nil && !errors.Is(err, core.ErrCostTooHigh) {
 				return false, err
 			}
@@ -359,12 +394,12 @@ func (l *Limiter) decide(st *state, items []item) (denied bool, err error) {
 		var err error
 		switch {
 		case it.cost > it.limit.Policy.Capacity():
-			d, err = it.mem.Peek(ctx, it.key, 1)
+			d, err = it.ls.one.Peek(ctx, it.key, 1)
 			d.Allowed = false
 		case denied:
-			d, err = it.mem.Peek(ctx, it.key, it.cost)
+			d, err = it.ls.one.Peek(ctx, it.key, it.cost)
 		default:
-			d, err = it.mem.AllowN(ctx, it.key, it.cost)
+			d, err = it.ls.one.AllowN(ctx, it.key, it.cost)
 		}
 		if err != nil {
 			return false, err
@@ -386,7 +421,7 @@ func (l *Limiter) charge(st *state, enf []*item) (bool, error) {
 	ctx := context.Background()
 	if len(enf) == 1 {
 		it := enf[0]
-		d, err := it.mem.AllowN(ctx, it.key, it.cost)
+		d, err := it.ls.one.AllowN(ctx, it.key, it.cost)
 		if err != nil {
 			return false, err
 		}
@@ -403,7 +438,7 @@ func (l *Limiter) charge(st *state, enf []*item) (bool, error) {
 		}
 	}()
 	for _, it := range enf {
-		if j := slices.IndexFunc(merged, func(o *item) bool { return o.mem == it.mem && o.key == it.key }); j >= 0 {
+		if j := slices.IndexFunc(merged, func(o *item) bool { return o.ls == it.ls && o.key == it.key }); j >= 0 {
 			if dups == nil {
 				dups = make(map[*item]*item)
 			}
@@ -417,7 +452,7 @@ func (l *Limiter) charge(st *state, enf []*item) (bool, error) {
 		if it.cost > it.limit.Policy.Capacity() {
 			// The summed cost can never fit: denied, nothing counted.
 			for _, o := range merged {
-				d, err := o.mem.Peek(ctx, o.key, min(o.cost, o.limit.Policy.Capacity()))
+				d, err := o.ls.one.Peek(ctx, o.key, min(o.cost, o.limit.Policy.Capacity()))
 				if err != nil {
 					return false, err
 				}
@@ -429,7 +464,8 @@ func (l *Limiter) charge(st *state, enf []*item) (bool, error) {
 	for _, it := range merged {
 		placed := false
 		for r := range rounds {
-			if !slices.ContainsFunc(rounds[r], func(o *item) bool { return o.mem == it.mem }) {
+			// Redis's layered limiter takes one cost for every layer.
+			if !slices.ContainsFunc(rounds[r], func(o *item) bool { return o.ls == it.ls || (l.o.Redis != nil && o.cost != it.cost) }) {
 				rounds[r] = append(rounds[r], it)
 				placed = true
 				break
@@ -440,14 +476,14 @@ func (l *Limiter) charge(st *state, enf []*item) (bool, error) {
 		}
 	}
 	type done struct {
-		lay   *core.Layered
+		lay   layer
 		keys  []string
 		costs []int64
 		at    time.Time
 	}
 	var counted []done
 	for _, round := range rounds {
-		lay, err := st.layeredFor(round)
+		lay, err := l.layeredFor(st, round)
 		if err != nil {
 			return false, err
 		}
@@ -473,7 +509,7 @@ func (l *Limiter) charge(st *state, enf []*item) (bool, error) {
 			// The items of the rounds not decided are reported as they are.
 			for _, later := range rounds[len(counted)+1:] {
 				for _, it := range later {
-					if it.d, err = it.mem.Peek(ctx, it.key, it.cost); err != nil {
+					if it.d, err = it.ls.one.Peek(ctx, it.key, it.cost); err != nil {
 						return false, err
 					}
 				}
@@ -485,13 +521,19 @@ func (l *Limiter) charge(st *state, enf []*item) (bool, error) {
 	return true, nil
 }
 
-// layeredFor returns a core.Layered over the items' limits, in order.
-func (st *state) layeredFor(items []*item) (*core.Layered, error) {
+// layer is a layered decision over several limits: a core.Layered on
+// memory, the Redis store's layered limiter (one cost for every layer) on
+// Redis.
+type layer interface {
+	AllowCosts(ctx context.Context, keys []string, costs []int64, dst []core.Decision) (core.LayeredDecision, error)
+	RefundCosts(ctx context.Context, keys []string, costs []int64, elapsed time.Duration) error
+}
+
+// layeredFor returns a layer over the items' limits, in order.
+func (l *Limiter) layeredFor(st *state, items []*item) (layer, error) {
 	var b strings.Builder
-	mems := make([]*core.Memory, len(items))
-	for j, it := range items {
-		mems[j] = it.mem
-		fmt.Fprintf(&b, "%p,", it.mem)
+	for _, it := range items {
+		fmt.Fprintf(&b, "%p,", it.ls)
 	}
 	sig := b.String()
 	st.layeredMu.Lock()
@@ -500,9 +542,26 @@ func (st *state) layeredFor(items []*item) (*core.Layered, error) {
 	if lay != nil {
 		return lay, nil
 	}
-	lay, err := core.NewLayered(mems...)
-	if err != nil {
-		return nil, fmt.Errorf("service: %w", err)
+	if l.o.Redis != nil {
+		ps := make([]core.Policy, len(items))
+		for j, it := range items {
+			ps[j] = it.limit.Policy
+		}
+		rl, err := redisstore.NewLayered(l.o.Redis, ps, l.redisOptions()...)
+		if err != nil {
+			return nil, fmt.Errorf("service: %w", err)
+		}
+		lay = redisLayer{rl}
+	} else {
+		mems := make([]*core.Memory, len(items))
+		for j, it := range items {
+			mems[j] = it.ls.mem
+		}
+		ml, err := core.NewLayered(mems...)
+		if err != nil {
+			return nil, fmt.Errorf("service: %w", err)
+		}
+		lay = ml
 	}
 	st.layeredMu.Lock()
 	if len(st.layered) < maxLayered {
@@ -512,21 +571,45 @@ func (st *state) layeredFor(items []*item) (*core.Layered, error) {
 	return lay, nil
 }
 
+// redisLayer is a redisstore.Layered as a layer. Its callers give every
+// layer the same cost (charge places items of other costs in other rounds).
+type redisLayer struct{ l *redisstore.Layered }
+
+func (r redisLayer) AllowCosts(ctx context.Context, keys []string, costs []int64, _ []core.Decision) (core.LayeredDecision, error) {
+	return r.l.AllowKeys(ctx, keys, costs[0])
+}
+
+func (r redisLayer) RefundCosts(ctx context.Context, keys []string, costs []int64, elapsed time.Duration) error {
+	return r.l.RefundKeys(ctx, keys, costs[0], elapsed)
+}
+
+func (l *Limiter) redisOptions() []redisstore.Option {
+	opts := []redisstore.Option{redisstore.WithPrefix(l.o.RedisPrefix)}
+	if l.clockSet {
+		opts = append(opts, redisstore.WithClock(l.o.Clock))
+	}
+	return opts
+}
+
+func (l *Limiter) newRedis(p core.Policy) (*redisstore.Limiter, error) {
+	return redisstore.New(l.o.Redis, p, l.redisOptions()...)
+}
+
 // override returns the limit and store of a descriptor's own limit (its
 // requests per unit, times its unit_multiplier), a fixed window, one store
 // per distinct limit, at most MaxOverrides.
-func (l *Limiter) override(ov *rlv3.RateLimitDescriptor_RateLimitOverride) (*config.Limit, *core.Memory, error) {
+func (l *Limiter) override(ov *rlv3.RateLimitDescriptor_RateLimitOverride) (*limitState, error) {
 	unit := pb.RateLimitResponse_RateLimit_Unit(ov.GetUnit())
 	w, ok := config.UnitWindow(unit)
 	if !ok {
-		return nil, nil, fmt.Errorf("service: descriptor limit override: unit %v", ov.GetUnit())
+		return nil, fmt.Errorf("service: descriptor limit override: unit %v", ov.GetUnit())
 	}
 	mult := int64(1)
 	if m := ov.GetUnitMultiplier(); m != nil {
 		mult = int64(max(m.GetValue(), 1))
 	}
 	if time.Duration(mult) > core.MaxWindow/w {
-		return nil, nil, fmt.Errorf("service: descriptor limit override: %d %v is longer than %v", mult, unit, core.MaxWindow)
+		return nil, fmt.Errorf("service: descriptor limit override: %d %v is longer than %v", mult, unit, core.MaxWindow)
 	}
 	w *= time.Duration(mult)
 	lim := &config.Limit{
@@ -537,25 +620,35 @@ func (l *Limiter) override(ov *rlv3.RateLimitDescriptor_RateLimitOverride) (*con
 	}
 	lim.Policy.Name = lim.ID
 	if lim.Policy.Limit == 0 {
-		return lim, nil, nil
+		return &limitState{limit: lim}, nil
 	}
 	if lim.Policy.Limit > core.MaxLimit {
-		return nil, nil, fmt.Errorf("service: descriptor limit override: %d requests per unit, at most %d", lim.Policy.Limit, core.MaxLimit)
+		return nil, fmt.Errorf("service: descriptor limit override: %d requests per unit, at most %d", lim.Policy.Limit, core.MaxLimit)
 	}
 	l.ovMu.Lock()
 	defer l.ovMu.Unlock()
-	if m := l.overrides[lim.Policy]; m != nil {
-		return lim, m, nil
+	if ls := l.overrides[lim.Policy]; ls != nil {
+		return ls, nil
 	}
 	if len(l.overrides) >= MaxOverrides {
-		return nil, nil, fmt.Errorf("service: more than %d distinct descriptor limit overrides", MaxOverrides)
+		return nil, fmt.Errorf("service: more than %d distinct descriptor limit overrides", MaxOverrides)
 	}
-	m, err := l.newMemory(lim.Policy)
-	if err != nil {
-		return nil, nil, fmt.Errorf("service: descriptor limit override: %w", err)
+	ls := &limitState{limit: lim}
+	if l.o.Redis != nil {
+		rl, err := l.newRedis(lim.Policy)
+		if err != nil {
+			return nil, fmt.Errorf("service: descriptor limit override: %w", err)
+		}
+		ls.one = rl
+	} else {
+		m, err := l.newMemory(lim.Policy)
+		if err != nil {
+			return nil, fmt.Errorf("service: descriptor limit override: %w", err)
+		}
+		ls.one, ls.mem = m, m
 	}
-	l.overrides[lim.Policy] = m
-	return lim, m, nil
+	l.overrides[lim.Policy] = ls
+	return ls, nil
 }
 
 // descriptorStatus is an item's status in the response.

@@ -61,7 +61,11 @@ var start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 func newLimiter(t *testing.T, yaml string) (*Limiter, *core.ManualClock) {
 	t.Helper()
 	clk := core.NewManualClock(start)
-	l, err := New(mustConfig(t, yaml), Options{Clock: clk})
+	o := Options{Clock: clk}
+	if testRedis != nil {
+		o.Redis, o.RedisPrefix = testRedis, "test:"+t.Name()
+	}
+	l, err := New(mustConfig(t, yaml), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,3 +285,18 @@ func TestSetConfigKeepsUsage(t *testing.T) {
 
 // any marks a status not checked.
 func (want) any() want { return want{code: -1} }
+
+// Descriptors of other costs are decided together all the same.
+func TestMixedCosts(t *testing.T) {
+	l, _ := newLimiter(t, testConfig)
+	r := req("d", "a=1;b=1", 0)
+	r.Descriptors[0].HitsAddend = wrapperspb.UInt64(4)
+	expect(t, l, r, ok, want{ok, 1, time.Minute}, want{ok, 0, time.Minute})
+	r.Descriptors[0].HitsAddend = wrapperspb.UInt64(1)
+	r.Descriptors[1].Entries[0].Value = "2"
+	expect(t, l, r, ok, want{ok, 0, time.Minute}, want{ok, 0, time.Minute})
+	// b=3 is free, a=1 is not: neither counts.
+	r.Descriptors[1].Entries[0].Value = "3"
+	expect(t, l, r, over, want{over, 0, time.Minute}, want{ok, 1, 0})
+	expect(t, l, req("d", "b=3", 0), ok, want{ok, 0, time.Minute})
+}
