@@ -1,7 +1,13 @@
 package service
 
 import (
+	"context"
+	"fmt"
 	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/redis/go-redis/v9"
 
@@ -33,5 +39,23 @@ func TestRedis(t *testing.T) {
 		"MixedCosts":       TestMixedCosts,
 	} {
 		t.Run(name, f)
+	}
+}
+
+// A Redis that cannot be reached is Unavailable, for Envoy's
+// failure_mode_deny to decide.
+func TestRedisDown(t *testing.T) {
+	port, err := redisserver.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port), DialTimeout: 100 * time.Millisecond, MaxRetries: -1})
+	defer c.Close()
+	l, err := New(mustConfig(t, testConfig), Options{Redis: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.ShouldRateLimit(context.Background(), req("d", "a=1;b=1", 0)); status.Code(err) != codes.Unavailable {
+		t.Errorf("Redis down: %v, want Unavailable", err)
 	}
 }

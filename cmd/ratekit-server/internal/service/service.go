@@ -306,7 +306,9 @@ func (l *Limiter) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 	}
 	denied, err := l.decide(st, items)
 	if err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
+		// The store failed (Redis unreachable, a timeout): Envoy's
+		// failure_mode_deny decides what the request gets.
+		return nil, status.Error(codes.Unavailable, err.Error())
 	}
 	resp.OverallCode = pb.RateLimitResponse_OK
 	if denied {
