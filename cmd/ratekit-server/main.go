@@ -26,6 +26,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -34,7 +35,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekit/ratekit/ratekitprom"
 
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/server"
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/service"
@@ -80,6 +85,8 @@ func main() {
 type settings struct {
 	config, grpcAddr, redisAddr, logLevel string
 	redisType, redisAuth                  string
+	metricsAddr, metricsPath              string
+	nearLimitRatio                        float64
 	merge, noHeaders                      bool
 	drain, maxAge, maxAgeGrace            time.Duration
 }
@@ -145,6 +152,21 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (setting
 	fs.StringVar(&s.redisAddr, "redis-addr", defRedis, "the Redis address; empty: the limits live in this process's memory (env REDIS_URL)")
 	fs.StringVar(&s.redisType, "redis-type", strings.ToLower(env("REDIS_TYPE", "single")), "single, sentinel (-redis-addr is master,host:port,...) or cluster (host:port,...) (env REDIS_TYPE)")
 	fs.StringVar(&s.redisAuth, "redis-auth", getenv("REDIS_AUTH"), "the Redis password, or user:password (env REDIS_AUTH)")
+	defMetrics := ""
+	if prom, err := envBool("USE_PROMETHEUS"); err != nil {
+		return s, err
+	} else if prom {
+		defMetrics = env("PROMETHEUS_ADDR", ":9090")
+	}
+	fs.StringVar(&s.metricsAddr, "metrics-addr", defMetrics, "serve Prometheus metrics on this address; empty: none (env USE_PROMETHEUS, PROMETHEUS_ADDR)")
+	ratio := 0.8
+	if v := getenv("NEAR_LIMIT_RATIO"); v != "" {
+		if ratio, err = strconv.ParseFloat(v, 64); err != nil || ratio <= 0 || ratio >= 1 {
+			return s, fmt.Errorf("NEAR_LIMIT_RATIO=%q: want a number between 0 and 1", v)
+		}
+	}
+	fs.Float64Var(&s.nearLimitRatio, "near-limit-ratio", ratio, "a call is near the limit when it leaves less than 1-ratio of it, for ratekit_near_limit_total (env NEAR_LIMIT_RATIO)")
+	fs.StringVar(&s.metricsPath, "metrics-path", env("PROMETHEUS_PATH", "/metrics"), "the metrics' path (env PROMETHEUS_PATH)")
 	fs.BoolVar(&s.merge, "merge", merge, "merge files of one domain instead of refusing them (env MERGE_DOMAIN_CONFIG)")
 	fs.BoolVar(&s.noHeaders, "no-headers", false, "leave RateLimit, RateLimit-Policy and Retry-After out of the responses")
 	fs.StringVar(&s.logLevel, "log-level", env("LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
@@ -174,6 +196,21 @@ func run(args []string, getenv func(string) string, stderr io.Writer) error {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	so := service.Options{NoHeaders: s.noHeaders}
+	var metrics *http.Server
+	if s.metricsAddr != "" {
+		reg := prometheus.NewRegistry()
+		if s.nearLimitRatio <= 0 || s.nearLimitRatio >= 1 {
+			return fmt.Errorf("-near-limit-ratio %v: want a number between 0 and 1", s.nearLimitRatio)
+		}
+		m, err := ratekitprom.New(reg, ratekitprom.WithNearLimit(1-s.nearLimitRatio))
+		if err != nil {
+			return err
+		}
+		so.Observer = m
+		mux := http.NewServeMux()
+		mux.Handle(s.metricsPath, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		metrics = &http.Server{Addr: s.metricsAddr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	}
 	if s.redisAddr != "" {
 		c, err := redisClient(s)
 		if err != nil {
@@ -210,6 +247,15 @@ func run(args []string, getenv func(string) string, stderr io.Writer) error {
 			}
 		}
 	}()
+	if metrics != nil {
+		ml, err := net.Listen("tcp", metrics.Addr)
+		if err != nil {
+			return err
+		}
+		go func() { _ = metrics.Serve(ml) }()
+		defer metrics.Close()
+		log.Info("serving metrics", "addr", ml.Addr().String(), "path", s.metricsPath)
+	}
 	go func() {
 		if err := srv.Watch(ctx); err != nil {
 			log.Error("not watching the configuration; SIGHUP still reloads it", "error", err)

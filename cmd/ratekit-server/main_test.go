@@ -25,21 +25,25 @@ func TestParseEnvironment(t *testing.T) {
 		"GRPC_MAX_CONNECTION_AGE_GRACE": "5m",
 		"REDIS_SOCKET_TYPE":             "tcp",
 		"REDIS_URL":                     "redis:6379",
+		"USE_PROMETHEUS":                "true",
 	}
 	s, err := parse(nil, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := settings{
-		config:      filepath.Join("/srv/runtime_data/current", "ratelimit", "config"),
-		grpcAddr:    "0.0.0.0:9000",
-		redisAddr:   "redis:6379",
-		redisType:   "single",
-		logLevel:    "debug",
-		merge:       true,
-		drain:       10 * time.Second,
-		maxAge:      time.Hour,
-		maxAgeGrace: 5 * time.Minute,
+		config:         filepath.Join("/srv/runtime_data/current", "ratelimit", "config"),
+		grpcAddr:       "0.0.0.0:9000",
+		redisAddr:      "redis:6379",
+		redisType:      "single",
+		metricsAddr:    ":9090",
+		metricsPath:    "/metrics",
+		nearLimitRatio: 0.8,
+		logLevel:       "debug",
+		merge:          true,
+		drain:          10 * time.Second,
+		maxAge:         time.Hour,
+		maxAgeGrace:    5 * time.Minute,
 	}
 	if s != want {
 		t.Errorf("got %+v\nwant %+v", s, want)

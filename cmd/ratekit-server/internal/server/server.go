@@ -143,8 +143,11 @@ func (s *Server) Watch(ctx context.Context) error {
 			if !ok {
 				return errors.New("server: watch: the file system watcher stopped")
 			}
+			// In a directory, files whose name begins with '.' are not
+			// read (an editor's or a writer's temporary file), but a
+			// Kubernetes volume swaps its "..data" link.
 			b := filepath.Base(ev.Name)
-			if only == "" || b == only || strings.HasPrefix(b, "..") {
+			if strings.HasPrefix(b, "..") || b == only || (only == "" && !strings.HasPrefix(b, ".")) {
 				timer.Reset(s.o.Debounce)
 			}
 		case err, ok := <-w.Errors:

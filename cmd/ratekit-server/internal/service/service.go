@@ -37,6 +37,7 @@ import (
 
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/config"
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/observe"
 	"github.com/ratekit/ratekit/redisstore"
 	"github.com/redis/go-redis/v9"
 )
@@ -72,6 +73,10 @@ type Options struct {
 	Redis redis.UniversalClient
 	// RedisPrefix begins every Redis key. Default: [DefaultRedisPrefix].
 	RedisPrefix string
+	// Observer, when set, is told of each limit's decision in each request
+	// (see [Limiter.ShouldRateLimit]), for metrics such as ratekitprom's:
+	// the event's Rule is the domain, its Policy the limit's policy name.
+	Observer observe.Observer
 }
 
 // DefaultRedisPrefix is the Redis key prefix unless Options.RedisPrefix
@@ -304,7 +309,14 @@ func (l *Limiter) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 			return false
 		})
 	}
+	var began time.Time
+	if l.o.Observer != nil {
+		began = l.o.Clock.Now()
+	}
 	denied, err := l.decide(st, items)
+	if l.o.Observer != nil {
+		l.observe(ctx, req.Domain, items, denied, err, l.o.Clock.Now().Sub(began))
+	}
 	if err != nil {
 		// The store failed (Redis unreachable, a timeout): Envoy's
 		// failure_mode_deny decides what the request gets.
@@ -322,6 +334,37 @@ func (l *Limiter) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		resp.ResponseHeadersToAdd = headers(items, denied)
 	}
 	return resp, nil
+}
+
+// observe tells the Observer of each limit's decision: an enforced limit's
+// as it decided (one that would have allowed a request another refused
+// counts it allowed, nothing counted), a check's as a Peek, a shadow
+// limit's as a shadow AllowN, or a shadow Peek when the request was
+// refused. Unlimited limits and the ones replaced are not reported.
+func (l *Limiter) observe(ctx context.Context, domain string, items []item, denied bool, err error, latency time.Duration) {
+	for k := range items {
+		it := &items[k]
+		e := observe.Event{Op: observe.OpAllow, Policy: it.limit.Policy.Name, Rule: domain, Cost: it.cost, Decision: it.d, Latency: latency, Err: err}
+		e.Decision.Allowed = !it.over
+		switch it.kind {
+		case unlimited, refund:
+			continue
+		case check:
+			e.Op, e.Cost = observe.OpPeek, 1
+		case shadow:
+			e.Shadow, e.Latency = true, 0
+			if denied {
+				e.Op = observe.OpPeek
+			}
+		case denyAll:
+			e.Decision = core.Decision{Policy: it.limit.Policy, Allowed: it.limit.Shadow}
+			e.Shadow = it.limit.Shadow
+		}
+		if e.Decision.Policy.Name == "" {
+			e.Decision.Policy = it.limit.Policy
+		}
+		l.o.Observer.Observe(ctx, e)
+	}
 }
 
 // cost is a descriptor's hits: its own hits_addend when set (0 included),
