@@ -33,7 +33,10 @@
 // fields to rate_limit: algorithm (fixed-window, the default and
 // envoyproxy/ratelimit's, token-bucket, sliding-window, sliding-log or
 // leaky-bucket), burst (the buckets' capacity) and window (a duration such
-// as 90s or 7d, in place of unit).
+// as 90s or 7d, in place of unit). At the top, beside domain, failure
+// says what the domain's requests get when Redis fails (error, the
+// default: Envoy's failure_mode_deny decides; open: OK; fallback: this
+// server's memory decides, by 1/instances of each limit).
 //
 // A file is operator input, bounded: at most [MaxFileBytes], descriptors
 // nested at most [MaxDepth] deep, at most [MaxDescriptors] descriptors in a
@@ -76,8 +79,9 @@ const (
 // A Config is the domains of one or more files. It never changes once
 // built and is safe for concurrent use.
 type Config struct {
-	domains map[string]*node
-	limits  []*Limit
+	domains  map[string]*node
+	limits   []*Limit
+	failures map[string]Failure
 }
 
 // A Limit is one rate_limit block of a file.
@@ -210,12 +214,42 @@ func (c *Config) Match(domain string, keys, values []string, key []byte) (*Limit
 
 // A File is one configuration file, read.
 type File struct {
-	name   string
-	domain string
-	root   *node
-	limits []*Limit
-	count  int
+	name    string
+	domain  string
+	root    *node
+	limits  []*Limit
+	count   int
+	failure Failure
 }
+
+// Failure is what a domain's requests get when the store (Redis) fails:
+// ratekit's extension, the file's failure and instances fields.
+type Failure struct {
+	// Mode is FailError (the default), FailOpen or FailFallback.
+	Mode FailureMode
+	// Instances is how many servers share the limits, for FailFallback:
+	// each decides alone by a share of every limit, 1/Instances of it
+	// (rounded up, at least 1). Default 1.
+	Instances int
+}
+
+// FailureMode says what a request gets when the store fails.
+type FailureMode uint8
+
+const (
+	// FailError answers the call with an error (gRPC UNAVAILABLE), so that
+	// Envoy's failure_mode_deny decides: allowed when false, refused when
+	// true. envoyproxy/ratelimit does the same.
+	FailError FailureMode = iota
+	// FailOpen answers OK, counting nothing, whatever Envoy's setting.
+	FailOpen
+	// FailFallback decides by this server's memory, each limit a share of
+	// itself (see Failure.Instances).
+	FailFallback
+)
+
+// Failure returns domain's failure policy.
+func (c *Config) Failure(domain string) Failure { return c.failures[domain] }
 
 // Domain returns the file's domain.
 func (f *File) Domain() string { return f.domain }
@@ -237,8 +271,26 @@ func Parse(name string, data []byte) (*File, error) {
 		return nil, &Error{File: name, Err: errors.New("the file is empty; want a domain and descriptors")}
 	}
 	var domainNode ast.Node
-	d.object(body, "", []string{"domain", "descriptors"}, func(key string, v ast.Node, path string) {
+	var instancesNode ast.Node
+	d.object(body, "", []string{"domain", "descriptors", "failure", "instances"}, func(key string, v ast.Node, path string) {
 		switch key {
+		case "failure":
+			switch m := d.str(v, path); m {
+			case "error":
+				f.failure.Mode = FailError
+			case "open":
+				f.failure.Mode = FailOpen
+			case "fallback":
+				f.failure.Mode = FailFallback
+			default:
+				d.fail(v, path, "%q; want error, open or fallback", m)
+			}
+		case "instances":
+			instancesNode = v
+			f.failure.Instances = int(d.uint(v, path, 1<<16))
+			if f.failure.Instances == 0 {
+				d.fail(v, path, "0; at least 1")
+			}
 		case "domain":
 			domainNode = v
 			f.domain = d.str(v, path)
@@ -251,6 +303,12 @@ func Parse(name string, data []byte) (*File, error) {
 			domainNode = body
 		}
 		d.fail(domainNode, "domain", "empty; a file names its domain")
+	}
+	if instancesNode != nil && f.failure.Mode != FailFallback {
+		d.fail(instancesNode, "instances", "instances is for failure: fallback")
+	}
+	if f.failure.Instances == 0 {
+		f.failure.Instances = 1
 	}
 	for _, l := range f.limits {
 		l.Domain = f.domain
@@ -564,7 +622,7 @@ func policyName(l *Limit) string {
 // unless merge is set, when their descriptors are merged (a descriptor in
 // both is then an error), as envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG.
 func Build(merge bool, files ...*File) (*Config, error) {
-	c := &Config{domains: make(map[string]*node)}
+	c := &Config{domains: make(map[string]*node), failures: make(map[string]Failure)}
 	owner := make(map[string]string)
 	ids := make(map[string]*Limit)
 	names := make(map[string]map[string]bool)
@@ -579,11 +637,19 @@ func Build(merge bool, files ...*File) (*Config, error) {
 		switch {
 		case have == nil:
 			c.domains[f.domain] = f.root
+			c.failures[f.domain] = f.failure
 			owner[f.domain] = f.name
 		case !merge:
 			errs = append(errs, &Error{File: f.name, Path: "domain", Err: fmt.Errorf("domain %q is %s's too (set merging to merge them)", f.domain, owner[f.domain])})
 			continue
 		default:
+			if f.failure != c.failures[f.domain] && f.failure != (Failure{Instances: 1}) {
+				if c.failures[f.domain] != (Failure{Instances: 1}) {
+					errs = append(errs, &Error{File: f.name, Path: "failure", Err: fmt.Errorf("domain %q has another failure policy in %s", f.domain, owner[f.domain])})
+					continue
+				}
+				c.failures[f.domain] = f.failure
+			}
 			if err := mergeNodes(have, f.root, f.domain); err != nil {
 				errs = append(errs, &Error{File: f.name, Err: err})
 				continue

@@ -191,6 +191,23 @@ func TestFilesThatFail(t *testing.T) {
 	}
 }
 
+func TestFailure(t *testing.T) {
+	f, err := Parse("x", []byte("domain: d\nfailure: fallback\ninstances: 3\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Build(false, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.Failure("d"), (Failure{Mode: FailFallback, Instances: 3}); got != want {
+		t.Errorf("Failure %+v, want %+v", got, want)
+	}
+	if got := load(t, "basic_config.yaml").Failure("test-domain"); got != (Failure{Mode: FailError, Instances: 1}) {
+		t.Errorf("default Failure %+v", got)
+	}
+}
+
 func TestDuplicateDomain(t *testing.T) {
 	dir := t.TempDir()
 	a := "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1}\n"
@@ -277,6 +294,8 @@ func TestErrors(t *testing.T) {
 		{"requests_per_unit negative", "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: -1\n", `x:6:26: descriptors[0].rate_limit.requests_per_unit: -1 is not a whole number`},
 		{"quota_mode", "domain: d\ndescriptors:\n  - key: a\n    quota_mode: true\n", `x:4:17: descriptors[0].quota_mode: quota_mode is not supported`},
 		{"share without wildcard", "domain: d\ndescriptors:\n  - key: a\n    value: b\n    share_threshold: true\n", `x:5:22: descriptors[0].share_threshold: share_threshold needs a wildcard`},
+		{"bad failure", "domain: d\nfailure: sometimes\n", `x:2:10: failure: "sometimes"; want error, open or fallback`},
+		{"instances without fallback", "domain: d\nfailure: open\ninstances: 2\n", `x:3:12: instances: instances is for failure: fallback`},
 		{"anchor", "domain: &x d\n", "x:1:9: anchors and aliases are not allowed"},
 		{"tag", "domain: !!str d\n", "x:1:9: tags are not allowed"},
 		{"two documents", "domain: d\n---\ndomain: e\n", "more than one document"},

@@ -73,6 +73,9 @@ type Options struct {
 	Redis redis.UniversalClient
 	// RedisPrefix begins every Redis key. Default: [DefaultRedisPrefix].
 	RedisPrefix string
+	// RedisTimeout bounds each Redis call (redisstore.WithTimeout).
+	// Default: redisstore's.
+	RedisTimeout time.Duration
 	// Observer, when set, is told of each limit's decision in each request
 	// (see [Limiter.ShouldRateLimit]), for metrics such as ratekitprom's:
 	// the event's Rule is the domain, its Policy the limit's policy name.
@@ -106,6 +109,11 @@ type state struct {
 
 	layeredMu sync.Mutex
 	layered   map[string]layer
+
+	// local decides, on Redis, the requests of the domains whose failure
+	// policy is fallback when Redis fails: their limits in memory, each a
+	// share of itself. Nil when no domain falls back.
+	local *state
 }
 
 type limitState struct {
@@ -202,8 +210,58 @@ func (l *Limiter) SetConfig(cfg *config.Config) error {
 			return fmt.Errorf("service: %w", err)
 		}
 	}
+	if l.o.Redis != nil {
+		var oldLocal *state
+		if old != nil {
+			oldLocal = old.local
+		}
+		local, err := l.localState(cfg, oldLocal)
+		if err != nil {
+			return err
+		}
+		st.local = local
+	}
 	l.cur.Store(st)
 	return nil
+}
+
+// localState builds the memory limiters that the domains failing back
+// decide by when Redis fails, keeping those of old whose policy stays.
+func (l *Limiter) localState(cfg *config.Config, old *state) (*state, error) {
+	var local *state
+	for _, lim := range cfg.Limits() {
+		f := cfg.Failure(lim.Domain)
+		if f.Mode != config.FailFallback || lim.Unlimited || lim.Policy.Limit == 0 {
+			continue
+		}
+		if local == nil {
+			local = &state{cfg: cfg, byID: make(map[string]*limitState), layered: make(map[string]layer)}
+		}
+		p := lim.Policy
+		n := int64(max(f.Instances, 1))
+		p.Limit = max((p.Limit+n-1)/n, 1)
+		if p.Burst > 0 {
+			p.Burst = max((p.Burst+n-1)/n, 1)
+		}
+		share := *lim
+		share.Policy = p
+		ls := &limitState{limit: &share}
+		if old != nil {
+			if o := old.byID[lim.ID]; o != nil && o.mem.Policy() == p {
+				ls.mem = o.mem
+			}
+		}
+		if ls.mem == nil {
+			m, err := l.newMemory(p)
+			if err != nil {
+				return nil, fmt.Errorf("service: %s: fallback: %w", lim.ID, err)
+			}
+			ls.mem = m
+		}
+		ls.one = ls.mem
+		local.byID[lim.ID] = ls
+	}
+	return local, nil
 }
 
 // item is one descriptor of a request that a limit applies to.
@@ -318,9 +376,23 @@ func (l *Limiter) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		l.observe(ctx, req.Domain, items, denied, err, l.o.Clock.Now().Sub(began))
 	}
 	if err != nil {
-		// The store failed (Redis unreachable, a timeout): Envoy's
-		// failure_mode_deny decides what the request gets.
-		return nil, status.Error(codes.Unavailable, err.Error())
+		// The store failed (Redis unreachable, a timeout): the domain's
+		// failure policy decides.
+		switch st.cfg.Failure(req.Domain).Mode {
+		case config.FailOpen:
+			denied = false
+			for k := range items {
+				items[k].over = false
+				items[k].d = core.Decision{Allowed: true, Limit: items[k].limit.Policy.Limit}
+			}
+		case config.FailFallback:
+			if denied, err = l.fallback(st, items); err != nil {
+				return nil, status.Error(codes.Unavailable, err.Error())
+			}
+		default:
+			// Envoy's failure_mode_deny decides what the request gets.
+			return nil, status.Error(codes.Unavailable, err.Error())
+		}
 	}
 	resp.OverallCode = pb.RateLimitResponse_OK
 	if denied {
@@ -334,6 +406,28 @@ func (l *Limiter) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		resp.ResponseHeadersToAdd = headers(items, denied)
 	}
 	return resp, nil
+}
+
+// fallback decides items by the state's local limiters. A limit without
+// one (a descriptor's own override) is left out, as if unlimited.
+func (l *Limiter) fallback(st *state, items []item) (bool, error) {
+	if st.local == nil {
+		return false, errors.New("service: no fallback limiters")
+	}
+	for k := range items {
+		it := &items[k]
+		it.d, it.over = core.Decision{}, false
+		if it.kind == unlimited || it.kind == denyAll {
+			continue
+		}
+		ls := st.local.byID[it.limit.ID]
+		if ls == nil {
+			it.kind = unlimited
+			continue
+		}
+		it.ls, it.limit = ls, ls.limit
+	}
+	return l.decide(st.local, items)
 }
 
 // observe tells the Observer of each limit's decision: an enforced limit's
@@ -510,7 +604,7 @@ func (l *Limiter) charge(st *state, enf []*item) (bool, error) {
 		placed := false
 		for r := range rounds {
 			// Redis's layered limiter takes one cost for every layer.
-			if !slices.ContainsFunc(rounds[r], func(o *item) bool { return o.ls == it.ls || (l.o.Redis != nil && o.cost != it.cost) }) {
+			if !slices.ContainsFunc(rounds[r], func(o *item) bool { return o.ls == it.ls || (it.ls.mem == nil && o.cost != it.cost) }) {
 				rounds[r] = append(rounds[r], it)
 				placed = true
 				break
@@ -587,7 +681,7 @@ func (l *Limiter) layeredFor(st *state, items []*item) (layer, error) {
 	if lay != nil {
 		return lay, nil
 	}
-	if l.o.Redis != nil {
+	if items[0].ls.mem == nil {
 		ps := make([]core.Policy, len(items))
 		for j, it := range items {
 			ps[j] = it.limit.Policy
@@ -630,6 +724,9 @@ func (r redisLayer) RefundCosts(ctx context.Context, keys []string, costs []int6
 
 func (l *Limiter) redisOptions() []redisstore.Option {
 	opts := []redisstore.Option{redisstore.WithPrefix(l.o.RedisPrefix)}
+	if l.o.RedisTimeout > 0 {
+		opts = append(opts, redisstore.WithTimeout(l.o.RedisTimeout))
+	}
 	if l.clockSet {
 		opts = append(opts, redisstore.WithClock(l.o.Clock))
 	}
