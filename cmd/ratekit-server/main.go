@@ -41,8 +41,8 @@ import (
 
 	"github.com/ratekit/ratekit/ratekitprom"
 
-	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/server"
-	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/service"
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/rlserver"
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/rlservice"
 )
 
 // redisClient returns the client of -redis-addr: a single node, Sentinel
@@ -195,7 +195,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer) error {
 		return fmt.Errorf("-log-level %q: want debug, info, warn or error", s.logLevel)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	so := service.Options{NoHeaders: s.noHeaders}
+	so := rlservice.Options{NoHeaders: s.noHeaders}
 	var metrics *http.Server
 	if s.metricsAddr != "" {
 		reg := prometheus.NewRegistry()
@@ -219,7 +219,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer) error {
 		defer c.Close()
 		so.Redis = c
 	}
-	srv, err := server.New(server.Options{Config: s.config, Merge: s.merge, Log: log, Drain: s.drain, Service: so,
+	srv, err := rlserver.New(rlserver.Options{Config: s.config, Merge: s.merge, Log: log, Drain: s.drain, Service: so,
 		MaxConnectionAge: s.maxAge, MaxConnectionAgeGrace: s.maxAgeGrace})
 	if err != nil {
 		return err

@@ -10,8 +10,8 @@ import (
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/config"
-	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/service"
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/rlconfig"
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/rlservice"
 )
 
 func TestParseEnvironment(t *testing.T) {
@@ -72,11 +72,11 @@ func TestParseEnvironment(t *testing.T) {
 // The example configuration loads, and its login limits are decided
 // together.
 func TestExampleConfig(t *testing.T) {
-	c, err := config.Load("example.yaml", false)
+	c, err := rlconfig.Load("example.yaml", false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := service.New(c, service.Options{})
+	l, err := rlservice.New(c, rlservice.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
-// Package service decides Envoy's rate limit requests
+// Package rlservice decides Envoy's rate limit requests
 // (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit) by a
-// [config.Config], on ratekit's memory store.
+// [rlconfig.Config], on ratekit's memory store.
 //
 // A request's descriptors are decided all or nothing: each descriptor that
 // matches a limit is one layer of one core.Layered decision, with its own
@@ -13,10 +13,10 @@
 // and is over the limit when one more unit would be.
 //
 // [Limiter.SetConfig] replaces the configuration atomically, keeping every
-// limit's usage: a limit of the same identity ([config.Limit.ID]) and
+// limit's usage: a limit of the same identity ([rlconfig.Limit.ID]) and
 // algorithm keeps its store, converted by core.Memory.SetPolicy when its
 // numbers changed; one whose algorithm changed starts afresh.
-package service
+package rlservice
 
 import (
 	"context"
@@ -35,7 +35,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/config"
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/rlconfig"
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/observe"
 	"github.com/ratekit/ratekit/redisstore"
@@ -103,8 +103,8 @@ type Limiter struct {
 
 // state is what one configuration decides by; it never changes.
 type state struct {
-	cfg    *config.Config
-	limits map[*config.Limit]*limitState
+	cfg    *rlconfig.Config
+	limits map[*rlconfig.Limit]*limitState
 	byID   map[string]*limitState
 
 	layeredMu sync.Mutex
@@ -117,13 +117,13 @@ type state struct {
 }
 
 type limitState struct {
-	limit *config.Limit
+	limit *rlconfig.Limit
 	one   core.Limiter // the limit alone: mem, or the Redis store's; nil for an unlimited limit or one of 0 requests
 	mem   *core.Memory // on memory
 }
 
 // New returns a Limiter deciding by cfg.
-func New(cfg *config.Config, o Options) (*Limiter, error) {
+func New(cfg *rlconfig.Config, o Options) (*Limiter, error) {
 	clockSet := o.Clock != nil
 	if o.Clock == nil {
 		o.Clock = core.SystemClock{}
@@ -142,7 +142,7 @@ func New(cfg *config.Config, o Options) (*Limiter, error) {
 }
 
 // Config returns the configuration in force.
-func (l *Limiter) Config() *config.Config { return l.cur.Load().cfg }
+func (l *Limiter) Config() *rlconfig.Config { return l.cur.Load().cfg }
 
 func (l *Limiter) newMemory(p core.Policy) (*core.Memory, error) {
 	return core.New(p, core.WithClock(l.o.Clock), core.WithMaxKeys(l.o.MaxKeys))
@@ -150,14 +150,14 @@ func (l *Limiter) newMemory(p core.Policy) (*core.Memory, error) {
 
 // SetConfig makes cfg the configuration in force, keeping the usage of
 // every limit that stays (see the package doc). On error nothing changes.
-func (l *Limiter) SetConfig(cfg *config.Config) error {
+func (l *Limiter) SetConfig(cfg *rlconfig.Config) error {
 	if cfg == nil {
 		return errors.New("service: SetConfig: nil config")
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	old := l.cur.Load()
-	st := &state{cfg: cfg, limits: make(map[*config.Limit]*limitState), byID: make(map[string]*limitState), layered: make(map[string]layer)}
+	st := &state{cfg: cfg, limits: make(map[*rlconfig.Limit]*limitState), byID: make(map[string]*limitState), layered: make(map[string]layer)}
 	type retune struct {
 		m *core.Memory
 		p core.Policy
@@ -227,11 +227,11 @@ func (l *Limiter) SetConfig(cfg *config.Config) error {
 
 // localState builds the memory limiters that the domains failing back
 // decide by when Redis fails, keeping those of old whose policy stays.
-func (l *Limiter) localState(cfg *config.Config, old *state) (*state, error) {
+func (l *Limiter) localState(cfg *rlconfig.Config, old *state) (*state, error) {
 	var local *state
 	for _, lim := range cfg.Limits() {
 		f := cfg.Failure(lim.Domain)
-		if f.Mode != config.FailFallback || lim.Unlimited || lim.Policy.Limit == 0 {
+		if f.Mode != rlconfig.FailFallback || lim.Unlimited || lim.Policy.Limit == 0 {
 			continue
 		}
 		if local == nil {
@@ -267,7 +267,7 @@ func (l *Limiter) localState(cfg *config.Config, old *state) (*state, error) {
 // item is one descriptor of a request that a limit applies to.
 type item struct {
 	i     int // the descriptor's index
-	limit *config.Limit
+	limit *rlconfig.Limit
 	ls    *limitState
 	key   string
 	cost  int64
@@ -323,7 +323,7 @@ func (l *Limiter) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 				keyBuf = append(append(append(append(append(keyBuf, 0), keys[j]...), 0), values[j]...), 0)
 			}
 		} else {
-			var lim *config.Limit
+			var lim *rlconfig.Limit
 			lim, keyBuf = st.cfg.Match(req.Domain, keys, values, keyBuf[:0])
 			if lim == nil {
 				resp.Statuses[i] = &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK}
@@ -379,13 +379,13 @@ func (l *Limiter) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		// The store failed (Redis unreachable, a timeout): the domain's
 		// failure policy decides.
 		switch st.cfg.Failure(req.Domain).Mode {
-		case config.FailOpen:
+		case rlconfig.FailOpen:
 			denied = false
 			for k := range items {
 				items[k].over = false
 				items[k].d = core.Decision{Allowed: true, Limit: items[k].limit.Policy.Limit}
 			}
-		case config.FailFallback:
+		case rlconfig.FailFallback:
 			if denied, err = l.fallback(st, items); err != nil {
 				return nil, status.Error(codes.Unavailable, err.Error())
 			}
@@ -742,7 +742,7 @@ func (l *Limiter) newRedis(p core.Policy) (*redisstore.Limiter, error) {
 // per distinct limit, at most MaxOverrides.
 func (l *Limiter) override(ov *rlv3.RateLimitDescriptor_RateLimitOverride) (*limitState, error) {
 	unit := pb.RateLimitResponse_RateLimit_Unit(ov.GetUnit())
-	w, ok := config.UnitWindow(unit)
+	w, ok := rlconfig.UnitWindow(unit)
 	if !ok {
 		return nil, fmt.Errorf("service: descriptor limit override: unit %v", ov.GetUnit())
 	}
@@ -754,7 +754,7 @@ func (l *Limiter) override(ov *rlv3.RateLimitDescriptor_RateLimitOverride) (*lim
 		return nil, fmt.Errorf("service: descriptor limit override: %d %v is longer than %v", mult, unit, core.MaxWindow)
 	}
 	w *= time.Duration(mult)
-	lim := &config.Limit{
+	lim := &rlconfig.Limit{
 		ID:              fmt.Sprintf("override.%d_per_%d_%s", ov.GetRequestsPerUnit(), mult, strings.ToLower(unit.String())),
 		Unit:            unit,
 		RequestsPerUnit: ov.GetRequestsPerUnit(),

@@ -1,4 +1,4 @@
-package server
+package rlserver
 
 // envoyproxy/ratelimit's integration cases (test/integration in its
 // repository: testBasicBaseConfig, testConfigReload, testShareThreshold),
@@ -25,7 +25,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/service"
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/rlservice"
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/redisserver"
 	"github.com/redis/go-redis/v9"
@@ -61,7 +61,7 @@ func integrationServer(t *testing.T, dir string) (*Server, pb.RateLimitServiceCl
 	srv, err := New(Options{
 		Config:  dir,
 		Log:     slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Service: service.Options{Clock: clk, NoHeaders: true, Redis: integrationRedis, RedisPrefix: "test:" + t.Name()},
+		Service: rlservice.Options{Clock: clk, NoHeaders: true, Redis: integrationRedis, RedisPrefix: "test:" + t.Name()},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,5 +1,5 @@
-// Package server runs the rate limit service: the gRPC server of Envoy's
-// RateLimitService and of gRPC health checking, over a [service.Limiter]
+// Package rlserver runs the rate limit service: the gRPC server of Envoy's
+// RateLimitService and of gRPC health checking, over a [rlservice.Limiter]
 // whose configuration it reloads from a file or a directory.
 //
 // A reload ([Server.Reload], [Server.Watch]) reads every file again and
@@ -9,7 +9,7 @@
 // stops gracefully when its context is done: health checks answer
 // NOT_SERVING at once, calls in flight finish (up to the drain timeout),
 // new ones are refused.
-package server
+package rlserver
 
 import (
 	"context"
@@ -30,8 +30,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 
-	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/config"
-	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/service"
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/rlconfig"
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/rlservice"
 )
 
 // Options configure a [Server].
@@ -41,7 +41,7 @@ type Options struct {
 	// Merge merges files of one domain (MERGE_DOMAIN_CONFIG).
 	Merge bool
 	// Service configures the limiter.
-	Service service.Options
+	Service rlservice.Options
 	// Log gets what the server does. Default: slog.Default().
 	Log *slog.Logger
 	// Debounce is how long the configuration's directory must be quiet
@@ -59,7 +59,7 @@ type Options struct {
 // A Server is the service with its configuration source.
 type Server struct {
 	o       Options
-	limiter *service.Limiter
+	limiter *rlservice.Limiter
 	health  *health.Server
 	mu      sync.Mutex // serializes reloads
 
@@ -77,11 +77,11 @@ func New(o Options) (*Server, error) {
 	if o.Drain == 0 {
 		o.Drain = 10 * time.Second
 	}
-	cfg, err := config.Load(o.Config, o.Merge)
+	cfg, err := rlconfig.Load(o.Config, o.Merge)
 	if err != nil {
 		return nil, err
 	}
-	l, err := service.New(cfg, o.Service)
+	l, err := rlservice.New(cfg, o.Service)
 	if err != nil {
 		return nil, err
 	}
@@ -90,14 +90,14 @@ func New(o Options) (*Server, error) {
 }
 
 // Limiter returns the server's limiter.
-func (s *Server) Limiter() *service.Limiter { return s.limiter }
+func (s *Server) Limiter() *rlservice.Limiter { return s.limiter }
 
 // Reload reads the configuration again and makes it the one in force. On
 // error nothing changes.
 func (s *Server) Reload() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cfg, err := config.Load(s.o.Config, s.o.Merge)
+	cfg, err := rlconfig.Load(s.o.Config, s.o.Merge)
 	if err == nil {
 		err = s.limiter.SetConfig(cfg)
 	}

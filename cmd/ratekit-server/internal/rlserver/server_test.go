@@ -1,4 +1,4 @@
-package server
+package rlserver
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/service"
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/rlservice"
 	"github.com/ratekit/ratekit/core"
 )
 
@@ -34,7 +34,7 @@ func serve(t *testing.T, dir string) (*Server, pb.RateLimitServiceClient, health
 	srv, err := New(Options{
 		Config:   dir,
 		Log:      slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Service:  service.Options{Clock: core.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))},
+		Service:  rlservice.Options{Clock: core.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))},
 		Debounce: time.Millisecond,
 	})
 	if err != nil {

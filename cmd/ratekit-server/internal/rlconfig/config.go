@@ -1,4 +1,4 @@
-// Package config reads envoyproxy/ratelimit's configuration files, as they
+// Package rlconfig reads envoyproxy/ratelimit's configuration files, as they
 // are, into a [Config]: each file a domain, its nested descriptors keyed by
 // key and value (a value ending in or holding '*' is a wildcard), and at
 // any level a rate_limit that the matching descriptors are held to.
@@ -42,7 +42,7 @@
 // nested at most [MaxDepth] deep, at most [MaxDescriptors] descriptors in a
 // [Config], no anchors, aliases, tags or directives. Mistakes are [*Error]s
 // naming the file, line, column and field.
-package config
+package rlconfig
 
 import (
 	"errors"

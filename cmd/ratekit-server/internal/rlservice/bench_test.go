@@ -1,4 +1,4 @@
-package service
+package rlservice
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/config"
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/rlconfig"
 	"github.com/ratekit/ratekit/core"
 )
 
@@ -27,11 +27,11 @@ descriptors:
 `
 	for _, tc := range []struct{ name, desc string }{{"one", "client=%d"}, {"two", "client=%d;route=r"}} {
 		b.Run(tc.name, func(b *testing.B) {
-			f, err := config.Parse("bench.yaml", []byte(yaml))
+			f, err := rlconfig.Parse("bench.yaml", []byte(yaml))
 			if err != nil {
 				b.Fatal(err)
 			}
-			c, err := config.Build(false, f)
+			c, err := rlconfig.Build(false, f)
 			if err != nil {
 				b.Fatal(err)
 			}

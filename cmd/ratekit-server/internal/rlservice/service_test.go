@@ -1,4 +1,4 @@
-package service
+package rlservice
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/config"
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/rlconfig"
 	"github.com/ratekit/ratekit/core"
 )
 
@@ -42,13 +42,13 @@ descriptors:
     rate_limit: {window: 10s, requests_per_unit: 10, algorithm: token-bucket, burst: 2}
 `
 
-func mustConfig(t *testing.T, yaml string) *config.Config {
+func mustConfig(t *testing.T, yaml string) *rlconfig.Config {
 	t.Helper()
-	f, err := config.Parse("test.yaml", []byte(yaml))
+	f, err := rlconfig.Parse("test.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := config.Build(false, f)
+	c, err := rlconfig.Build(false, f)
 	if err != nil {
 		t.Fatal(err)
 	}
