@@ -200,6 +200,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		<-stopped
 	}
 	<-errc
+	s.o.Log.Info("stopped")
 	return nil
 }
 
