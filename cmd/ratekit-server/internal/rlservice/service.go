@@ -20,6 +20,7 @@ package rlservice
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -117,6 +118,7 @@ type state struct {
 }
 
 type limitState struct {
+	id    uint64 // unique in the process, for layeredFor's cache
 	limit *rlconfig.Limit
 	one   core.Limiter // the limit alone: mem, or the Redis store's; nil for an unlimited limit or one of 0 requests
 	mem   *core.Memory // on memory
@@ -164,7 +166,7 @@ func (l *Limiter) SetConfig(cfg *rlconfig.Config) error {
 	}
 	var retunes []retune
 	for _, lim := range cfg.Limits() {
-		ls := &limitState{limit: lim}
+		ls := &limitState{id: nextID.Add(1), limit: lim}
 		if !lim.Unlimited && lim.Policy.Limit > 0 {
 			var prev *core.Memory
 			if old != nil {
@@ -245,7 +247,7 @@ func (l *Limiter) localState(cfg *rlconfig.Config, old *state) (*state, error) {
 		}
 		share := *lim
 		share.Policy = p
-		ls := &limitState{limit: &share}
+		ls := &limitState{id: nextID.Add(1), limit: &share}
 		if old != nil {
 			if o := old.byID[lim.ID]; o != nil && o.mem.Policy() == p {
 				ls.mem = o.mem
@@ -668,15 +670,18 @@ type layer interface {
 	RefundCosts(ctx context.Context, keys []string, costs []int64, elapsed time.Duration) error
 }
 
+// nextID numbers limitStates.
+var nextID atomic.Uint64
+
 // layeredFor returns a layer over the items' limits, in order.
 func (l *Limiter) layeredFor(st *state, items []*item) (layer, error) {
-	var b strings.Builder
+	var buf [8 * 10]byte
+	sig := buf[:0]
 	for _, it := range items {
-		fmt.Fprintf(&b, "%p,", it.ls)
+		sig = binary.LittleEndian.AppendUint64(sig, it.ls.id)
 	}
-	sig := b.String()
 	st.layeredMu.Lock()
-	lay := st.layered[sig]
+	lay := st.layered[string(sig)]
 	st.layeredMu.Unlock()
 	if lay != nil {
 		return lay, nil
@@ -704,7 +709,7 @@ func (l *Limiter) layeredFor(st *state, items []*item) (layer, error) {
 	}
 	st.layeredMu.Lock()
 	if len(st.layered) < maxLayered {
-		st.layered[sig] = lay
+		st.layered[string(sig)] = lay
 	}
 	st.layeredMu.Unlock()
 	return lay, nil
@@ -762,7 +767,7 @@ func (l *Limiter) override(ov *rlv3.RateLimitDescriptor_RateLimitOverride) (*lim
 	}
 	lim.Policy.Name = lim.ID
 	if lim.Policy.Limit == 0 {
-		return &limitState{limit: lim}, nil
+		return &limitState{id: nextID.Add(1), limit: lim}, nil
 	}
 	if lim.Policy.Limit > core.MaxLimit {
 		return nil, fmt.Errorf("service: descriptor limit override: %d requests per unit, at most %d", lim.Policy.Limit, core.MaxLimit)
@@ -775,7 +780,7 @@ func (l *Limiter) override(ov *rlv3.RateLimitDescriptor_RateLimitOverride) (*lim
 	if len(l.overrides) >= MaxOverrides {
 		return nil, fmt.Errorf("service: more than %d distinct descriptor limit overrides", MaxOverrides)
 	}
-	ls := &limitState{limit: lim}
+	ls := &limitState{id: nextID.Add(1), limit: lim}
 	if l.o.Redis != nil {
 		rl, err := l.newRedis(lim.Policy)
 		if err != nil {
