@@ -719,7 +719,7 @@ func mergeNodes(into, from *node, id string) error {
 func Load(path string, merge bool) (*Config, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		return nil, fmt.Errorf("rlconfig: %w", err)
 	}
 	var names []string
 	if !fi.IsDir() {
@@ -727,7 +727,7 @@ func Load(path string, merge bool) (*Config, error) {
 	} else {
 		ents, err := os.ReadDir(path)
 		if err != nil {
-			return nil, fmt.Errorf("config: %w", err)
+			return nil, fmt.Errorf("rlconfig: %w", err)
 		}
 		for _, e := range ents {
 			n := e.Name()
@@ -737,10 +737,10 @@ func Load(path string, merge bool) (*Config, error) {
 			names = append(names, filepath.Join(path, n))
 		}
 		if len(names) > MaxFiles {
-			return nil, fmt.Errorf("config: %s holds %d files, at most %d", path, len(names), MaxFiles)
+			return nil, fmt.Errorf("rlconfig: %s holds %d files, at most %d", path, len(names), MaxFiles)
 		}
 		if len(names) == 0 {
-			return nil, fmt.Errorf("config: %s holds no .yaml or .yml file", path)
+			return nil, fmt.Errorf("rlconfig: %s holds no .yaml or .yml file", path)
 		}
 	}
 	var files []*File
@@ -767,12 +767,12 @@ func Load(path string, merge bool) (*Config, error) {
 func readFile(name string) ([]byte, error) {
 	f, err := os.Open(name)
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		return nil, fmt.Errorf("rlconfig: %w", err)
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("config: read %s: %w", name, err)
+		return nil, fmt.Errorf("rlconfig: read %s: %w", name, err)
 	}
 	if len(data) > MaxFileBytes {
 		return nil, &Error{File: name, Err: fmt.Errorf("the file is larger than %d bytes", MaxFileBytes)}

@@ -27,11 +27,11 @@ type Error struct {
 	Err error
 }
 
-// Error returns "config: <file>:<line>:<column>: <path>: <what>", leaving
+// Error returns "rlconfig: <file>:<line>:<column>: <path>: <what>", leaving
 // out what is unknown.
 func (e *Error) Error() string {
 	var b strings.Builder
-	b.WriteString("config: ")
+	b.WriteString("rlconfig: ")
 	switch {
 	case e.File != "" && e.Line > 0:
 		fmt.Fprintf(&b, "%s:%d:%d: ", e.File, e.Line, e.Column)

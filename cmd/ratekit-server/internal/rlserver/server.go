@@ -120,17 +120,17 @@ func (s *Server) Reload() error {
 func (s *Server) Watch(ctx context.Context) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
-		return fmt.Errorf("server: watch: %w", err)
+		return fmt.Errorf("rlserver: watch: %w", err)
 	}
 	defer w.Close()
 	dir, only := s.o.Config, ""
 	if fi, err := statDir(dir); err != nil {
-		return fmt.Errorf("server: watch: %w", err)
+		return fmt.Errorf("rlserver: watch: %w", err)
 	} else if !fi {
 		dir, only = filepath.Dir(dir), filepath.Base(dir)
 	}
 	if err := w.Add(dir); err != nil {
-		return fmt.Errorf("server: watch %s: %w", dir, err)
+		return fmt.Errorf("rlserver: watch %s: %w", dir, err)
 	}
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -141,7 +141,7 @@ func (s *Server) Watch(ctx context.Context) error {
 			return nil
 		case ev, ok := <-w.Events:
 			if !ok {
-				return errors.New("server: watch: the file system watcher stopped")
+				return errors.New("rlserver: watch: the file system watcher stopped")
 			}
 			// In a directory, files whose name begins with '.' are not
 			// read (an editor's or a writer's temporary file), but a
@@ -152,7 +152,7 @@ func (s *Server) Watch(ctx context.Context) error {
 			}
 		case err, ok := <-w.Errors:
 			if !ok {
-				return errors.New("server: watch: the file system watcher stopped")
+				return errors.New("rlserver: watch: the file system watcher stopped")
 			}
 			s.o.Log.Error("watching the configuration", "error", err)
 			timer.Reset(s.o.Debounce)
@@ -181,7 +181,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	select {
 	case err := <-errc:
 		s.health.Shutdown()
-		return fmt.Errorf("server: %w", err)
+		return fmt.Errorf("rlserver: %w", err)
 	case <-ctx.Done():
 	}
 	s.o.Log.Info("stopping: draining calls in flight", "drain", s.o.Drain)

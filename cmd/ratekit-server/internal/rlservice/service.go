@@ -154,7 +154,7 @@ func (l *Limiter) newMemory(p core.Policy) (*core.Memory, error) {
 // every limit that stays (see the package doc). On error nothing changes.
 func (l *Limiter) SetConfig(cfg *rlconfig.Config) error {
 	if cfg == nil {
-		return errors.New("service: SetConfig: nil config")
+		return errors.New("rlservice: SetConfig: nil config")
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -178,7 +178,7 @@ func (l *Limiter) SetConfig(cfg *rlconfig.Config) error {
 			case l.o.Redis != nil:
 				rl, err := l.newRedis(lim.Policy)
 				if err != nil {
-					return fmt.Errorf("service: %s: %w", lim.ID, err)
+					return fmt.Errorf("rlservice: %s: %w", lim.ID, err)
 				}
 				ls.one = rl
 			case prev != nil && prev.Policy().Algorithm == lim.Policy.Algorithm:
@@ -189,7 +189,7 @@ func (l *Limiter) SetConfig(cfg *rlconfig.Config) error {
 			default:
 				m, err := l.newMemory(lim.Policy)
 				if err != nil {
-					return fmt.Errorf("service: %s: %w", lim.ID, err)
+					return fmt.Errorf("rlservice: %s: %w", lim.ID, err)
 				}
 				ls.mem = m
 			}
@@ -204,12 +204,12 @@ func (l *Limiter) SetConfig(cfg *rlconfig.Config) error {
 	// both are checked before any store changes.
 	for _, r := range retunes {
 		if err := r.p.Validate(); err != nil {
-			return fmt.Errorf("service: %w", err)
+			return fmt.Errorf("rlservice: %w", err)
 		}
 	}
 	for _, r := range retunes {
 		if err := r.m.SetPolicy(r.p); err != nil {
-			return fmt.Errorf("service: %w", err)
+			return fmt.Errorf("rlservice: %w", err)
 		}
 	}
 	if l.o.Redis != nil {
@@ -256,7 +256,7 @@ func (l *Limiter) localState(cfg *rlconfig.Config, old *state) (*state, error) {
 		if ls.mem == nil {
 			m, err := l.newMemory(p)
 			if err != nil {
-				return nil, fmt.Errorf("service: %s: fallback: %w", lim.ID, err)
+				return nil, fmt.Errorf("rlservice: %s: fallback: %w", lim.ID, err)
 			}
 			ls.mem = m
 		}
@@ -295,11 +295,11 @@ const (
 func (l *Limiter) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
 	switch {
 	case req.GetDomain() == "":
-		return nil, status.Error(codes.InvalidArgument, "service: the rate limit domain must not be empty")
+		return nil, status.Error(codes.InvalidArgument, "rlservice: the rate limit domain must not be empty")
 	case len(req.GetDescriptors()) == 0:
-		return nil, status.Error(codes.InvalidArgument, "service: the descriptor list must not be empty")
+		return nil, status.Error(codes.InvalidArgument, "rlservice: the descriptor list must not be empty")
 	case len(req.GetDescriptors()) > MaxDescriptors:
-		return nil, status.Errorf(codes.InvalidArgument, "service: %d descriptors, at most %d", len(req.GetDescriptors()), MaxDescriptors)
+		return nil, status.Errorf(codes.InvalidArgument, "rlservice: %d descriptors, at most %d", len(req.GetDescriptors()), MaxDescriptors)
 	}
 	st := l.cur.Load()
 	resp := &pb.RateLimitResponse{Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, len(req.Descriptors))}
@@ -414,7 +414,7 @@ func (l *Limiter) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 // one (a descriptor's own override) is left out, as if unlimited.
 func (l *Limiter) fallback(st *state, items []item) (bool, error) {
 	if st.local == nil {
-		return false, errors.New("service: no fallback limiters")
+		return false, errors.New("rlservice: no fallback limiters")
 	}
 	for k := range items {
 		it := &items[k]
@@ -693,7 +693,7 @@ func (l *Limiter) layeredFor(st *state, items []*item) (layer, error) {
 		}
 		rl, err := redisstore.NewLayered(l.o.Redis, ps, l.redisOptions()...)
 		if err != nil {
-			return nil, fmt.Errorf("service: %w", err)
+			return nil, fmt.Errorf("rlservice: %w", err)
 		}
 		lay = redisLayer{rl}
 	} else {
@@ -703,7 +703,7 @@ func (l *Limiter) layeredFor(st *state, items []*item) (layer, error) {
 		}
 		ml, err := core.NewLayered(mems...)
 		if err != nil {
-			return nil, fmt.Errorf("service: %w", err)
+			return nil, fmt.Errorf("rlservice: %w", err)
 		}
 		lay = ml
 	}
@@ -749,14 +749,14 @@ func (l *Limiter) override(ov *rlv3.RateLimitDescriptor_RateLimitOverride) (*lim
 	unit := pb.RateLimitResponse_RateLimit_Unit(ov.GetUnit())
 	w, ok := rlconfig.UnitWindow(unit)
 	if !ok {
-		return nil, fmt.Errorf("service: descriptor limit override: unit %v", ov.GetUnit())
+		return nil, fmt.Errorf("rlservice: descriptor limit override: unit %v", ov.GetUnit())
 	}
 	mult := int64(1)
 	if m := ov.GetUnitMultiplier(); m != nil {
 		mult = int64(max(m.GetValue(), 1))
 	}
 	if time.Duration(mult) > core.MaxWindow/w {
-		return nil, fmt.Errorf("service: descriptor limit override: %d %v is longer than %v", mult, unit, core.MaxWindow)
+		return nil, fmt.Errorf("rlservice: descriptor limit override: %d %v is longer than %v", mult, unit, core.MaxWindow)
 	}
 	w *= time.Duration(mult)
 	lim := &rlconfig.Limit{
@@ -770,7 +770,7 @@ func (l *Limiter) override(ov *rlv3.RateLimitDescriptor_RateLimitOverride) (*lim
 		return &limitState{id: nextID.Add(1), limit: lim}, nil
 	}
 	if lim.Policy.Limit > core.MaxLimit {
-		return nil, fmt.Errorf("service: descriptor limit override: %d requests per unit, at most %d", lim.Policy.Limit, core.MaxLimit)
+		return nil, fmt.Errorf("rlservice: descriptor limit override: %d requests per unit, at most %d", lim.Policy.Limit, core.MaxLimit)
 	}
 	l.ovMu.Lock()
 	defer l.ovMu.Unlock()
@@ -778,19 +778,19 @@ func (l *Limiter) override(ov *rlv3.RateLimitDescriptor_RateLimitOverride) (*lim
 		return ls, nil
 	}
 	if len(l.overrides) >= MaxOverrides {
-		return nil, fmt.Errorf("service: more than %d distinct descriptor limit overrides", MaxOverrides)
+		return nil, fmt.Errorf("rlservice: more than %d distinct descriptor limit overrides", MaxOverrides)
 	}
 	ls := &limitState{id: nextID.Add(1), limit: lim}
 	if l.o.Redis != nil {
 		rl, err := l.newRedis(lim.Policy)
 		if err != nil {
-			return nil, fmt.Errorf("service: descriptor limit override: %w", err)
+			return nil, fmt.Errorf("rlservice: descriptor limit override: %w", err)
 		}
 		ls.one = rl
 	} else {
 		m, err := l.newMemory(lim.Policy)
 		if err != nil {
-			return nil, fmt.Errorf("service: descriptor limit override: %w", err)
+			return nil, fmt.Errorf("rlservice: descriptor limit override: %w", err)
 		}
 		ls.one, ls.mem = m, m
 	}
