@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/fastbody"
+	"github.com/ratekit/ratekit/internal/ratehdr"
 )
 
 // Canonical header names, as [http.CanonicalHeaderKey] spells them, so they
@@ -30,16 +31,11 @@ const (
 
 // DefaultPolicyName is the name written in the headers and problem bodies
 // for a policy whose Name is empty.
-const DefaultPolicyName = "default"
+const DefaultPolicyName = ratehdr.DefaultPolicyName
 
 // PolicyName returns the name under which p appears in headers and problem
 // bodies: p.Name, or [DefaultPolicyName] when it is empty.
-func PolicyName(p core.Policy) string {
-	if p.Name == "" {
-		return DefaultPolicyName
-	}
-	return p.Name
-}
+func PolicyName(p core.Policy) string { return ratehdr.PolicyName(p) }
 
 // policyHeaders holds the header values that depend on the policy only,
 // computed once per policy. Their one-element slices are assigned to every
@@ -56,37 +52,15 @@ type policyHeaders struct {
 }
 
 func newPolicyHeaders(p core.Policy) *policyHeaders {
-	name := sfString(PolicyName(p))
-	w := ceilSeconds(p.Window)
-	if w < 1 {
-		w = 1
-	}
-	lim := strconv.FormatInt(p.Limit, 10)
+	name := ratehdr.SFString(PolicyName(p))
 	return &policyHeaders{
 		policy:  p,
-		ietf:    []string{name + ";q=" + lim + ";w=" + strconv.FormatInt(w, 10)},
-		limit:   []string{lim},
-		rPrefix: name + ";r=",
+		ietf:    []string{ratehdr.PolicyMember(name, p)},
+		limit:   []string{strconv.FormatInt(p.Limit, 10)},
+		rPrefix: ratehdr.RatePrefix(name),
 	}
 }
 
-// sfString returns s as an RFC 9651 sf-string: quoted, with '"' and '\'
-// escaped. Bytes an sf-string cannot hold (controls, non-ASCII) become '?'.
-func sfString(s string) string {
-	b := make([]byte, 0, len(s)+2)
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c < 0x20 || c > 0x7e:
-			b = append(b, '?')
-		default:
-			b = append(b, c)
-		}
-	}
-	return string(append(b, '"'))
-}
 
 // headersFor returns the per-policy header values of d, cached for the
 // policy seen last.
@@ -426,12 +400,6 @@ func (s *writerSink) values(name string) []string {
 	return fastbody.Strings(r.PeekAll(name))
 }
 
-func appendRateLimit(b []byte, prefix string, r, t int64) []byte {
-	b = append(b, prefix...)
-	b = strconv.AppendInt(b, r, 10)
-	b = append(b, ";t="...)
-	return strconv.AppendInt(b, t, 10)
-}
 
 // writeRateHeaders writes the rate headers of res in the configured
 // styles, formatting the values that change per request in buf. When denied, remaining
@@ -471,7 +439,7 @@ func (e *Engine) writeRateHeaders(h headerSink, res *Result, buf []byte) {
 	}
 	if style&IETFHeaders != 0 {
 		h.add(hRateLimitPolicy, ph.ietf)
-		h.addBytes(hRateLimit, appendRateLimit(buf[:0], ph.rPrefix, r, t))
+		h.addBytes(hRateLimit, ratehdr.AppendRate(buf[:0], ph.rPrefix, r, t))
 	}
 	if style&LegacyHeaders != 0 {
 		h.set(hLimit, ph.limit)
@@ -538,7 +506,7 @@ func newLayerHeaders(ds []core.Decision) *layerHeaders {
 	for i, d := range ds {
 		lh.policies[i] = d.Policy
 	}
-	lh.names = layerNames(lh.policies)
+	lh.names = ratehdr.LayerNames(lh.policies)
 	var b strings.Builder
 	for i, p := range lh.policies {
 		// The policy renamed, so that every value names the layer alike.
@@ -555,54 +523,11 @@ func newLayerHeaders(ds []core.Decision) *layerHeaders {
 	return lh
 }
 
-// layerNames returns the layers' names in headers: each policy's
-// [PolicyName], except that a name already used by an earlier layer gets
-// the first suffix "-2", "-3"... that no layer uses.
-func layerNames(ps []core.Policy) []string {
-	names := make([]string, len(ps))
-	used := make(map[string]bool, len(ps))
-	for _, p := range ps {
-		used[PolicyName(p)] = true
-	}
-	first := make(map[string]bool, len(ps))
-	for i, p := range ps {
-		name := PolicyName(p)
-		if !first[name] {
-			first[name] = true
-			names[i] = name
-			continue
-		}
-		for k := 2; ; k++ {
-			if c := name + "-" + strconv.Itoa(k); !used[c] {
-				used[c] = true
-				names[i] = c
-				break
-			}
-		}
-	}
-	return names
-}
 
 // appendRateLimit appends the RateLimit value of a layered decision to b,
-// one member per layer of ds: `"name";r=<r>;t=<t>, ...`. r is the units
-// left, clamped to [0, q]; t the seconds until the layer resets. On a
-// denial (denied set), a layer that denied has r=0 and t its Retry-After;
-// one that would have allowed has its units left and its reset as they
-// are, since the request was counted nowhere (its Decision describes the
-// layer as a Peek does).
+// one member per layer of ds (ratehdr.AppendLayered).
 func (lh *layerHeaders) appendRateLimit(b []byte, ds []core.Decision, denied bool) []byte {
-	for i, d := range ds {
-		if i > 0 {
-			b = append(b, ", "...)
-		}
-		r, t := d.Remaining, ceilSeconds(d.ResetAfter)
-		if denied && !d.Allowed {
-			r, t = 0, RetryAfterSeconds(d.RetryAfter)
-		}
-		r = max(min(r, d.Limit), 0)
-		b = appendRateLimit(b, lh.prefixes[i], r, t)
-	}
-	return b
+	return ratehdr.AppendLayered(b, lh.prefixes, ds, denied)
 }
 
 // retryAfterValue is Retry-After for a denial.

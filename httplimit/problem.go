@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/ratehdr"
 )
 
 // Problem type URIs (RFC 9457), one per reason a request is refused. They are
@@ -175,24 +176,10 @@ func WriteDenied(w http.ResponseWriter, d core.Decision) {
 // RetryAfterSeconds returns d in whole seconds, rounded up and at least 1:
 // the Retry-After value of a denial, as the header cannot say "0" or a
 // fraction without telling clients to retry too early.
-func RetryAfterSeconds(d time.Duration) int64 {
-	if s := ceilSeconds(d); s > 1 {
-		return s
-	}
-	return 1
-}
+func RetryAfterSeconds(d time.Duration) int64 { return ratehdr.RetryAfterSeconds(d) }
 
 // ceilSeconds returns d in whole seconds, rounded up; 0 for d <= 0.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	s := int64(d / time.Second)
-	if d%time.Second != 0 {
-		s++
-	}
-	return s
-}
+func ceilSeconds(d time.Duration) int64 { return ratehdr.CeilSeconds(d) }
 
 func plural(n int64, unit string) string {
 	s := strconv.FormatInt(n, 10) + " " + unit
