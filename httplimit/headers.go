@@ -61,7 +61,6 @@ func newPolicyHeaders(p core.Policy) *policyHeaders {
 	}
 }
 
-
 // headersFor returns the per-policy header values of d, cached for the
 // policy seen last.
 func (e *Engine) headersFor(p core.Policy) *policyHeaders {
@@ -400,7 +399,6 @@ func (s *writerSink) values(name string) []string {
 	return fastbody.Strings(r.PeekAll(name))
 }
 
-
 // writeRateHeaders writes the rate headers of res in the configured
 // styles, formatting the values that change per request in buf. When denied, remaining
 // is 0 and the reset is the Retry-After value. The IETF fields of a
@@ -522,7 +520,6 @@ func newLayerHeaders(ds []core.Decision) *layerHeaders {
 	lh.ietf = []string{b.String()}
 	return lh
 }
-
 
 // appendRateLimit appends the RateLimit value of a layered decision to b,
 // one member per layer of ds (ratehdr.AppendLayered).
