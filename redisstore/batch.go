@@ -275,6 +275,9 @@ func multiOf(client redis.UniversalClient) multi {
 	return noMulti
 }
 
+// one is the cost 1, boxed once.
+var one any = int64(1)
+
 // group is the decisions of a batch that share one call.
 type group struct {
 	slot    int
@@ -290,11 +293,11 @@ func (b *batcher) group(ctx context.Context, batch []*waiter, pipe redis.Pipelin
 	for _, w := range batch {
 		w.grouped = false
 		c, ok := w.cmd.(*redis.StringCmd)
-		if !ok || len(c.Args()) != 6 && len(c.Args()) != 8 {
+		if !ok || len(c.Args()) != 4 && len(c.Args()) != 6 && len(c.Args()) != 8 {
 			_ = pipe.Process(ctx, w.cmd) // not a decision
 			continue
 		}
-		if a := c.Args(); a[1] != cf.sha || len(a) == 8 && a[7] != cf.since || len(a) == 6 && cf.since != nil {
+		if a := c.Args(); a[1] != cf.sha || len(a) == 8 && a[7] != cf.since || (len(a) == 6 || len(a) == 4) && cf.since != nil {
 			// Made under a policy SetPolicy has since replaced: its own
 			// script.
 			_ = pipe.Process(ctx, w.cmd)
@@ -333,7 +336,12 @@ func (b *batcher) group(ctx context.Context, batch []*waiter, pipe redis.Pipelin
 		}
 		for i, w := range g.members {
 			a := w.cmd.Args()
-			args[3+i], args[3+k+2*i], args[4+k+2*i] = a[3], a[4], a[5]
+			if len(a) == 4 {
+				// No ARGV: a request of cost 1 on the server's TIME.
+				args[3+i], args[3+k+2*i], args[4+k+2*i] = a[3], "", one
+			} else {
+				args[3+i], args[3+k+2*i], args[4+k+2*i] = a[3], a[4], a[5]
+			}
 			w.grouped = true
 		}
 		g.cmd = redis.NewStringCmd(ctx, args...)

@@ -15,6 +15,18 @@
 -- message, and the message, and the others are made all the same, as
 -- separate calls would be. The first 8 bytes of each thus say which it is:
 -- 0 or 1, allowed; -1, an error; below, fresh.
+-- servertime returns the server's TIME in microseconds.
+local function servertime()
+	-- Redis 5 and later replicate a script's effects, not the script, so
+	-- reading TIME before a write is allowed; before 5 it must be asked for.
+	-- (REDIS_VERSION_NUM exists since 7.)
+	if not redis.REDIS_VERSION_NUM and redis.replicate_commands then
+		redis.replicate_commands()
+	end
+	local t = redis.call('TIME')
+	return t[1] * 1000000 + t[2]
+end
+
 local K, out, tnow = {}, {}, nil
 local since = ARGV[#KEYS + #KEYS + 1]
 local lastreset, lastfresh

@@ -8,24 +8,29 @@
 -- time of the change.
 --
 -- Constants: L, W, keep, fmt (the state's format).
-local idx = floor(now / W)
-local count = 0
-local v
--- moved: the state was carried over from another Window, and is written
--- back whatever the decision, so that it is converted once.
-local moved = false
+--
+-- Above --@decide, the fast part (see scripts.go's fastPart): a request to
+-- count on a missing key, decided and written before any function is
+-- made; below, decide's body, which reads the state the fast part's SET
+-- answered (pre) or GETs it.
 if commit and not elapsed and newset and n <= L then
 	-- A request to count (on Redis 7 and later): written at once as on a
 	-- missing key, by SET NX, which answers the state of a key that exists
 	-- instead (GET), writing nothing; that is decided below as always.
+	local idx = floor(now / W)
 	local untilEnd = (idx + 1) * W - now
-	v = redis.call('SET', KEYS[1], bpack(fmt, idx, n, W), 'PX', arg(ceil(untilEnd / 1000) + margin), 'NX', 'GET')
-	if not v then
-		return 1, L - n, 0, untilEnd, 0, true
+	pre = redis.call('SET', KEYS[1], bpack(fmt, idx, n, W), 'PX', arg(ceil(untilEnd / 1000) + margin), 'NX', 'GET')
+	if not pre then
+		fresh, fb, fd, fe = true, L - n, untilEnd, 0
 	end
-else
-	v = redis.call('GET', KEYS[1])
 end
+--@decide
+local idx = floor(now / W)
+local count = 0
+local v = pre or redis.call('GET', KEYS[1])
+-- moved: the state was carried over from another Window, and is written
+-- back whatever the decision, so that it is converted once.
+local moved = false
 if v then
 	local si, sc
 	local b0 = byte(v)

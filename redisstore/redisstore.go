@@ -84,7 +84,7 @@ type conf struct {
 	cost   int64         // largest cost ever allowed
 	emit   core.Emission // the buckets' (Capacity 0 for the windows): a fresh answer's
 	// since is when the limiter took the policy, in Unix µs: a state
-	// written under another policy is converted as of then (clock.lua's
+	// written under another policy is converted as of then (convert.lua's
 	// changedAt). Nil for an unnamed policy, whose keys hold no other
 	// policy's state: its calls go without it.
 	since any
@@ -571,7 +571,8 @@ func (l *Limiter) call(ctx context.Context, key string, now any, n int64, commit
 }
 
 // callOf returns the EVALSHA of a decision under cf: sha numkeys key now n
-// and, for a named policy, an empty ARGV[3] (no refund) and since, built
+// (neither for a request of cost 1 on the server's TIME) and, for a named
+// policy, an empty ARGV[3] (no refund) and since, built
 // here rather than by Script.Run: the arguments and the command in one
 // allocation, the constant arguments boxed once.
 func (l *Limiter) callOf(ctx context.Context, cf *conf, key string, now any, n int64, commit bool) *call {
@@ -587,6 +588,11 @@ func (l *Limiter) callOf(ctx context.Context, cf *conf, key string, now any, n i
 	args[0], args[1], args[2], args[3], args[4], args[5] = "evalsha", cf.sha, "1", k, now, n
 	if cf.since != nil {
 		args = append(args, "", cf.since) // within c.args
+	} else if n == 1 && now == "" {
+		// The common call, a request of cost 1 on the server's TIME: no
+		// arguments (prelude.lua), each of which costs Redis more than
+		// the script's test of it.
+		args = args[:4]
 	}
 	c.cmd = *redis.NewStringCmd(ctx, args...)
 	return c
@@ -638,9 +644,13 @@ func (c *conf) decision(cmd redis.Cmder, err error) (core.Decision, error) {
 			reset = -1
 		}
 		// Only a request to count is answered fresh: its cost is the
-		// call's last argument (see call), positive.
+		// call's sixth argument (see callOf), positive, or 1 when the call
+		// has no ARGV.
 		var n int64
-		if a := cmd.Args(); len(a) == 6 || len(a) == 8 || len(a) == 10 || len(a) == 11 {
+		switch a := cmd.Args(); len(a) {
+		case 4:
+			n = 1
+		case 6, 8, 10, 11:
 			n, _ = a[5].(int64)
 		}
 		if reset < 0 || n <= 0 {

@@ -4,6 +4,7 @@ import (
 	_ "embed"
 	"fmt"
 	"hash/fnv"
+	"strings"
 	"sync"
 
 	"github.com/ratekit/ratekit/core"
@@ -11,14 +12,17 @@ import (
 )
 
 // The Lua sources. Each script is a header with the policy's constants,
-// then the prelude (the clock, the shared arguments), then one algorithm
-// as the function decide and the call of it (singleLua). A batch script
-// has the header, the clock, decide and batch.lua.
+// then the prelude (the clock, the shared arguments), then one algorithm:
+// its fast part, then the function decide and the call of it (singleLua;
+// see policyParts). A batch script has the header, the clock, decide (the
+// fast part within) and batch.lua.
 var (
 	//go:embed clock.lua
 	clockLua string
 	//go:embed prelude.lua
 	argsLua string
+	//go:embed convert.lua
+	convertLua string
 	//go:embed batch.lua
 	batchLua string
 	//go:embed gcra.lua
@@ -39,15 +43,48 @@ var preludeLua = clockLua + argsLua
 
 // singleLua ends a script of one call: it runs decide, and packs its
 // decision, or returns a fresh one's resetAfter alone (see prelude.lua; a
-// refund returns 0).
+// refund returns 0). pre is what the fast part read, for decide.
 const singleLua = `if elapsed then
 	return decide(KEYS, now, n, commit, elapsed, since)
 end
-local a, b, c, d, e, fresh = decide(KEYS, now, n, commit, nil, since)
+local a, b, c, d, e, fresh = decide(KEYS, now, n, commit, nil, since, pre)
 if fresh and short then
 	return d
 end
 return bpack(answer, a, b, c, d, e)
+`
+
+// decideMark ends an algorithm's fast part, in the algorithms that have
+// one: a request to count on a missing key (a fresh answer, see clock.lua),
+// the common case, decided and written by plain statements. A script of
+// one call runs them ahead of any function, since making a function (a
+// closure) costs Redis more than the statements do; the rest, decide's
+// body, runs only if the key exists. The fast part may set pre, the state
+// it read, which decide's body reads rather than reading it again, and
+// for a fresh answer fresh (true) and fb, fd, fe, the answer's remaining,
+// resetAfter and delay.
+const decideMark = "--@decide\n"
+
+// freshLocals declares what a fast part sets.
+const freshLocals = "local pre, fresh, fb, fd, fe\n"
+
+// fastPart splits alg into its fast part (empty if it has none) and
+// decide's body.
+func fastPart(alg string) (fast, body string) {
+	if i := strings.Index(alg, decideMark); i >= 0 {
+		return alg[:i], alg[i+len(decideMark):]
+	}
+	return "", alg
+}
+
+// singleFresh answers a fresh decision of the fast part in a script of
+// one call: its resetAfter alone (short), or packed.
+const singleFresh = `if fresh then
+	if short then
+		return fd
+	end
+	return bpack(answer, 1, fb, 0, fd, fe)
+end
 `
 
 // batchArg is arg in a batch script (see prelude.lua): the decimal string
@@ -114,23 +151,38 @@ func batchSource(p core.Policy, marginMs int64) string {
 	return "-- batch\n" + head + clockLua + batchArg + decideLua(p) + batchLua
 }
 
-// decideLua returns p's algorithm as the Lua function decide(KEYS, now,
-// n, commit, elapsed, since), which returns the decision as five numbers (see
-// clock.lua's answer), or 0 for a refund.
-func decideLua(p core.Policy) string {
-	alg := gcraLua
+// algorithmLua returns p's algorithm's source.
+func algorithmLua(p core.Policy) string {
 	switch p.Algorithm {
 	case core.FixedWindow:
-		alg = fixedWindowLua
 		if p.Calendar != 0 {
-			alg = calendarWindowLua
+			return calendarWindowLua
 		}
+		return fixedWindowLua
 	case core.SlidingWindow:
-		alg = slidingWindowLua
+		return slidingWindowLua
 	case core.SlidingLog:
-		alg = slidingLogLua
+		return slidingLogLua
 	}
-	return "local function decide(KEYS, now, n, commit, elapsed, since)\n" + alg + "\nend\n"
+	return gcraLua
+}
+
+// decideLua returns p's algorithm as the Lua function decide(KEYS, now,
+// n, commit, elapsed, since), which returns the decision as five numbers
+// (see clock.lua's answer), or 0 for a refund: its fast part, then the
+// rest, as a batch script runs it for each of its decisions.
+func decideLua(p core.Policy) string {
+	fast, body := fastPart(algorithmLua(p))
+	return convertLua + "local function decide(KEYS, now, n, commit, elapsed, since)\n" + freshLocals + fast +
+		"if fresh then\n\treturn 1, fb, 0, fd, fe, true\nend\n" + body + "\nend\n"
+}
+
+// singleBody returns the body of p's script of one call (see policyParts):
+// p's fast part, then decide, made only past it, with the fast part's pre.
+func singleBody(p core.Policy) string {
+	fast, body := fastPart(algorithmLua(p))
+	return freshLocals + fast + singleFresh + convertLua +
+		"local function decide(KEYS, now, n, commit, elapsed, since, pre)\n" + body + "\nend\n" + singleLua
 }
 
 // policyParts returns the two parts of p's script that are p's own: head,
@@ -168,7 +220,7 @@ func policyParts(p core.Policy, marginMs int64) (head, body string) {
 	case p.Algorithm == core.SlidingWindow:
 		consts += "local fmt = '>i8i8i8'\n"
 	}
-	body = decideLua(p) + singleLua
+	body = singleBody(p)
 	head = fmt.Sprintf("-- ratekit %v %d/%v burst %d\nlocal margin = %d\nlocal keep = %t\n",
 		p.Algorithm, p.Limit, p.Window, p.Capacity(), marginMs, keep) + consts
 	if p.Calendar != 0 {

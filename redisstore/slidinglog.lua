@@ -47,6 +47,24 @@
 --
 -- A denied request and a Peek write nothing. Constants: L, W, keep, and
 -- wpx, ceil(W / 1000) + margin as a decimal string: a new log's PX.
+-- The fast part (see scripts.go's fastPart), ahead of any function: a
+-- request to count on a missing log (no header) is allowed (n <= L) and
+-- written at once as the log's first record (see newlog below); else the
+-- header read (pre) is decide's.
+if commit and not elapsed then
+	pre = redis.call('GETRANGE', KEYS[1], '0', keep and '55' or '47')
+	if #pre < (keep and 56 or 48) then
+		local s
+		if keep then
+			s = bpack('>i8i4i4i4i4i8i8i8i8i8i8', 0, 1, 1, 0, 0, 0, n, now, W, now, n)
+		else
+			s = bpack('>i8i4i4i4i4i8i8i8i8i8', 0, 1, 1, 0, 0, 0, n, now, now, n)
+		end
+		redis.call('SET', KEYS[1], s, 'PX', wpx)
+		fresh, fb, fd, fe = true, L - n, W, 0
+	end
+end
+--@decide
 local pack, sunpack = struct.pack, struct.unpack -- Redis's struct library
 local key = KEYS[1]
 local H, hfmt, hend = 48, '>i8i4i4i4i4i8i8i8', '47'
@@ -62,7 +80,7 @@ local function newlog(t, n)
 end
 local rebaseAt = 2 ^ 50
 
-local hdr = redis.call('GETRANGE', key, '0', hend) -- 0 to H - 1
+local hdr = pre or redis.call('GETRANGE', key, '0', hend) -- 0 to H - 1
 if #hdr < H then
 	-- No log: nothing to refund; a request is allowed (n <= L) and, if
 	-- counted, the log's first record, the common case, written at once.

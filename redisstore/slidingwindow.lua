@@ -9,7 +9,22 @@
 -- cur + n + ceil(prev*(W-e)/W) <= L, the ceiling by muldiv.
 --
 -- Constants: L, W, keep, fmt (the state's format).
+--
+-- Above --@decide, the fast part (see scripts.go's fastPart), as
+-- fixedwindow.lua's.
 
+if commit and not elapsed and newset and n <= L then
+	-- A request to count (on Redis 7 and later): written at once as on a
+	-- missing key, by SET NX, which answers the state of a key that exists
+	-- instead (GET), writing nothing; that is decided below as always.
+	local idx = floor(now / W)
+	local reset = 2 * W - (now - idx * W)
+	pre = redis.call('SET', KEYS[1], bpack(fmt, idx, 0, n, W), 'PX', arg(ceil(reset / 1000) + margin), 'NX', 'GET')
+	if not pre then
+		fresh, fb, fd, fe = true, L - n, reset, 0
+	end
+end
+--@decide
 -- muldiv returns floor(a*b/c) and the remainder a*b mod c, exactly, for
 -- 0 <= a < 2^35, 0 <= b < 2^45, 0 < c < 2^45, when the quotient is below
 -- 2^53. a*b can reach 2^80, so past 2^53 it divides digit by digit: with
@@ -38,22 +53,10 @@ end
 
 local idx = floor(now / W)
 local sidx, prev, cur = idx, 0, 0
-local v
+local v = pre or redis.call('GET', KEYS[1])
 -- moved: the state was carried over from another Window, and is written
 -- back whatever the decision, so that it is converted once.
 local moved = false
-if commit and not elapsed and newset and n <= L then
-	-- A request to count (on Redis 7 and later): written at once as on a
-	-- missing key, by SET NX, which answers the state of a key that exists
-	-- instead (GET), writing nothing; that is decided below as always.
-	local reset = 2 * W - (now - idx * W)
-	v = redis.call('SET', KEYS[1], bpack(fmt, idx, 0, n, W), 'PX', arg(ceil(reset / 1000) + margin), 'NX', 'GET')
-	if not v then
-		return 1, L - n, 0, reset, 0, true
-	end
-else
-	v = redis.call('GET', KEYS[1])
-end
 if v then
 	local si, sp, sc
 	local b0 = byte(v)
