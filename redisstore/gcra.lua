@@ -12,6 +12,33 @@
 -- Constants: q, T, C, dcap = 2^52, dmax = floor(dcap/q), leaky (a boolean),
 -- keep.
 
+-- The fast part (see scripts.go's fastPart), ahead of any function: a
+-- request to count (on Redis 7 and later) is written at once as on a
+-- missing key, a full bucket, by SET NX, which answers the state of a key
+-- that exists instead (GET), writing nothing; that is decided below as
+-- always. The state and its expiry are state(n·T)'s (below), written out:
+-- px > 0, as n·T >= 1.
+if commit and not elapsed and newset and n * T <= C then
+	local b = n * T
+	local whole = floor(b / q)
+	local sv
+	if keep then
+		sv = bpack('>i8Bi1i8i8', now + whole, b - whole * q, q, T, now)
+	elseif q == 1 then
+		sv = arg(now + whole)
+	else
+		sv = bpack('>i8B', now + whole, b - whole * q)
+	end
+	pre = redis.call('SET', KEYS[1], sv, 'PX', arg(ceil(ceil(b / q) / 1000) + margin), 'NX', 'GET')
+	if not pre then
+		local delay = 0
+		if leaky then
+			delay = ceil((n - 1) * T / q)
+		end
+		fresh, fb, fd, fe = true, floor((C - b) / T), ceil(b / q), delay
+	end
+end
+--@decide
 -- raw is the backlog TAT - now in 1/q µs, and d the backlog a decision
 -- reads: a raw one at most 0 (a key idle since TAT) is a full bucket, d = 0;
 -- a positive one is the true backlog, however far a clock stepped back put
@@ -91,28 +118,10 @@ if keep then
 end
 
 local d, raw = 0, 0
-local v
+local v = pre or redis.call('GET', KEYS[1])
 -- moved: the state was carried over from another q or T, and is written
 -- back whatever the decision, so that it is converted once.
 local moved = false
-if commit and not elapsed and newset and n * T <= C then
-	-- A request to count (on Redis 7 and later): written at once as on a
-	-- missing key, a full bucket, by SET NX, which answers the state of a
-	-- key that exists instead (GET), writing nothing; that is decided
-	-- below as always. px > 0: n·T >= 1.
-	local b = n * T
-	local sv, px = state(b)
-	v = redis.call('SET', KEYS[1], sv, 'PX', arg(px), 'NX', 'GET')
-	if not v then
-		local delay = 0
-		if leaky then
-			delay = ceil((n - 1) * T / q)
-		end
-		return 1, floor((C - b) / T), 0, ceil(b / q), delay, true
-	end
-else
-	v = redis.call('GET', KEYS[1])
-end
 if v then
 	local tat, frac
 	local b0 = byte(v)
