@@ -15,6 +15,7 @@ import (
 	"github.com/goccy/go-yaml/parser"
 	"github.com/goccy/go-yaml/token"
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/yamlast"
 	"github.com/ratekit/ratekit/keyfunc"
 )
 
@@ -154,7 +155,7 @@ func (d *decoder) at(tk *token.Token, path string, err error) *Error {
 
 func (d *decoder) fail(n ast.Node, path, format string, args ...any) {
 	if len(d.errs.errs) < maxErrors {
-		d.errs.errs = append(d.errs.errs, d.at(nodeToken(n), path, fmt.Errorf(format, args...)))
+		d.errs.errs = append(d.errs.errs, d.at(yamlast.NodeToken(n), path, fmt.Errorf(format, args...)))
 	}
 }
 
@@ -174,127 +175,15 @@ func (d *decoder) syntaxError(err error) error {
 // work hard: anchors, aliases, tags, directives, several documents, deep
 // nesting, huge mappings.
 func (d *decoder) checkTokens(tokens token.Tokens) error {
-	type level struct {
-		col, keys int
-	}
-	var (
-		block   []level // open block collections, by column
-		flow    []int   // open flow collections: keys of a mapping, -1 for a sequence
-		content bool    // a token of the document was seen
-		ended   bool    // the document was ended with "..."
-		header  bool    // the document began with "---"
-	)
-	for i, tk := range tokens {
-		if ended && tk.Type != token.CommentType && tk.Type != token.DocumentEndType {
-			return d.at(tk, "", errors.New("more than one document"))
-		}
-		switch tk.Type {
-		case token.AnchorType, token.AliasType:
-			return d.at(tk, "", errors.New("anchors and aliases are not allowed in a rule file"))
-		case token.TagType:
-			return d.at(tk, "", errors.New("tags are not allowed in a rule file"))
-		case token.DirectiveType:
-			return d.at(tk, "", errors.New("directives are not allowed in a rule file"))
-		case token.MergeKeyType:
-			return d.at(tk, "", errors.New("merge keys (<<) are not allowed in a rule file"))
-		case token.CommentType:
-			continue
-		case token.DocumentHeaderType:
-			if content || ended || header {
-				return d.at(tk, "", errors.New("more than one document"))
-			}
-			header = true
-			continue
-		case token.DocumentEndType:
-			ended = true
-			continue
-		}
-		content = true
-		switch tk.Type {
-		case token.SequenceStartType, token.MappingStartType:
-			keys := -1
-			if tk.Type == token.MappingStartType {
-				keys = 0
-			}
-			flow = append(flow, keys)
-			if len(block)+len(flow) > maxDepth {
-				return d.at(tk, "", fmt.Errorf("nested deeper than %d", maxDepth))
-			}
-		case token.SequenceEndType, token.MappingEndType:
-			if len(flow) > 0 {
-				flow = flow[:len(flow)-1]
-			}
-		case token.MappingValueType:
-			// The key is the token before the ':'; its column places it.
-			key := tk
-			for j := i - 1; j >= 0; j-- {
-				if tokens[j].Type != token.CommentType {
-					key = tokens[j]
-					break
-				}
-			}
-			if len(flow) > 0 {
-				if top := &flow[len(flow)-1]; *top >= 0 {
-					if *top++; *top > maxMappingKeys {
-						return d.at(key, "", fmt.Errorf("a mapping of more than %d keys", maxMappingKeys))
-					}
-				}
-				continue
-			}
-			col := key.Position.Column
-			for len(block) > 0 && block[len(block)-1].col > col {
-				block = block[:len(block)-1]
-			}
-			if len(block) > 0 && block[len(block)-1].col == col {
-				top := &block[len(block)-1]
-				if top.keys++; top.keys > maxMappingKeys {
-					return d.at(key, "", fmt.Errorf("a mapping of more than %d keys", maxMappingKeys))
-				}
-				continue
-			}
-			block = append(block, level{col: col, keys: 1})
-			if len(block)+len(flow) > maxDepth {
-				return d.at(tk, "", fmt.Errorf("nested deeper than %d", maxDepth))
-			}
-		case token.SequenceEntryType, token.MappingKeyType:
-			if len(flow) > 0 {
-				continue
-			}
-			col := tk.Position.Column
-			for len(block) > 0 && block[len(block)-1].col > col {
-				block = block[:len(block)-1]
-			}
-			if len(block) > 0 && block[len(block)-1].col == col {
-				continue
-			}
-			block = append(block, level{col: col})
-			if len(block)+len(flow) > maxDepth {
-				return d.at(tk, "", fmt.Errorf("nested deeper than %d", maxDepth))
-			}
-		}
+	if tk, err := yamlast.Check(tokens, "in a rule file", maxDepth, maxMappingKeys); err != nil {
+		return d.at(tk, "", err)
 	}
 	return nil
 }
 
-// nodeToken returns the token that places n: a mapping's first key, a
-// collection's first token.
-func nodeToken(n ast.Node) *token.Token {
-	switch v := n.(type) {
-	case nil:
-		return nil
-	case *ast.MappingNode:
-		if len(v.Values) > 0 && !v.IsFlowStyle {
-			return v.Values[0].Key.GetToken()
-		}
-	case *ast.MappingValueNode:
-		return v.Key.GetToken()
-	}
-	return n.GetToken()
-}
-
 // record notes where path's value is.
 func (d *decoder) record(path string, n ast.Node) {
-	if tk := nodeToken(n); tk != nil && tk.Position != nil {
+	if tk := yamlast.NodeToken(n); tk != nil && tk.Position != nil {
 		d.pos[path] = tk.Position
 	}
 }
@@ -302,12 +191,12 @@ func (d *decoder) record(path string, n ast.Node) {
 // object walks a mapping, calling set for each of its keys, which must be
 // among fields (nil: any key). A null is an empty mapping.
 func (d *decoder) object(n ast.Node, path string, fields []string, set func(key string, v ast.Node, path string)) {
-	if isNull(n) {
+	if yamlast.IsNull(n) {
 		return
 	}
 	m, ok := n.(*ast.MappingNode)
 	if !ok {
-		d.fail(n, path, "want a mapping, got %s", kind(n))
+		d.fail(n, path, "want a mapping, got %s", yamlast.Kind(n))
 		return
 	}
 	seen := make(map[string]bool, len(m.Values))
@@ -316,9 +205,9 @@ func (d *decoder) object(n ast.Node, path string, fields []string, set func(key 
 			d.fail(mv.Key, path, "complex keys (?) are not allowed in a rule file")
 			continue
 		}
-		key, ok := scalarText(mv.Key)
+		key, ok := yamlast.ScalarText(mv.Key)
 		if !ok {
-			d.fail(mv.Key, path, "a key must be a string, got %s", kind(mv.Key))
+			d.fail(mv.Key, path, "a key must be a string, got %s", yamlast.Kind(mv.Key))
 			continue
 		}
 		kpath := key
@@ -334,7 +223,7 @@ func (d *decoder) object(n ast.Node, path string, fields []string, set func(key 
 			continue
 		}
 		seen[key] = true
-		if isNull(mv.Value) {
+		if yamlast.IsNull(mv.Value) {
 			d.record(kpath, mv.Key)
 		} else {
 			d.record(kpath, mv.Value)
@@ -346,7 +235,7 @@ func (d *decoder) object(n ast.Node, path string, fields []string, set func(key 
 // list walks a sequence of at most max values, or a single value as a
 // sequence of one. A null is an empty sequence.
 func (d *decoder) list(n ast.Node, path string, max int, each func(i int, v ast.Node, path string)) {
-	if isNull(n) {
+	if yamlast.IsNull(n) {
 		return
 	}
 	seq, ok := n.(*ast.SequenceNode)
@@ -381,9 +270,9 @@ func (d *decoder) strings(n ast.Node, path string, max int) []string {
 }
 
 func (d *decoder) str(n ast.Node, path string) (string, bool) {
-	s, ok := scalarText(n)
+	s, ok := yamlast.ScalarText(n)
 	if !ok {
-		d.fail(n, path, "want a string, got %s", kind(n))
+		d.fail(n, path, "want a string, got %s", yamlast.Kind(n))
 	}
 	return s, ok
 }
@@ -401,7 +290,7 @@ func (d *decoder) nonEmpty(n ast.Node, path string) string {
 func (d *decoder) int(n ast.Node, path string) (int64, bool) {
 	in, ok := n.(*ast.IntegerNode)
 	if !ok {
-		d.fail(n, path, "want a whole number, got %s", kind(n))
+		d.fail(n, path, "want a whole number, got %s", yamlast.Kind(n))
 		return 0, false
 	}
 	v, err := strconv.ParseInt(in.Token.Value, 10, 64)
@@ -424,54 +313,10 @@ func (d *decoder) positive(n ast.Node, path string) int64 {
 func (d *decoder) bool(n ast.Node, path string) bool {
 	b, ok := n.(*ast.BoolNode)
 	if !ok {
-		d.fail(n, path, "want true or false, got %s", kind(n))
+		d.fail(n, path, "want true or false, got %s", yamlast.Kind(n))
 		return false
 	}
 	return b.Value
-}
-
-// scalarText returns the text of a string or number scalar.
-func scalarText(n ast.Node) (string, bool) {
-	switch v := n.(type) {
-	case *ast.StringNode:
-		return v.Value, true
-	case *ast.LiteralNode:
-		if v.Value != nil {
-			return v.Value.Value, true
-		}
-	case *ast.IntegerNode, *ast.FloatNode, *ast.InfinityNode, *ast.NanNode:
-		if tk := n.GetToken(); tk != nil {
-			return tk.Value, true
-		}
-	}
-	return "", false
-}
-
-func isNull(n ast.Node) bool {
-	if n == nil {
-		return true
-	}
-	_, ok := n.(*ast.NullNode)
-	return ok
-}
-
-// kind names a node's type for an error.
-func kind(n ast.Node) string {
-	switch n.(type) {
-	case nil, *ast.NullNode:
-		return "null"
-	case *ast.MappingNode, *ast.MappingValueNode:
-		return "a mapping"
-	case *ast.SequenceNode:
-		return "a list"
-	case *ast.BoolNode:
-		return "a boolean (quote it for a string)"
-	case *ast.IntegerNode, *ast.FloatNode, *ast.InfinityNode, *ast.NanNode:
-		return "a number"
-	case *ast.StringNode, *ast.LiteralNode:
-		return "a string"
-	}
-	return "a " + strings.ToLower(n.Type().String())
 }
 
 func contains(list []string, s string) bool {
