@@ -58,6 +58,7 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/goccy/go-yaml/ast"
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/yamlast"
 )
 
 // Bounds on the input.
@@ -351,7 +352,7 @@ func (d *decoder) descriptor(f *File, parent *node, n ast.Node, path, id string,
 		share                      bool
 		shareNode                  ast.Node
 	)
-	if isNull(n) {
+	if yamlast.IsNull(n) {
 		d.fail(n, path, "want a mapping with a key, got null")
 		return
 	}
@@ -383,7 +384,7 @@ func (d *decoder) descriptor(f *File, parent *node, n ast.Node, path, id string,
 			if v != nil {
 				if _, ok := v.(*ast.MappingNode); !ok {
 					if _, ok := v.(*ast.MappingValueNode); !ok {
-						d.fail(v, path, "want a mapping, got %s", kind(v))
+						d.fail(v, path, "want a mapping, got %s", yamlast.Kind(v))
 					}
 				}
 			}
@@ -472,7 +473,7 @@ func (d *decoder) rateLimit(f *File, n, desc ast.Node, path, id string) *Limit {
 	if n == nil {
 		n = desc
 	}
-	if tk := nodeToken(n); tk != nil && tk.Position != nil {
+	if tk := yamlast.NodeToken(n); tk != nil && tk.Position != nil {
 		l.Line, l.Column = tk.Position.Line, tk.Position.Column
 	}
 	var unitNode, windowNode, algNode, burstNode ast.Node

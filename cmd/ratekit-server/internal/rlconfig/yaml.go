@@ -10,6 +10,8 @@ import (
 	"github.com/goccy/go-yaml/lexer"
 	"github.com/goccy/go-yaml/parser"
 	"github.com/goccy/go-yaml/token"
+
+	"github.com/ratekit/ratekit/internal/yamlast"
 )
 
 // An Error is one mistake in a configuration file. [Parse] and [Load]
@@ -56,10 +58,14 @@ func (e *Error) Unwrap() error { return e.Err }
 // maxErrors bounds the mistakes one file reports.
 const maxErrors = 20
 
-// maxFlowDepth bounds the nesting of flow collections ({...}, [...]), which
-// the parser's work grows with; block nesting is bounded by the file's size
-// and by MaxDepth, checked as the tree is read.
-const maxFlowDepth = 32
+// maxDepth and maxMappingKeys bound what a file holds (yamlast.Check):
+// YAML collections nested at most 64 deep, room for MaxDepth levels of
+// descriptors (a list and a mapping each) and what surrounds them, and
+// mappings of at most 256 keys.
+const (
+	maxDepth       = 4 * MaxDepth
+	maxMappingKeys = 256
+)
 
 // decoder reads one file's syntax tree, collecting mistakes with their
 // positions.
@@ -73,7 +79,7 @@ func (d *decoder) at(n ast.Node, path string, err error) {
 		return
 	}
 	e := &Error{File: d.file, Path: path, Err: err}
-	if tk := nodeToken(n); tk != nil && tk.Position != nil {
+	if tk := yamlast.NodeToken(n); tk != nil && tk.Position != nil {
 		e.Line, e.Column = tk.Position.Line, tk.Position.Column
 	}
 	d.errs = append(d.errs, e)
@@ -89,33 +95,13 @@ func (d *decoder) fail(n ast.Node, path, format string, args ...any) {
 // It returns the document's body, nil for an empty file.
 func (d *decoder) parseYAML(data []byte) ast.Node {
 	tokens := lexer.Tokenize(string(data))
-	depth, docs := 0, 0
-	for _, tk := range tokens {
-		var bad string
-		switch tk.Type {
-		case token.AnchorType, token.AliasType:
-			bad = "anchors and aliases are not allowed"
-		case token.TagType:
-			bad = "tags are not allowed"
-		case token.DirectiveType:
-			bad = "directives are not allowed"
-		case token.MergeKeyType:
-			bad = "merge keys (<<) are not allowed"
-		case token.DocumentHeaderType:
-			if docs++; docs > 1 {
-				bad = "more than one document"
-			}
-		case token.SequenceStartType, token.MappingStartType:
-			if depth++; depth > maxFlowDepth {
-				bad = fmt.Sprintf("flow collections nested deeper than %d", maxFlowDepth)
-			}
-		case token.SequenceEndType, token.MappingEndType:
-			depth--
+	if tk, err := yamlast.Check(tokens, "in a configuration file", maxDepth, maxMappingKeys); err != nil {
+		e := &Error{File: d.file, Err: err}
+		if tk != nil && tk.Position != nil {
+			e.Line, e.Column = tk.Position.Line, tk.Position.Column
 		}
-		if bad != "" {
-			d.errs = append(d.errs, &Error{File: d.file, Line: tk.Position.Line, Column: tk.Position.Column, Err: errors.New(bad)})
-			return nil
-		}
+		d.errs = append(d.errs, e)
+		return nil
 	}
 	f, err := parser.Parse(tokens, 0)
 	if err != nil {
@@ -143,25 +129,10 @@ func (d *decoder) parseYAML(data []byte) ast.Node {
 	return f.Docs[0].Body
 }
 
-// nodeToken returns the token that places n.
-func nodeToken(n ast.Node) *token.Token {
-	switch v := n.(type) {
-	case nil:
-		return nil
-	case *ast.MappingNode:
-		if len(v.Values) > 0 && !v.IsFlowStyle {
-			return v.Values[0].Key.GetToken()
-		}
-	case *ast.MappingValueNode:
-		return v.Key.GetToken()
-	}
-	return n.GetToken()
-}
-
 // object walks a mapping, calling set for each key, which must be one of
 // fields (nil: any). A null is an empty mapping.
 func (d *decoder) object(n ast.Node, path string, fields []string, set func(key string, v ast.Node, path string)) {
-	if isNull(n) {
+	if yamlast.IsNull(n) {
 		return
 	}
 	var values []*ast.MappingValueNode
@@ -171,14 +142,14 @@ func (d *decoder) object(n ast.Node, path string, fields []string, set func(key 
 	case *ast.MappingValueNode:
 		values = []*ast.MappingValueNode{m}
 	default:
-		d.fail(n, path, "want a mapping, got %s", kind(n))
+		d.fail(n, path, "want a mapping, got %s", yamlast.Kind(n))
 		return
 	}
 	seen := make(map[string]bool, len(values))
 	for _, mv := range values {
-		key, ok := scalarText(mv.Key)
+		key, ok := yamlast.ScalarText(mv.Key)
 		if !ok {
-			d.fail(mv.Key, path, "a key must be a string, got %s", kind(mv.Key))
+			d.fail(mv.Key, path, "a key must be a string, got %s", yamlast.Kind(mv.Key))
 			continue
 		}
 		kpath := key
@@ -195,7 +166,7 @@ func (d *decoder) object(n ast.Node, path string, fields []string, set func(key 
 		}
 		seen[key] = true
 		v := mv.Value
-		if isNull(v) {
+		if yamlast.IsNull(v) {
 			v = nil
 		}
 		set(key, v, kpath)
@@ -204,12 +175,12 @@ func (d *decoder) object(n ast.Node, path string, fields []string, set func(key 
 
 // list walks a sequence. A null is an empty sequence.
 func (d *decoder) list(n ast.Node, path string, each func(v ast.Node, path string)) {
-	if isNull(n) {
+	if yamlast.IsNull(n) {
 		return
 	}
 	seq, ok := n.(*ast.SequenceNode)
 	if !ok {
-		d.fail(n, path, "want a list, got %s", kind(n))
+		d.fail(n, path, "want a list, got %s", yamlast.Kind(n))
 		return
 	}
 	for i, v := range seq.Values {
@@ -221,9 +192,9 @@ func (d *decoder) str(n ast.Node, path string) string {
 	if n == nil {
 		return ""
 	}
-	s, ok := scalarText(n)
+	s, ok := yamlast.ScalarText(n)
 	if !ok {
-		d.fail(n, path, "want a string, got %s", kind(n))
+		d.fail(n, path, "want a string, got %s", yamlast.Kind(n))
 	}
 	return s
 }
@@ -234,7 +205,7 @@ func (d *decoder) bool(n ast.Node, path string) bool {
 	}
 	b, ok := n.(*ast.BoolNode)
 	if !ok {
-		d.fail(n, path, "want true or false, got %s", kind(n))
+		d.fail(n, path, "want true or false, got %s", yamlast.Kind(n))
 		return false
 	}
 	return b.Value
@@ -247,7 +218,7 @@ func (d *decoder) uint(n ast.Node, path string, max uint64) uint64 {
 	}
 	in, ok := n.(*ast.IntegerNode)
 	if !ok {
-		d.fail(n, path, "want a whole number, got %s", kind(n))
+		d.fail(n, path, "want a whole number, got %s", yamlast.Kind(n))
 		return 0
 	}
 	v, err := strconv.ParseUint(in.Token.Value, 10, 64)
@@ -256,49 +227,6 @@ func (d *decoder) uint(n ast.Node, path string, max uint64) uint64 {
 		return 0
 	}
 	return v
-}
-
-// scalarText returns the text of a string or number scalar.
-func scalarText(n ast.Node) (string, bool) {
-	switch v := n.(type) {
-	case *ast.StringNode:
-		return v.Value, true
-	case *ast.LiteralNode:
-		if v.Value != nil {
-			return v.Value.Value, true
-		}
-	case *ast.IntegerNode, *ast.FloatNode:
-		if tk := n.GetToken(); tk != nil {
-			return tk.Value, true
-		}
-	}
-	return "", false
-}
-
-func isNull(n ast.Node) bool {
-	if n == nil {
-		return true
-	}
-	_, ok := n.(*ast.NullNode)
-	return ok
-}
-
-func kind(n ast.Node) string {
-	switch n.(type) {
-	case nil, *ast.NullNode:
-		return "null"
-	case *ast.MappingNode, *ast.MappingValueNode:
-		return "a mapping"
-	case *ast.SequenceNode:
-		return "a list"
-	case *ast.BoolNode:
-		return "a boolean (quote it for a string)"
-	case *ast.IntegerNode, *ast.FloatNode, *ast.InfinityNode, *ast.NanNode:
-		return "a number"
-	case *ast.StringNode, *ast.LiteralNode:
-		return "a string"
-	}
-	return "a " + strings.ToLower(n.Type().String())
 }
 
 func contains(list []string, s string) bool {
