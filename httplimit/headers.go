@@ -31,7 +31,7 @@ const (
 
 // DefaultPolicyName is the name written in the headers and problem bodies
 // for a policy whose Name is empty.
-const DefaultPolicyName = ratehdr.DefaultPolicyName
+const DefaultPolicyName = "default"
 
 // PolicyName returns the name under which p appears in headers and problem
 // bodies: p.Name, or [DefaultPolicyName] when it is empty.
