@@ -3,8 +3,8 @@ package rules
 import (
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
+
+	"github.com/ratekit/ratekit/internal/yamlast"
 )
 
 // An Error is one mistake in a rule set. [Parse] and [New] return every
@@ -28,29 +28,7 @@ type Error struct {
 // Error returns "rules: <file>:<line>:<column>: <path>: <what>", leaving out
 // what is unknown.
 func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString("rules: ")
-	if e.File != "" || e.Line > 0 {
-		if e.File != "" {
-			b.WriteString(e.File)
-			b.WriteByte(':')
-		}
-		if e.Line > 0 {
-			b.WriteString(strconv.Itoa(e.Line))
-			b.WriteByte(':')
-			b.WriteString(strconv.Itoa(e.Column))
-			b.WriteByte(':')
-		}
-		b.WriteByte(' ')
-	}
-	if e.Path != "" {
-		b.WriteString(e.Path)
-		b.WriteString(": ")
-	}
-	if e.Err != nil {
-		b.WriteString(e.Err.Error())
-	}
-	return b.String()
+	return yamlast.Message("rules: ", e.File, e.Line, e.Column, e.Path, e.Err)
 }
 
 // Unwrap returns Err.

@@ -154,8 +154,12 @@ func (d *decoder) at(tk *token.Token, path string, err error) *Error {
 }
 
 func (d *decoder) fail(n ast.Node, path, format string, args ...any) {
+	d.failText(n, path, fmt.Sprintf(format, args...))
+}
+
+func (d *decoder) failText(n ast.Node, path, msg string) {
 	if len(d.errs.errs) < maxErrors {
-		d.errs.errs = append(d.errs.errs, d.at(yamlast.NodeToken(n), path, fmt.Errorf(format, args...)))
+		d.errs.errs = append(d.errs.errs, d.at(yamlast.NodeToken(n), path, errors.New(msg)))
 	}
 }
 
@@ -191,45 +195,14 @@ func (d *decoder) record(path string, n ast.Node) {
 // object walks a mapping, calling set for each of its keys, which must be
 // among fields (nil: any key). A null is an empty mapping.
 func (d *decoder) object(n ast.Node, path string, fields []string, set func(key string, v ast.Node, path string)) {
-	if yamlast.IsNull(n) {
-		return
-	}
-	m, ok := n.(*ast.MappingNode)
-	if !ok {
-		d.fail(n, path, "want a mapping, got %s", yamlast.Kind(n))
-		return
-	}
-	seen := make(map[string]bool, len(m.Values))
-	for _, mv := range m.Values {
-		if _, complexKey := mv.Key.(*ast.MappingKeyNode); complexKey {
-			d.fail(mv.Key, path, "complex keys (?) are not allowed in a rule file")
-			continue
-		}
-		key, ok := yamlast.ScalarText(mv.Key)
-		if !ok {
-			d.fail(mv.Key, path, "a key must be a string, got %s", yamlast.Kind(mv.Key))
-			continue
-		}
-		kpath := key
-		if path != "" {
-			kpath = path + "." + key
-		}
-		if fields != nil && !contains(fields, key) {
-			d.fail(mv.Key, kpath, "unknown field; want one of %s", strings.Join(fields, ", "))
-			continue
-		}
-		if seen[key] {
-			d.fail(mv.Key, kpath, "given twice")
-			continue
-		}
-		seen[key] = true
-		if yamlast.IsNull(mv.Value) {
-			d.record(kpath, mv.Key)
+	yamlast.Mapping(n, path, fields, d.failText, func(f yamlast.Field) {
+		if yamlast.IsNull(f.Value) {
+			d.record(f.Path, f.Key)
 		} else {
-			d.record(kpath, mv.Value)
+			d.record(f.Path, f.Value)
 		}
-		set(key, mv.Value, kpath)
-	}
+		set(f.Name, f.Value, f.Path)
+	})
 }
 
 // list walks a sequence of at most max values, or a single value as a
@@ -317,15 +290,6 @@ func (d *decoder) bool(n ast.Node, path string) bool {
 		return false
 	}
 	return b.Value
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // The file's fields, per mapping.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -202,7 +203,7 @@ func watchTargets(path string) (dirs []string, relevant func(name string) bool) 
 	}
 	return dirs, func(name string) bool {
 		b := filepath.Base(name)
-		return strings.HasPrefix(b, "..") || contains(names, b)
+		return strings.HasPrefix(b, "..") || slices.Contains(names, b)
 	}
 }
 

@@ -8,6 +8,8 @@ package yamlast
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/goccy/go-yaml/ast"
@@ -183,4 +185,89 @@ func Kind(n ast.Node) string {
 		return "a string"
 	}
 	return "a " + strings.ToLower(n.Type().String())
+}
+
+// Message formats a mistake in a file as
+// "<prefix><file>:<line>:<column>: <path>: <what>", leaving out what is
+// unknown (an empty file or path, a line of 0, a nil err).
+func Message(prefix, file string, line, column int, path string, err error) string {
+	var b strings.Builder
+	b.WriteString(prefix)
+	if file != "" || line > 0 {
+		if file != "" {
+			b.WriteString(file)
+			b.WriteByte(':')
+		}
+		if line > 0 {
+			b.WriteString(strconv.Itoa(line))
+			b.WriteByte(':')
+			b.WriteString(strconv.Itoa(column))
+			b.WriteByte(':')
+		}
+		b.WriteByte(' ')
+	}
+	if path != "" {
+		b.WriteString(path)
+		b.WriteString(": ")
+	}
+	if err != nil {
+		b.WriteString(err.Error())
+	}
+	return b.String()
+}
+
+// Field is one key of a mapping that [Mapping] walks.
+type Field struct {
+	Name string
+	// Key is the key's node and Value its value's (a null included).
+	Key, Value ast.Node
+	// Path is the field's path: the mapping's path, a dot and Name.
+	Path string
+}
+
+// Mapping walks the mapping n at path, calling each for every key in order.
+// A key must be a plain string or number and given once, and one of fields
+// (nil: any key); for a key that is not, or for an n that is not a mapping,
+// it calls fail with the node at fault, the path and what is wrong, and
+// goes on with the next key. A null n is an empty mapping.
+func Mapping(n ast.Node, path string, fields []string, fail func(n ast.Node, path, msg string), each func(Field)) {
+	if IsNull(n) {
+		return
+	}
+	var values []*ast.MappingValueNode
+	switch m := n.(type) {
+	case *ast.MappingNode:
+		values = m.Values
+	case *ast.MappingValueNode:
+		values = []*ast.MappingValueNode{m}
+	default:
+		fail(n, path, "want a mapping, got "+Kind(n))
+		return
+	}
+	seen := make(map[string]bool, len(values))
+	for _, mv := range values {
+		if _, complexKey := mv.Key.(*ast.MappingKeyNode); complexKey {
+			fail(mv.Key, path, "complex keys (?) are not allowed")
+			continue
+		}
+		key, ok := ScalarText(mv.Key)
+		if !ok {
+			fail(mv.Key, path, "a key must be a string, got "+Kind(mv.Key))
+			continue
+		}
+		kpath := key
+		if path != "" {
+			kpath = path + "." + key
+		}
+		if fields != nil && !slices.Contains(fields, key) {
+			fail(mv.Key, kpath, "unknown field; want one of "+strings.Join(fields, ", "))
+			continue
+		}
+		if seen[key] {
+			fail(mv.Key, kpath, "given twice")
+			continue
+		}
+		seen[key] = true
+		each(Field{Name: key, Key: mv.Key, Value: mv.Value, Path: kpath})
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/lexer"
@@ -32,24 +31,7 @@ type Error struct {
 // Error returns "rlconfig: <file>:<line>:<column>: <path>: <what>", leaving
 // out what is unknown.
 func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString("rlconfig: ")
-	switch {
-	case e.File != "" && e.Line > 0:
-		fmt.Fprintf(&b, "%s:%d:%d: ", e.File, e.Line, e.Column)
-	case e.File != "":
-		b.WriteString(e.File + ": ")
-	case e.Line > 0:
-		fmt.Fprintf(&b, "%d:%d: ", e.Line, e.Column)
-	}
-	if e.Path != "" {
-		b.WriteString(e.Path)
-		b.WriteString(": ")
-	}
-	if e.Err != nil {
-		b.WriteString(e.Err.Error())
-	}
-	return b.String()
+	return yamlast.Message("rlconfig: ", e.File, e.Line, e.Column, e.Path, e.Err)
 }
 
 // Unwrap returns Err.
@@ -130,47 +112,17 @@ func (d *decoder) parseYAML(data []byte) ast.Node {
 }
 
 // object walks a mapping, calling set for each key, which must be one of
-// fields (nil: any). A null is an empty mapping.
+// fields (nil: any). A null is an empty mapping, and a null value is nil.
 func (d *decoder) object(n ast.Node, path string, fields []string, set func(key string, v ast.Node, path string)) {
-	if yamlast.IsNull(n) {
-		return
-	}
-	var values []*ast.MappingValueNode
-	switch m := n.(type) {
-	case *ast.MappingNode:
-		values = m.Values
-	case *ast.MappingValueNode:
-		values = []*ast.MappingValueNode{m}
-	default:
-		d.fail(n, path, "want a mapping, got %s", yamlast.Kind(n))
-		return
-	}
-	seen := make(map[string]bool, len(values))
-	for _, mv := range values {
-		key, ok := yamlast.ScalarText(mv.Key)
-		if !ok {
-			d.fail(mv.Key, path, "a key must be a string, got %s", yamlast.Kind(mv.Key))
-			continue
-		}
-		kpath := key
-		if path != "" {
-			kpath = path + "." + key
-		}
-		if fields != nil && !contains(fields, key) {
-			d.fail(mv.Key, kpath, "unknown field; want one of %s", strings.Join(fields, ", "))
-			continue
-		}
-		if seen[key] {
-			d.fail(mv.Key, kpath, "given twice")
-			continue
-		}
-		seen[key] = true
-		v := mv.Value
+	yamlast.Mapping(n, path, fields, func(n ast.Node, path, msg string) {
+		d.at(n, path, errors.New(msg))
+	}, func(f yamlast.Field) {
+		v := f.Value
 		if yamlast.IsNull(v) {
 			v = nil
 		}
-		set(key, v, kpath)
-	}
+		set(f.Name, v, f.Path)
+	})
 }
 
 // list walks a sequence. A null is an empty sequence.
@@ -227,13 +179,4 @@ func (d *decoder) uint(n ast.Node, path string, max uint64) uint64 {
 		return 0
 	}
 	return v
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
