@@ -458,13 +458,20 @@ func (d *Decision) Refund(ctx context.Context) error {
 		return nil
 	}
 	d.counted = false
+	var elapsed time.Duration
 	if d.sclock != nil {
-		return d.refundStore(ctx, max(d.sclock.Now().Sub(d.start), 0))
+		elapsed = max(d.sclock.Now().Sub(d.start), 0)
+	} else {
+		elapsed = time.Duration(max(memNow(d.clock)-d.at, 0))
 	}
-	elapsed := time.Duration(max(memNow(d.clock)-d.at, 0))
 	var errs []error
-	if d.layered != nil && d.Allowed {
-		err := d.layered.RefundCosts(ctx, d.Keys, d.Costs, elapsed)
+	if d.Allowed && (d.layered != nil || d.st != nil) {
+		var err error
+		if d.st != nil {
+			err = d.st.Refund(ctx, d.layers, elapsed)
+		} else {
+			err = d.layered.RefundCosts(ctx, d.Keys, d.Costs, elapsed)
+		}
 		if err != nil {
 			err = fmt.Errorf("rules: refund: %w", err)
 			errs = append(errs, err)
@@ -481,7 +488,12 @@ func (d *Decision) Refund(ctx context.Context) error {
 			continue
 		}
 		s.counted = false
-		err := s.mem.Refund(ctx, s.Key, s.Limit.cost, elapsed)
+		var err error
+		if s.st != nil {
+			err = s.st.Refund(ctx, []Layer{s.layer}, elapsed)
+		} else {
+			err = s.mem.Refund(ctx, s.Key, s.Limit.cost, elapsed)
+		}
 		if err != nil {
 			err = fmt.Errorf("rules: refund: %s: %w", s.Limit.id, err)
 			errs = append(errs, err)

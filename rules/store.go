@@ -252,39 +252,6 @@ func (l *Limiter) decideStore(ctx context.Context, req keyfunc.Request, e *enfor
 	return nil
 }
 
-// refundStore is Refund for a Decision of a Limiter on a Store.
-func (d *Decision) refundStore(ctx context.Context, elapsed time.Duration) error {
-	var errs []error
-	if d.st != nil && d.Allowed {
-		err := d.st.Refund(ctx, d.layers, elapsed)
-		if err != nil {
-			err = fmt.Errorf("rules: refund: %w", err)
-			errs = append(errs, err)
-		}
-		if d.obs != nil {
-			for _, lim := range d.Limits {
-				d.obs.Observe(ctx, observe.Event{Op: observe.OpRefund, Rule: d.Rule.name, Policy: lim.name, Cost: lim.cost, Err: err})
-			}
-		}
-	}
-	for i := range d.Shadow {
-		s := &d.Shadow[i]
-		if !s.counted {
-			continue
-		}
-		s.counted = false
-		err := s.st.Refund(ctx, []Layer{s.layer}, elapsed)
-		if err != nil {
-			err = fmt.Errorf("rules: refund: %s: %w", s.Limit.id, err)
-			errs = append(errs, err)
-		}
-		if d.obs != nil {
-			d.obs.Observe(ctx, observe.Event{Op: observe.OpRefund, Rule: d.Rule.name, Policy: s.Limit.name, Cost: s.Limit.cost, Err: err, Shadow: true})
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // resetStore is Reset for a Limiter on a Store.
 func (l *Limiter) resetStore(ctx context.Context, e *enforcer, key string) error {
 	var errs []error
