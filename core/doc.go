@@ -102,6 +102,8 @@
 //     member per layer;
 //   - [MultiKeyLimiter]: a layered limiter that keys each layer apart (the
 //     layered limiters themselves only; wrappers do not pass it on);
+//   - [PartialLimiter]: it grants as many of the units asked for as fit
+//     now (the memory store's limiters; wrappers do not pass it on yet);
 //   - [PolicyReporter]: it knows its Policy;
 //   - [Wrapper]: it passes requests to another limiter, which Unwrap returns.
 //

@@ -172,3 +172,33 @@ func ExampleCalendar() {
 	// fixed-window month allowed: false retry after: 2h30m0s
 	// April: true resets in: 720h0m0s
 }
+
+// A worker sending e-mails in batches takes as many sends as its limit of
+// 100 a minute has room for, and leaves the rest of the queue for later.
+func ExampleMemory_AllowAtMost() {
+	clock := core.NewManualClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	limiter, err := core.New(core.Policy{Algorithm: core.FixedWindow, Limit: 100, Window: time.Minute}, core.WithClock(clock))
+	if err != nil {
+		panic(err)
+	}
+	queue := int64(250)
+	for queue > 0 {
+		d, granted, err := limiter.AllowAtMost(ctx, "mailer", queue)
+		if err != nil {
+			panic(err)
+		}
+		if granted == 0 {
+			fmt.Printf("%d waiting; retry in %v\n", queue, d.RetryAfter)
+			clock.Advance(d.RetryAfter)
+			continue
+		}
+		queue -= granted
+		fmt.Printf("sent %d, %d left\n", granted, queue)
+	}
+	// Output:
+	// sent 100, 150 left
+	// 150 waiting; retry in 1m0s
+	// sent 100, 50 left
+	// 50 waiting; retry in 1m0s
+	// sent 50, 0 left
+}

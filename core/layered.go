@@ -334,18 +334,28 @@ type layerRef struct {
 // costs[0] in every layer when it holds one. out receives each layer's
 // Decision. Every decision of a Layered goes through it.
 func (l *Layered) decide(keys []string, costs []int64, commit bool, out []Decision) (LayeredDecision, error) {
+	d, _, err := l.decideAtMost(keys, costs, commit, false, out)
+	return d, err
+}
+
+// decideAtMost is decide, or with atMost, the decision of as many units of
+// costs[0] as every layer has room for ([Layered.AllowAtMost]): it peeks
+// one unit in every layer under the locks and, if all allow it, decides
+// the smallest of costs[0] and every layer's Remaining and capacity, which
+// every layer then allows. It returns the units counted.
+func (l *Layered) decideAtMost(keys []string, costs []int64, commit, atMost bool, out []Decision) (LayeredDecision, int64, error) {
 	if err := l.checkKeys(keys); err != nil {
-		return LayeredDecision{}, err
+		return LayeredDecision{}, 0, err
 	}
 	key := func(i int) string { return keys[min(i, len(keys)-1)] }
 	cost := func(i int) int64 { return costs[min(i, len(costs)-1)] }
-	refused := func(i int, m *Memory) (LayeredDecision, error) {
+	refused := func(i int, m *Memory) (LayeredDecision, int64, error) {
 		set := m.set.Load()
 		d := Decision{Limit: set.policy.Limit, Policy: set.policy}
-		return LayeredDecision{Decision: d, Layer: i}, checkRequest(key(i), cost(i), set.cost)
+		return LayeredDecision{Decision: d, Layer: i}, 0, checkRequest(key(i), cost(i), set.cost)
 	}
 	for i, m := range l.layers {
-		if n := cost(i); key(i) == "" || n <= 0 || n > m.set.Load().cost {
+		if n := cost(i); key(i) == "" || n <= 0 || (!atMost && n > m.set.Load().cost) {
 			return refused(i, m)
 		}
 	}
@@ -357,16 +367,32 @@ func (l *Layered) decide(keys []string, costs []int64, commit bool, out []Decisi
 	for _, i := range l.order {
 		refs[i].ref.mu.Lock()
 	}
+	unlock := func() {
+		for j := range refs {
+			refs[j].ref.mu.Unlock()
+		}
+	}
 	// Each layer's policy stays as it is while one of its shards is
 	// locked (Memory.SetPolicy holds them all); checked again, as a
 	// change may have lowered a capacity since.
 	for i, m := range l.layers {
-		if cost(i) > m.set.Load().cost {
-			for j := range refs {
-				refs[j].ref.mu.Unlock()
-			}
+		if !atMost && cost(i) > m.set.Load().cost {
+			unlock()
 			return refused(i, m)
 		}
+	}
+	if atMost {
+		g := costs[0]
+		for i, m := range l.layers {
+			d := m.decision(m.eng.decideLocked(refs[i].ref, refs[i].now, 1, false))
+			out = append(out, d)
+			g = min(g, d.Remaining, m.set.Load().cost)
+		}
+		if ld := MostRestrictive(out); !ld.Allowed || g <= 0 {
+			unlock()
+			return ld, 0, nil
+		}
+		costs, out = []int64{g}, out[:0]
 	}
 	// Check every layer but the last. If all pass, decide the last one for
 	// real: it counts only if it passes too, and then so do the others,
@@ -387,10 +413,12 @@ func (l *Layered) decide(keys []string, costs []int64, commit bool, out []Decisi
 			out[i] = m.decision(m.eng.decideLocked(refs[i].ref, refs[i].now, cost(i), true))
 		}
 	}
-	for i := range refs {
-		refs[i].ref.mu.Unlock()
+	unlock()
+	var granted int64
+	if commit && pass {
+		granted = cost(0)
 	}
-	return MostRestrictive(out), nil
+	return MostRestrictive(out), granted, nil
 }
 
 // MostRestrictive returns the [LayeredDecision] of a request that the

@@ -101,6 +101,9 @@ type engine interface {
 	// for a cost above their capacity it decides nothing and returns
 	// tooCostly(n).
 	decide(key string, now, n int64, commit bool) (verdict, *settings)
+	// decideAtMost counts as many of n units as fit, at most the
+	// capacity, and returns how many.
+	decideAtMost(key string, now, n int64) (verdict, int64, *settings)
 	ref(key string) keyRef
 	decideLocked(r keyRef, now, n int64, commit bool) verdict
 	reset(key string)

@@ -44,8 +44,9 @@ type Tiered struct {
 }
 
 var (
-	_ Limiter  = (*Tiered)(nil)
-	_ Refunder = (*Tiered)(nil)
+	_ Limiter        = (*Tiered)(nil)
+	_ Refunder       = (*Tiered)(nil)
+	_ PartialLimiter = (*Tiered)(nil)
 )
 
 // NewTiered returns a limiter that enforces plans[planOf(ctx, key)] on each
@@ -100,6 +101,16 @@ func (t *Tiered) AllowN(ctx context.Context, key string, n int64) (Decision, err
 		return Decision{}, err
 	}
 	return m.AllowN(ctx, key, n)
+}
+
+// AllowAtMost counts as many of n units as fit for key under its plan's
+// limiter now and returns how many; see [PartialLimiter].
+func (t *Tiered) AllowAtMost(ctx context.Context, key string, n int64) (Decision, int64, error) {
+	m, err := t.limiter(ctx, key, n)
+	if err != nil {
+		return Decision{}, 0, err
+	}
+	return m.AllowAtMost(ctx, key, n)
 }
 
 // Peek reports key's state under its plan's limiter as it is, and whether
