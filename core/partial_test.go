@@ -84,10 +84,10 @@ func TestAllowAtMostIsTheLargestAllowN(t *testing.T) {
 func TestAllowAtMostErrors(t *testing.T) {
 	ctx := context.Background()
 	m, _ := New(Policy{Limit: 5, Window: time.Minute})
-	if _, _, err := m.AllowAtMost(ctx, "", 1); !CallerError(nil, err) {
+	if _, _, err := m.AllowAtMost(ctx, "", 1); !CallerError(ctx, err) {
 		t.Errorf("an empty key: %v", err)
 	}
-	if _, _, err := m.AllowAtMost(ctx, "k", 0); !CallerError(nil, err) {
+	if _, _, err := m.AllowAtMost(ctx, "k", 0); !CallerError(ctx, err) {
 		t.Errorf("a cost of 0: %v", err)
 	}
 	d, g, err := m.AllowAtMost(ctx, "k", 1000)
