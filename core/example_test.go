@@ -202,3 +202,43 @@ func ExampleMemory_AllowAtMost() {
 	// 50 waiting; retry in 1m0s
 	// sent 50, 0 left
 }
+
+// A client that breaks its limit of 3 a second is turned away for a minute,
+// then two, while it keeps at it, instead of being let in at every refill.
+func ExampleBlocking() {
+	clock := core.NewManualClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	limiter, err := core.New(core.Policy{Algorithm: core.FixedWindow, Limit: 3, Window: time.Second}, core.WithClock(clock))
+	if err != nil {
+		panic(err)
+	}
+	lockout, err := core.NewLockout(core.Block{For: time.Minute, Max: time.Hour}, clock,
+		func(p core.Policy) (core.Limiter, error) { return core.New(p, core.WithClock(clock)) })
+	if err != nil {
+		panic(err)
+	}
+	blocking, err := core.NewBlocking(limiter, lockout)
+	if err != nil {
+		panic(err)
+	}
+	for round := range 2 {
+		for i := range 4 {
+			d, err := blocking.AllowN(ctx, "client", 1)
+			if err != nil {
+				panic(err)
+			}
+			fmt.Printf("round %d request %d: allowed %v, retry after %v\n", round+1, i+1, d.Allowed, d.RetryAfter)
+			if !d.Allowed && i == 3 {
+				clock.Advance(d.RetryAfter)
+			}
+		}
+	}
+	// Output:
+	// round 1 request 1: allowed true, retry after 0s
+	// round 1 request 2: allowed true, retry after 0s
+	// round 1 request 3: allowed true, retry after 0s
+	// round 1 request 4: allowed false, retry after 1m0s
+	// round 2 request 1: allowed true, retry after 0s
+	// round 2 request 2: allowed true, retry after 0s
+	// round 2 request 3: allowed true, retry after 0s
+	// round 2 request 4: allowed false, retry after 2m0s
+}

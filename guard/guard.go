@@ -118,8 +118,7 @@ const (
 	ipName        = "login-ip"
 	accountIPName = "login-account-ip"
 	failuresName  = "login-lockout-failures"
-	levelName     = "login-lockout-level"
-	lockName      = "login-lockout"
+	lockName      = "login-lockout" // and lockName+"-level" (core.Lockout)
 )
 
 // Option configures a [Guard]; pass options to [New].
@@ -218,7 +217,7 @@ func New(newLimiter func(core.Policy) (core.Limiter, error), opts ...Option) (*G
 		}
 	}
 	if c.lockBase != 0 || c.lockMax != 0 {
-		if g.lockout, err = newLockout(c.lockBase, c.lockMax, orDefault(c.account, DefaultAccountPolicy()), b); err != nil {
+		if g.lockout, err = newLockout(c.lockBase, c.lockMax, orDefault(c.account, DefaultAccountPolicy()), b, c.clock); err != nil {
 			return nil, err
 		}
 	}
@@ -377,11 +376,11 @@ func (g *Guard) peekLock(ctx context.Context, op, ak string) (core.Decision, err
 	if g.lockout == nil {
 		return core.Decision{Allowed: true}, nil
 	}
-	lock, err := g.lockout.lock.Peek(ctx, ak, g.lockout.full)
+	wait, err := g.lockout.lock.Locked(ctx, ak)
 	if err != nil {
 		return core.Decision{}, fmt.Errorf("guard: %s %s: %w", op, ByLockout, err)
 	}
-	return lock, nil
+	return core.Decision{Allowed: wait == 0, RetryAfter: wait}, nil
 }
 
 // peekAll decides an attempt that counts nothing (a Peek, or a Check of a
@@ -465,7 +464,7 @@ func (g *Guard) strike(ctx context.Context, op, key string, at time.Time) (Decis
 	if g.lockout == nil {
 		return d, nil
 	}
-	ok, wait, held, err := g.lockout.admit(ctx, key, g.clock)
+	ok, wait, held, err := g.lockout.admit(ctx, key)
 	switch {
 	case err != nil:
 		err = fmt.Errorf("guard: %s %s: %w", op, ByLockout, err)
@@ -541,7 +540,6 @@ func (g *Guard) Succeed(ctx context.Context, d Decision) error {
 	}
 	if g.lockout != nil {
 		note(ByLockout, g.lockout.failures.Reset(ctx, ak))
-		note(ByLockout, g.lockout.level.Reset(ctx, ak))
 		note(ByLockout, g.lockout.lock.Reset(ctx, ak))
 	}
 	return first

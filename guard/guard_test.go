@@ -182,7 +182,7 @@ func TestNewErrors(t *testing.T) {
 		{"lockout not whole microseconds", memory, []guard.Option{guard.WithLockout(1500*time.Nanosecond, time.Hour)},
 			"guard: WithLockout(1.5µs, 1h0m0s): base and maxLock must be whole microseconds", nil},
 		{"lockout without a coarse enough tick", memory, []guard.Option{guard.WithLockout(7*time.Microsecond, 100*24*time.Hour+time.Microsecond)},
-			"guard: WithLockout(7µs, 2400h0m0.000001s): base and maxLock need a common divisor of at least 8.64ms", nil},
+			"guard: WithLockout(7µs, 2400h0m0.000001s): core: NewLockout: For 7µs and Max 2400h0m0.000001s: the lock times need a common divisor of at least 8.64ms", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g, err := guard.New(tc.newLimiter, tc.opts...)
@@ -324,11 +324,11 @@ func TestGuardStoreErrors(t *testing.T) {
 		b.broken = true
 	}
 	d, err := g.Check(ctx, ana, ipA)
-	if d.Allowed || !errors.Is(err, errBroken) || err.Error() != "guard: check lockout: store broken" {
+	if d.Allowed || !errors.Is(err, errBroken) || err.Error() != "guard: check lockout: core: lockout: store broken" {
 		t.Errorf("Check: got %+v, %v", d, err)
 	}
 	d, err = g.Peek(ctx, ana, ipA)
-	if d.Allowed || !errors.Is(err, errBroken) || err.Error() != "guard: peek lockout: store broken" {
+	if d.Allowed || !errors.Is(err, errBroken) || err.Error() != "guard: peek lockout: core: lockout: store broken" {
 		t.Errorf("Peek: got %+v, %v", d, err)
 	}
 	before := calls()
