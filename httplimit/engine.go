@@ -73,6 +73,16 @@ func New(l core.Limiter, opts ...Option) (*Engine, error) {
 	if err := c.apply(opts); err != nil {
 		return nil, err
 	}
+	if c.lockout != nil {
+		if _, ok := l.(RequestLimiter); ok {
+			return nil, errors.New("httplimit: WithBlock: not for a rule set")
+		}
+		b, err := core.NewBlocking(l, c.lockout)
+		if err != nil {
+			return nil, fmt.Errorf("httplimit: WithBlock: %w", err)
+		}
+		l = b
+	}
 	// The failover composition decides a store failure, once for every
 	// adapter; the middleware's has no breaker (MaxInt failures).
 	f, err := core.NewFailover(l, core.WithErrorPolicy(c.onError), core.WithClock(c.clock), core.WithBreaker(math.MaxInt, time.Second))

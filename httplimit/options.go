@@ -31,6 +31,7 @@ type config struct {
 	badKey    KeyPolicy
 	clock     core.Clock
 	maxBody   int64
+	lockout   *core.Lockout
 	errs      []error // invalid options, reported by New
 
 	// keyGiven and onErrorGiven record WithKey and WithErrorPolicy, which
@@ -166,6 +167,26 @@ func WithHeaders(styles ...HeaderStyle) Option {
 // Default: every allowed request is counted, before the handler.
 func WithCountIf(f func(status int) bool) Option {
 	return func(c *config) { c.countIf = f; c.need("WithCountIf", f == nil) }
+}
+
+// WithBlock refuses a key for a while after it breaks its limit: each
+// denial locks the key in lockout, for longer while denials repeat, and a
+// locked key gets a 429 with the lock's time left as its Retry-After,
+// counting nothing. With [WithCountIf], the denial that locks is the one
+// that finds the counted requests (failed logins, say) at the limit. It
+// wraps the limiter in a [core.Blocking], whose doc has the details; the
+// lockout's limiters decide where the locks live (core.New for this
+// process, redisstore.New for every server). [New] fails if lockout is
+// nil, or for a rule set ([RequestLimiter]).
+//
+// Default: no block; a key is let in again as soon as its limit allows.
+func WithBlock(lockout *core.Lockout) Option {
+	return func(c *config) {
+		if lockout == nil {
+			c.errs = append(c.errs, errors.New("httplimit: WithBlock(nil): a lockout is required"))
+		}
+		c.lockout = lockout
+	}
 }
 
 // Failures reports whether status is an error (400 or above), for
