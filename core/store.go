@@ -178,7 +178,6 @@ type keyShard[S any] struct {
 	atom      atomicState[S]
 	held      int
 	heldState S
-	granted   int64 // units the last decision for at most some granted (atMost)
 	_         [64]byte
 }
 
@@ -427,7 +426,7 @@ func (s *store[S, A]) decideIn(sh *keyShard[S], h, check uint64, now, n int64, c
 				sh.held, sh.heldState = i, s.atom.take(&e.state)
 			}
 			var next S
-			v, next = s.judge(sh, sh.heldState, now, n, commit)
+			v, next = s.alg.decide(sh.heldState, now, n, commit)
 			if commit && v.allowed() {
 				sh.heldState = next
 			}
@@ -439,7 +438,7 @@ func (s *store[S, A]) decideIn(sh *keyShard[S], h, check uint64, now, n int64, c
 			for {
 				st := s.atom.load(&e.state)
 				var next S
-				v, next = s.judge(sh, st, now, n, commit)
+				v, next = s.alg.decide(st, now, n, commit)
 				if !commit || !v.allowed() || s.atom.cas(&e.state, st, next) {
 					break
 				}
@@ -452,7 +451,7 @@ func (s *store[S, A]) decideIn(sh *keyShard[S], h, check uint64, now, n int64, c
 	}
 	if res == found {
 		e := &sh.slots[i]
-		v, next := s.judge(sh, e.state, now, n, commit)
+		v, next := s.alg.decide(e.state, now, n, commit)
 		if commit {
 			// Written only when it changes: a denied request then
 			// leaves the slot's cache line clean, and at a million keys
@@ -467,53 +466,42 @@ func (s *store[S, A]) decideIn(sh *keyShard[S], h, check uint64, now, n int64, c
 		}
 		return v
 	}
-	v, next := s.judge(sh, s.alg.empty(now), now, n, commit)
+	v, next := s.alg.decide(s.alg.empty(now), now, n, commit)
 	if commit && v.allowed() {
 		s.insert(sh, i, res, tag, check, next, now)
 	}
 	return v
 }
 
-// judge is the algorithm's decide for n units; a negative n asks for as
-// many as fit of -n units, which decideAtMost grants.
-func (s *store[S, A]) judge(sh *keyShard[S], st S, now, n int64, commit bool) (verdict, S) {
-	if n >= 0 {
-		return s.alg.decide(st, now, n, commit)
-	}
-	return s.atMost(sh, st, now, -n, commit)
-}
-
-// atMost decides a request for as many units of n as st has room for at
-// now, the caller holding sh's lock, and leaves their number in
-// sh.granted: the Remaining of a Peek of one unit is the largest cost the
-// algorithm allows (every algorithm's decide says so), so granting
-// min(n, Remaining) grants as much as fits and never more. When not even
-// one unit fits, it is the denial of one unit, and sh.granted is 0.
-func (s *store[S, A]) atMost(sh *keyShard[S], st S, now, n int64, commit bool) (verdict, S) {
-	v, _ := s.alg.decide(st, now, 1, false)
-	if !v.allowed() || v.remaining <= 0 {
-		sh.granted = 0
-		return v, st
-	}
-	g := min(n, v.remaining)
-	v, next := s.alg.decide(st, now, g, commit)
-	sh.granted = g
-	return v, next
-}
-
 // decideAtMost counts as many units of n, at most the capacity, as key has
 // room for at now, and returns the verdict, how many it counted and the
 // settings it decided by ([Memory.AllowAtMost]). It takes the shard's lock,
-// whatever the algorithm: the lock-free readers of the buckets go on with
-// their compare-and-swaps, which decideIn's loop takes part in.
+// whatever the algorithm; the buckets' lock-free readers go on meanwhile,
+// and a unit one of them takes between the look and the count is seen by
+// the next look. When not even one unit fits, the verdict is the denial of
+// one unit.
 func (s *store[S, A]) decideAtMost(key string, now, n int64) (verdict, int64, *settings) {
 	sh, h, check := s.locate(key)
 	sh.mu.Lock()
-	set := sh.set.Load()
-	v := s.decideIn(sh, h, check, now, -min(n, set.cost), true, false)
-	g := sh.granted
-	sh.mu.Unlock()
-	return v, g, set
+	set := sh.set.Load() // under the lock, the same as s.set
+	n = min(n, set.cost)
+	for {
+		// The Remaining of a Peek of one unit is the largest cost the
+		// algorithm allows now (every algorithm's decide says so), so
+		// min(n, Remaining) grants as much as fits and never more.
+		v := s.decideIn(sh, h, check, now, 1, false, false)
+		if !v.allowed() || v.remaining <= 0 {
+			sh.mu.Unlock()
+			return v, 0, set
+		}
+		g := min(n, v.remaining)
+		if v = s.decideIn(sh, h, check, now, g, true, false); v.allowed() {
+			sh.mu.Unlock()
+			return v, g, set
+		}
+		// A lock-free decision took units between the two: again, on
+		// what it left.
+	}
 }
 
 // insert adds a new key with state next at slot i, which find returned
