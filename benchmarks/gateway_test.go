@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,7 +63,8 @@ import (
 //
 // envoyproxy/ratelimit is the binary RATELIMIT_BIN names, else service_cmd
 // in GOBIN or GOPATH/bin (run.sh GATEWAY_ONLY=1 installs it); without it its
-// row is left out, with a message. ratekit-server is built from this tree.
+// row is left out, with a message. ratekit-server is RATEKIT_SERVER_BIN, else
+// built from this tree.
 // With -short: one round of 2,000 calls on each server, exactness on 20
 // values. Tune with GATEWAY_ROUNDS (default 3), GATEWAY_DURATION (each
 // timed run, default 5s) and GATEWAY_EXACT_VALUES (default 1,000). The
@@ -97,16 +99,16 @@ func TestGateway(t *testing.T) {
 	}
 	servers = append(servers, startGateway(t, "ratekit-server, memory", rk, dir, false, append(env, "REDIS_URL=")))
 
+	admin := adminClient(t)
 	for round := range rounds {
 		for j := range servers {
 			s := servers[(j+round)%len(servers)] // each round starts with the next
 			if !testing.Short() {
-				gwLoad(t, s, "bench", gwValueNames(fmt.Sprintf("w%d-", round), gwValues), time.Second, 0)
+				gwLoad(t, s, admin, "bench", gwValueNames(fmt.Sprintf("w%d-", round), gwValues), time.Second, 0)
 			}
-			s.runs = append(s.runs, gwLoad(t, s, "bench", gwValueNames(fmt.Sprintf("r%d-", round), gwValues), dur, calls))
+			s.runs = append(s.runs, gwLoad(t, s, admin, "bench", gwValueNames(fmt.Sprintf("r%d-", round), gwValues), dur, calls))
 		}
 	}
-	admin := adminClient(t)
 	for i, s := range servers {
 		s.exact = gwExact(t, s, admin, fmt.Sprintf("e%d-", i), exactValues)
 	}
@@ -116,7 +118,7 @@ func TestGateway(t *testing.T) {
 		envoyRate, envoyP99 = servers[0].median(gwRun.rate), servers[0].median(gwRun.p99)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "| server | decisions/s | × envoyproxy/ratelimit | p50 | p99 | admitted | exactness: admitted per value (limit %d, %d sent) | counted per value in Redis |\n|---|---|---|---|---|---|---|---|\n", gwLimit, 3*gwLimit)
+	fmt.Fprintf(&b, "| server | decisions/s | × envoyproxy/ratelimit | p50 | p99 | admitted | server CPU µs per decision | Redis CPU µs per decision | exactness: admitted per value (limit %d, %d sent) | counted per value in Redis |\n|---|---|---|---|---|---|---|---|---|---|\n", gwLimit, 3*gwLimit)
 	var goal []string
 	for _, s := range servers {
 		rate, p50, p99 := s.median(gwRun.rate), s.median(gwRun.p50), s.median(gwRun.p99)
@@ -124,9 +126,10 @@ func TestGateway(t *testing.T) {
 		if envoyRate > 0 {
 			x = fmt.Sprintf("%.2f×", rate/envoyRate)
 		}
-		fmt.Fprintf(&b, "| %s | %.0f/s | %s | %s | %s | %.1f %% | %s | %s |\n", s.name, rate, x,
+		fmt.Fprintf(&b, "| %s | %.0f/s | %s | %s | %s | %.1f %% | %s | %s | %s | %s |\n", s.name, rate, x,
 			time.Duration(p50).Round(time.Microsecond), time.Duration(p99).Round(time.Microsecond),
-			100*s.median(gwRun.admittedShare), s.exact.admitted, s.exact.counted)
+			100*s.median(gwRun.admittedShare), gwMicros(s.median(gwRun.server)), gwMicros(s.median(gwRun.redis)),
+			s.exact.admitted, s.exact.counted)
 		if strings.HasPrefix(s.name, "ratekit") && envoyRate > 0 {
 			want := 2.0
 			if !s.redis {
@@ -152,6 +155,14 @@ func TestGateway(t *testing.T) {
 			t.Error(err)
 		}
 	}
+}
+
+// gwMicros formats µs, "—" for NaN.
+func gwMicros(v float64) string {
+	if math.IsNaN(v) {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f", v)
 }
 
 // gwMet says whether a goal was met.
@@ -214,9 +225,14 @@ func envoyRatelimitBin() (bin, why string) {
 // against, as run.sh installs it.
 const envoyRatelimitModule = "github.com/envoyproxy/ratelimit/src/service_cmd@v1.4.1-0.20260122083618-3fb702589d36"
 
-// buildRatekitServer builds cmd/ratekit-server from this tree, in the
-// repository's workspace, into dir, and returns the binary's path.
+// buildRatekitServer returns the ratekit-server to run: RATEKIT_SERVER_BIN
+// (run.sh builds it at the start, with the test binary), else
+// cmd/ratekit-server built from this tree, in the repository's workspace,
+// into dir.
 func buildRatekitServer(t *testing.T, dir string) string {
+	if bin := os.Getenv("RATEKIT_SERVER_BIN"); bin != "" {
+		return bin
+	}
 	src, err := filepath.Abs(filepath.Join("..", "cmd", "ratekit-server"))
 	if err != nil {
 		t.Fatal(err)
@@ -235,6 +251,7 @@ func buildRatekitServer(t *testing.T, dir string) string {
 type gwServer struct {
 	name    string
 	redis   bool // it counts in Redis
+	pid     int
 	clients []pb.RateLimitServiceClient
 	runs    []gwRun
 	exact   gwExactness
@@ -258,6 +275,7 @@ func (s *gwServer) median(f func(gwRun) float64) float64 {
 // connects gwCallers clients; all are stopped when t ends.
 func startGateway(t *testing.T, name, bin, dir string, inRedis bool, env []string, ports ...string) *gwServer {
 	var addr string
+	var pid int
 	var err error
 	for range 5 { // a port taken between choosing and binding it: again
 		env := slices.Clone(env)
@@ -278,14 +296,14 @@ func startGateway(t *testing.T, name, bin, dir string, inRedis bool, env []strin
 			}
 			env = append(env, p+"="+strconv.Itoa(n))
 		}
-		if err = startProcess(t, name, bin, dir, env, addr); err == nil || !errors.Is(err, errGatewayPortTaken) {
+		if pid, err = startProcess(t, name, bin, dir, env, addr); err == nil || !errors.Is(err, errGatewayPortTaken) {
 			break
 		}
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &gwServer{name: name, redis: inRedis}
+	s := &gwServer{name: name, redis: inRedis, pid: pid}
 	for range gwCallers {
 		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
@@ -302,7 +320,7 @@ var errGatewayPortTaken = errors.New("port taken")
 // startProcess starts bin, its output in a log file in dir, stopped (SIGTERM,
 // then SIGKILL) when t ends, and waits until it answers ShouldRateLimit at
 // addr.
-func startProcess(t *testing.T, name, bin, dir string, env []string, addr string) error {
+func startProcess(t *testing.T, name, bin, dir string, env []string, addr string) (pid int, err error) {
 	logPath := filepath.Join(dir, strings.NewReplacer("/", "-", ",", "", " ", "-").Replace(name)+".log")
 	log, err := os.Create(logPath)
 	if err != nil {
@@ -313,7 +331,7 @@ func startProcess(t *testing.T, name, bin, dir string, env []string, addr string
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("%s: %w", name, err)
+		return 0, fmt.Errorf("%s: %w", name, err)
 	}
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
@@ -329,7 +347,7 @@ func startProcess(t *testing.T, name, bin, dir string, env []string, addr string
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		stop()
-		return err
+		return 0, err
 	}
 	defer conn.Close()
 	c := pb.NewRateLimitServiceClient(conn)
@@ -339,21 +357,21 @@ func startProcess(t *testing.T, name, bin, dir string, env []string, addr string
 		cancel()
 		if err == nil {
 			t.Cleanup(stop)
-			return nil
+			return cmd.Process.Pid, nil
 		}
 		select {
 		case <-done:
 			out, _ := os.ReadFile(logPath)
 			if strings.Contains(strings.ToLower(string(out)), "address already in use") {
-				return errGatewayPortTaken
+				return 0, errGatewayPortTaken
 			}
-			return fmt.Errorf("%s exited: %v\n%s", name, cmd.ProcessState, out)
+			return 0, fmt.Errorf("%s exited: %v\n%s", name, cmd.ProcessState, out)
 		default:
 		}
 		if time.Now().After(deadline) {
 			stop()
 			out, _ := os.ReadFile(logPath)
-			return fmt.Errorf("%s did not answer on %s: %v\n%s", name, addr, err, out)
+			return 0, fmt.Errorf("%s did not answer on %s: %v\n%s", name, addr, err, out)
 		}
 		time.Sleep(20 * time.Millisecond) // waiting for the listener and the configuration
 	}
@@ -380,17 +398,27 @@ type gwRun struct {
 	calls, admitted int
 	elapsed         time.Duration
 	lat             []time.Duration // sorted
+	// serverCPU and redisCPU are the CPU time, user and system, the
+	// server's process and redis-server used per decision, in µs; NaN
+	// where not measured.
+	serverCPU, redisCPU float64
 }
 
 func (r gwRun) rate() float64          { return float64(r.calls) / r.elapsed.Seconds() }
 func (r gwRun) p50() float64           { return float64(r.lat[len(r.lat)/2]) }
 func (r gwRun) p99() float64           { return float64(r.lat[len(r.lat)*99/100]) }
 func (r gwRun) admittedShare() float64 { return float64(r.admitted) / float64(r.calls) }
+func (r gwRun) server() float64        { return r.serverCPU }
+func (r gwRun) redis() float64         { return r.redisCPU }
 
 // gwLoad runs gwCallers callers on s for dur, or, if calls > 0, until
 // they made that many calls between them; caller g asks for values g,
 // g+gwCallers, ... in turn, each a request of its own.
-func gwLoad(t *testing.T, s *gwServer, domain string, values []string, dur time.Duration, calls int) gwRun {
+func gwLoad(t *testing.T, s *gwServer, admin *redis.Client, domain string, values []string, dur time.Duration, calls int) gwRun {
+	cpu0, redis0 := processCPU(s.pid), math.NaN()
+	if s.redis {
+		redis0 = serverCPU(t, admin)
+	}
 	var wg sync.WaitGroup
 	var made, admitted atomic.Int64
 	lats := make([][]time.Duration, gwCallers)
@@ -433,8 +461,44 @@ func gwLoad(t *testing.T, s *gwServer, domain string, values []string, dur time.
 	}
 	slices.Sort(r.lat)
 	r.calls = len(r.lat)
+	r.serverCPU, r.redisCPU = (processCPU(s.pid)-cpu0)*1e6/float64(r.calls), math.NaN()
+	if s.redis {
+		r.redisCPU = (serverCPU(t, admin) - redis0) * 1e6 / float64(r.calls)
+	}
 	return r
 }
+
+// processCPU returns the CPU time, user and system, process pid has used,
+// in seconds (/proc/pid/stat), or NaN where that cannot be read.
+func processCPU(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return math.NaN()
+	}
+	// The fields after the command's name, which is in parentheses:
+	// state is field 3, utime 14, stime 15.
+	_, rest, ok := strings.Cut(string(b), ") ")
+	f := strings.Fields(rest)
+	if !ok || len(f) < 13 {
+		return math.NaN()
+	}
+	utime, err1 := strconv.ParseFloat(f[11], 64)
+	stime, err2 := strconv.ParseFloat(f[12], 64)
+	if err1 != nil || err2 != nil {
+		return math.NaN()
+	}
+	return (utime + stime) / clockTicks()
+}
+
+// clockTicks returns the clock ticks per second /proc counts in
+// (getconf CLK_TCK; 100, Linux's USER_HZ, if getconf fails).
+var clockTicks = sync.OnceValue(func() float64 {
+	out, err := exec.Command("getconf", "CLK_TCK").Output()
+	if n, err2 := strconv.ParseFloat(strings.TrimSpace(string(out)), 64); err == nil && err2 == nil && n > 0 {
+		return n
+	}
+	return 100
+})
 
 // gwExactness is the exactness of one server: the least and the most
 // admitted and counted per value, as "a" or "a–b".
