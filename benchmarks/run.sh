@@ -15,6 +15,11 @@
 #	                                  # only the Middleware cases (-cpu=1),
 #	                                  # spliced into the existing
 #	                                  # RESULTS.md's Middleware section
+#	GATEWAY_ONLY=1 benchmarks/run.sh  # only the gateway servers (TestGateway:
+#	                                  # ratekit-server beside
+#	                                  # envoyproxy/ratelimit), spliced into
+#	                                  # the existing RESULTS.md's Gateway
+#	                                  # server section
 #	REDIS_CPUS=2 benchmarks/run.sh    # the Redis cases in one client regime
 #
 # Environment: COUNT (runs per benchmark, default 10), CPUS (-cpu list for
@@ -22,7 +27,11 @@
 # cases, default "$(nproc),1": the client on every core, and on one, where
 # the Go client rather than Redis is the bottleneck), BENCHTIME (default
 # 1s), LOAD_RATE and
-# LOAD_DURATION (the load test; defaults 2000/s and 5s), OUT (raw output
+# LOAD_DURATION (the load test; defaults 2000/s and 5s), GATEWAY_ROUNDS,
+# GATEWAY_DURATION and GATEWAY_EXACT_VALUES (the gateway servers; defaults
+# 3 rounds, 5s per run, exactness on 1,000 values), RATELIMIT_BIN (the
+# envoyproxy/ratelimit binary; default: service_cmd in GOBIN or
+# GOPATH/bin, installed with go install if missing), OUT (raw output
 # directory, default benchmarks/results). Needs redis-server on PATH for
 # the Redis cases (Debian: apt-get install redis-server); without it they
 # are skipped and their rows are empty.
@@ -36,7 +45,7 @@ BENCHTIME=${BENCHTIME:-1s}
 OUT=${OUT:-results}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
-rm -f "$OUT"/*.bench.txt "$OUT"/probes.md "$OUT"/loadtest.md "$OUT"/serverrate.md
+rm -f "$OUT"/*.bench.txt "$OUT"/probes.md "$OUT"/loadtest.md "$OUT"/serverrate.md "$OUT"/gateway.md
 export BENCH_REPORT_DIR="$OUT"
 
 BENCHSTAT=$(command -v benchstat || true)
@@ -46,8 +55,12 @@ if [ -z "$BENCHSTAT" ]; then
 	BENCHSTAT=$(go env GOPATH)/bin/benchstat
 fi
 
-if [ -n "${REDIS_ONLY:-}" ] && [ -n "${MIDDLEWARE_ONLY:-}" ]; then
-	echo "run.sh: set REDIS_ONLY or MIDDLEWARE_ONLY, not both" >&2
+modes=0
+for m in "${REDIS_ONLY:-}" "${MIDDLEWARE_ONLY:-}" "${GATEWAY_ONLY:-}"; do
+	if [ -n "$m" ]; then modes=$((modes + 1)); fi
+done
+if [ "$modes" -gt 1 ]; then
+	echo "run.sh: set one of REDIS_ONLY, MIDDLEWARE_ONLY and GATEWAY_ONLY" >&2
 	exit 2
 fi
 
@@ -57,6 +70,13 @@ step() { printf '\n== %s (%ds elapsed)\n' "$1" $(($(date +%s) - started)); }
 # One test binary for every step: the code measured is the code at the
 # start, whatever changes in the tree while the run goes on.
 go test -c -o "$OUT/benchmarks.test" .
+# The gateway server from the same tree, built at the start too, for the
+# runs that measure it (GOWORK empty: the repository's go.work, not this
+# module's).
+if [ -z "${REDIS_ONLY:-}" ] && [ -z "${MIDDLEWARE_ONLY:-}" ]; then
+	GOWORK= go build -C ../cmd/ratekit-server -o "$OUT/ratekit-server" .
+	export RATEKIT_SERVER_BIN="$OUT/ratekit-server"
+fi
 bench() { "$OUT/benchmarks.test" -test.run='^$' -test.benchmem -test.timeout=2h "$@"; }
 
 # rounds runs a benchmark COUNT times, one run of every case per round, so
@@ -69,6 +89,7 @@ rounds() {
 step "machine"
 procs="GOMAXPROCS values run: $CPUS; the Redis cases: $REDIS_CPUS"
 if [ -n "${MIDDLEWARE_ONLY:-}" ]; then procs="GOMAXPROCS=1"; fi
+if [ -n "${GATEWAY_ONLY:-}" ]; then procs="GOMAXPROCS=$(nproc) for every process"; fi
 {
 	echo "- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//') × $(nproc) ($procs)"
 	echo "- Memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
@@ -97,6 +118,25 @@ middleware() {
 	rounds -test.bench='^BenchmarkMiddleware' -test.cpu=1 -test.benchtime="$BENCHTIME" | tee "$OUT/middleware.bench.txt"
 }
 
+# gateway runs TestGateway: ratekit-server beside envoyproxy/ratelimit, as
+# processes on loopback, on one redis-server and on memory. The
+# envoyproxy/ratelimit binary is RATELIMIT_BIN, else service_cmd in GOBIN
+# or GOPATH/bin, installed from the module proxy if missing.
+gateway() {
+	step "gateway servers"
+	if [ -z "${RATELIMIT_BIN:-}" ]; then
+		bindir=$(go env GOBIN)
+		if [ -z "$bindir" ]; then bindir=$(go env GOPATH | cut -d: -f1)/bin; fi
+		RATELIMIT_BIN=$bindir/service_cmd
+		if [ ! -x "$RATELIMIT_BIN" ]; then
+			go install github.com/envoyproxy/ratelimit/src/service_cmd@v1.4.1-0.20260122083618-3fb702589d36
+		fi
+		export RATELIMIT_BIN
+	fi
+	"$OUT/benchmarks.test" -test.run='^TestGateway$' -test.count=1 -test.v -test.timeout=1h > "$OUT/gateway.txt" 2>&1 || { cat "$OUT/gateway.txt"; echo "gateway servers failed"; exit 1; }
+	cat "$OUT/gateway.md"
+}
+
 # splice replaces RESULTS.md's section $1 with the one this run measured.
 splice() {
 	step "RESULTS.md: the $1 section"
@@ -114,6 +154,11 @@ fi
 if [ -n "${MIDDLEWARE_ONLY:-}" ]; then
 	middleware
 	splice Middleware
+	exit 0
+fi
+if [ -n "${GATEWAY_ONLY:-}" ]; then
+	gateway
+	splice "Gateway server"
 	exit 0
 fi
 
@@ -136,6 +181,8 @@ bench -test.bench='^BenchmarkBytesPerKey$' -test.benchtime=1x -test.count=2 -tes
 redis
 
 middleware
+
+gateway
 
 step "HTTP load test"
 "$OUT/benchmarks.test" -test.run='^TestLoad$' -test.count=1 -test.v > "$OUT/loadtest.txt" 2>&1 || { cat "$OUT/loadtest.txt"; echo "load test failed"; exit 1; }

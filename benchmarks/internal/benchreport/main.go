@@ -10,9 +10,10 @@
 //	go run ./internal/benchreport -dir results -machine results/machine.md > RESULTS.md
 //
 // With -splice RESULTS.md it prints that page with only one section, the
-// Redis or the Middleware one (-section), replaced by the one the results
-// measure, followed by the machine they ran on and the section's own goal
-// lines (run.sh REDIS_ONLY=1 and MIDDLEWARE_ONLY=1).
+// Redis, the Middleware or the Gateway server one (-section), replaced by
+// the one the results measure (added before "Against the goal" if the page
+// has none), followed by the machine they ran on and the section's own goal
+// lines (run.sh REDIS_ONLY=1, MIDDLEWARE_ONLY=1 and GATEWAY_ONLY=1).
 package main
 
 import (
@@ -146,7 +147,7 @@ func main() {
 	dir := flag.String("dir", "results", "directory run.sh wrote")
 	machine := flag.String("machine", "", "markdown file describing the machine")
 	splicePath := flag.String("splice", "", "print this RESULTS.md with only the -section section replaced (run.sh REDIS_ONLY=1 or MIDDLEWARE_ONLY=1)")
-	section := flag.String("section", "Redis", "the section -splice replaces: Redis or Middleware")
+	section := flag.String("section", "Redis", "the section -splice replaces: Redis, Middleware or \"Gateway server\"")
 	flag.Parse()
 	files, _ := filepath.Glob(filepath.Join(*dir, "*.bench.txt"))
 	s, err := parse(files...)
@@ -160,7 +161,7 @@ func main() {
 	if *splicePath != "" {
 		sp, ok := splices(s, *dir)[*section]
 		if !ok {
-			fmt.Fprintf(os.Stderr, "benchreport: -section %q: want Redis or Middleware\n", *section)
+			fmt.Fprintf(os.Stderr, "benchreport: -section %q: want Redis, Middleware or \"Gateway server\"\n", *section)
 			os.Exit(2)
 		}
 		if err := spliceSection(w, *splicePath, sp, *machine); err != nil {
@@ -287,6 +288,10 @@ func main() {
 	// targets are printed by a splice of this section alone
 	// (MIDDLEWARE_ONLY=1 run.sh), with the run they judge.
 	middlewareSection(s, p)
+
+	if _, err := os.Stat(filepath.Join(*dir, "gateway.md")); err == nil {
+		goal = append(goal, gatewaySection(*dir, p)...)
+	}
 
 	if b, err := os.ReadFile(filepath.Join(*dir, "loadtest.md")); err == nil {
 		p("## HTTP load test\n\n%s\n", b)
@@ -477,6 +482,10 @@ func splices(s samples, dir string) map[string]splice {
 			name: "Middleware", env: "MIDDLEWARE_ONLY=1", goal: "Against the goal",
 			render: func(p func(string, ...any)) []string { return middlewareSection(s, p) },
 		},
+		"Gateway server": {
+			name: "Gateway server", env: "GATEWAY_ONLY=1", goal: "Against the goal (issue 34)",
+			render: func(p func(string, ...any)) []string { return gatewaySection(dir, p) },
+		},
 	}
 }
 
@@ -490,14 +499,16 @@ func spliceSection(w io.Writer, path string, sp splice, machine string) error {
 		return err
 	}
 	text := string(old)
-	start := strings.Index(text, "\n## "+sp.name+"\n")
-	if start < 0 {
-		return fmt.Errorf("%s: no %s section", path, sp.name)
-	}
-	start++
-	end := len(text)
-	if i := strings.Index(text[start+1:], "\n## "); i >= 0 {
-		end = start + 1 + i + 1
+	var start, end int
+	if i := strings.Index(text, "\n## "+sp.name+"\n"); i >= 0 {
+		start, end = i+1, len(text)
+		if i := strings.Index(text[start+1:], "\n## "); i >= 0 {
+			end = start + 1 + i + 1
+		}
+	} else if i := strings.Index(text, "\n## Against the goal\n"); i >= 0 {
+		start, end = i+1, i+1 // a section the page lacks: added before the goal
+	} else {
+		start, end = len(text), len(text)
 	}
 	var b strings.Builder
 	goal := sp.render(func(f string, a ...any) { fmt.Fprintf(&b, f, a...) })
@@ -520,4 +531,25 @@ func spliceSection(w io.Writer, path string, sp splice, machine string) error {
 	}
 	_, err = io.WriteString(w, drop(text[:start])+b.String()+drop(text[end:]))
 	return err
+}
+
+// gatewaySection writes the Gateway server section from the table
+// TestGateway wrote (gateway.md: the table, then its goal lines, each
+// beginning "- "), and returns those goal lines.
+func gatewaySection(dir string, p func(string, ...any)) (goal []string) {
+	b, err := os.ReadFile(filepath.Join(dir, "gateway.md"))
+	if err != nil {
+		p("## Gateway server\n\nNot measured: %v\n\n", err)
+		return []string{"Gateway server: not measured"}
+	}
+	var table []string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if g, ok := strings.CutPrefix(l, "- "); ok {
+			goal = append(goal, g)
+		} else {
+			table = append(table, l)
+		}
+	}
+	p("## Gateway server\n\nratekit-server (cmd/ratekit-server) beside envoyproxy/ratelimit, the reference server of Envoy's rate limit API (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit), each a process of its own on loopback, on one configuration: a fixed window of 100 requests per minute over 1,000 values of one descriptor key (TestGateway). 32 callers, go-control-plane's generated gRPC client, one connection each; the Redis rows on one redis-server; both servers with their defaults (envoyproxy/ratelimit: local cache off, 10 Redis connections, no pipeline window; ratekit-server: RateLimit headers on). Decisions/s and the latency of each call at the client, medians of the rounds, each run on fresh values (the first 100,000 decisions admitted, the rest denied until the minute turns: \"admitted\" is the share). CPU per decision: the server process's and redis-server's, user and system, over the calls; on a machine the client shares, the steadier figure. Exactness: a burst of 3× the limit on every value at once, the window an hour so that the clock stands within it; admitted per value, and what the server's counter in Redis holds for it (envoyproxy/ratelimit counts denied requests too; ratekit counts only what it admits).\n\n%s\n\n", strings.TrimSpace(strings.Join(table, "\n")))
+	return goal
 }
