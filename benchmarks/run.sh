@@ -97,7 +97,11 @@ if [ -n "${GATEWAY_ONLY:-}" ]; then procs="GOMAXPROCS=$(nproc) for every process
 	echo "- $(go version)"
 	echo "- Redis: $(redis-server --version 2>/dev/null | cut -d' ' -f1-3 || echo 'not installed')"
 	echo "- Load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-	echo "- Runs: -count=$COUNT, -benchtime=$BENCHTIME, $(date -u +%Y-%m-%d)"
+	if [ -n "${GATEWAY_ONLY:-}" ]; then
+		echo "- Runs: ${GATEWAY_ROUNDS:-3} rounds of ${GATEWAY_DURATION:-5s} per server, exactness on ${GATEWAY_EXACT_VALUES:-1000} values, $(date -u +%Y-%m-%d)"
+	else
+		echo "- Runs: -count=$COUNT, -benchtime=$BENCHTIME, $(date -u +%Y-%m-%d)"
+	fi
 } > "$OUT/machine.md"
 cat "$OUT/machine.md"
 
