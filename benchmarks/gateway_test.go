@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -34,9 +36,10 @@ import (
 // go-control-plane's generated gRPC client (one connection each), on one
 // configuration: domain "bench", descriptor key "user", a fixed window of
 // 100 requests per minute, over 1,000 values (caller g takes values g,
-// g+32, g+64, ... modulo 1,000 in turn). Three rows: envoyproxy/ratelimit
-// on the redis-server TestMain started, ratekit-server on the same Redis,
-// and ratekit-server on memory. Both servers get their configuration from
+// g+32, g+64, ... modulo 1,000 in turn). Rows: envoyproxy/ratelimit on
+// the redis-server TestMain started, ratekit-server on the same Redis,
+// ratekit-server on memory, and the floor, this binary answering OK at
+// once (the gRPC call alone, as PING is the Redis tables'). Both servers get their configuration from
 // the same environment variables (RUNTIME_ROOT, RUNTIME_SUBDIRECTORY,
 // RUNTIME_APPDIRECTORY, REDIS_URL, GRPC_PORT, ...) and run with their
 // defaults otherwise: envoyproxy/ratelimit's local cache off
@@ -44,7 +47,7 @@ import (
 // pipeline window, statistics to its log (USE_STATSD=false); ratekit's
 // RateLimit headers on.
 //
-// Speed: rounds of the three servers in turn, each a warm-up and then a
+// Speed: rounds of the servers in turn, each a warm-up and then a
 // timed run on fresh values (the round's own names), so that every run
 // starts from the same state: every value's window empty, the first
 // 100,000 decisions admitted, the rest denied until the minute turns.
@@ -101,6 +104,11 @@ func TestGateway(t *testing.T) {
 		servers = append(servers, startGateway(t, "ratekit-server, Redis", rk, dir, true, append(env, "REDIS_URL="+redisAddr)))
 	}
 	servers = append(servers, startGateway(t, "ratekit-server, memory", rk, dir, false, append(env, "REDIS_URL=")))
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	servers = append(servers, startGateway(t, gwFloorName, self, dir, false, []string{gwFloorEnv + "=1"}))
 
 	admin := adminClient(t)
 	for round := range rounds {
@@ -112,6 +120,10 @@ func TestGateway(t *testing.T) {
 		}
 	}
 	for i, s := range servers {
+		if s.name == gwFloorName {
+			s.exact = gwExactness{admitted: "—", counted: "—"}
+			continue
+		}
 		s.exact = gwExact(t, s, admin, fmt.Sprintf("e%d-", i), exactValues)
 	}
 
@@ -132,6 +144,9 @@ func TestGateway(t *testing.T) {
 			time.Duration(p50).Round(time.Microsecond), time.Duration(p99).Round(time.Microsecond),
 			100*s.median(gwRun.admittedShare), gwMicros(s.median(gwRun.server)), gwMicros(s.median(gwRun.redis)),
 			gwMicros(s.median(gwRun.client)), s.exact.admitted, s.exact.counted)
+		if s.name == gwFloorName {
+			goal = append(goal, fmt.Sprintf("the gRPC floor, a server that decides nothing: %s envoyproxy/ratelimit's decisions/s, its CPU per call %s µs: the gRPC call's own cost, before any decision", x, gwMicros(s.median(gwRun.cpu))))
+		}
 		if strings.HasPrefix(s.name, "ratekit") && envoyRate == 0 {
 			goal = append(goal, s.name+": against envoyproxy/ratelimit's decisions/s and p99: not measured")
 		}
@@ -164,6 +179,42 @@ func TestGateway(t *testing.T) {
 			t.Error(err)
 		}
 	}
+}
+
+// The floor: this test binary, started again with gwFloorEnv set, serving
+// ShouldRateLimit on GRPC_HOST:GRPC_PORT by answering OK to every request
+// at once, deciding nothing: the cost of the gRPC call alone, client and
+// server, as PING is the floor of the Redis tables.
+const (
+	gwFloorEnv  = "RATEKIT_BENCH_GATEWAY_FLOOR"
+	gwFloorName = "gRPC floor: OK, no decision"
+)
+
+// serveGatewayFloor serves the floor until SIGTERM or SIGINT.
+func serveGatewayFloor() error {
+	lis, err := net.Listen("tcp", net.JoinHostPort(os.Getenv("GRPC_HOST"), os.Getenv("GRPC_PORT")))
+	if err != nil {
+		return err
+	}
+	g := grpc.NewServer()
+	pb.RegisterRateLimitServiceServer(g, gwFloor{})
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	go func() { <-sig; g.GracefulStop() }()
+	return g.Serve(lis)
+}
+
+// gwFloor answers every request OK, a status per descriptor.
+type gwFloor struct {
+	pb.UnimplementedRateLimitServiceServer
+}
+
+func (gwFloor) ShouldRateLimit(_ context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
+	r := &pb.RateLimitResponse{OverallCode: pb.RateLimitResponse_OK}
+	for range req.GetDescriptors() {
+		r.Statuses = append(r.Statuses, &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK})
+	}
+	return r, nil
 }
 
 // gwMicros formats µs, "—" for NaN.

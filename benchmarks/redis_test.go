@@ -39,9 +39,17 @@ import (
 var redisAddr string
 
 // TestMain starts a redis-server on a free loopback port for the Redis
-// cases, runs the tests and stops it. Without the redis-server binary the
+// cases, runs the tests and stops it; with gwFloorEnv set it is
+// TestGateway's floor server instead. Without the redis-server binary the
 // Redis cases skip, except under CI (CI set), where that is a failure.
 func TestMain(m *testing.M) {
+	if os.Getenv(gwFloorEnv) != "" { // started by TestGateway as its floor
+		if err := serveGatewayFloor(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if msg := redisserver.Missing(); msg != "" {
 		if os.Getenv("CI") != "" {
 			fmt.Println(msg + " (CI is set, so the Redis cases fail)")
