@@ -39,13 +39,13 @@ import (
 // g+32, g+64, ... modulo 1,000 in turn). Rows: envoyproxy/ratelimit on
 // the redis-server TestMain started, ratekit-server on the same Redis,
 // ratekit-server on memory, and the floor, this binary answering OK at
-// once (the gRPC call alone, as PING is the Redis tables'). Both servers get their configuration from
-// the same environment variables (RUNTIME_ROOT, RUNTIME_SUBDIRECTORY,
-// RUNTIME_APPDIRECTORY, REDIS_URL, GRPC_PORT, ...) and run with their
-// defaults otherwise: envoyproxy/ratelimit's local cache off
-// (LOCAL_CACHE_SIZE_IN_BYTES=0), its pool of 10 Redis connections, no
-// pipeline window, statistics to its log (USE_STATSD=false); ratekit's
-// RateLimit headers on.
+// once (the gRPC call alone, as PING is the Redis tables'). Both servers
+// get their configuration from the same environment variables
+// (RUNTIME_ROOT, RUNTIME_SUBDIRECTORY, RUNTIME_APPDIRECTORY, REDIS_URL,
+// GRPC_PORT, ...) and run with their defaults otherwise:
+// envoyproxy/ratelimit's local cache off (LOCAL_CACHE_SIZE_IN_BYTES=0),
+// its pool of 10 Redis connections, no pipeline window, statistics to its
+// log (USE_STATSD=false); ratekit's RateLimit headers on.
 //
 // Speed: rounds of the servers in turn, each a warm-up and then a
 // timed run on fresh values (the round's own names), so that every run
