@@ -39,7 +39,9 @@ var ErrCrossSlot = errors.New("the layers' keys lie in different Cluster slots")
 // [core.Layered.AllowCosts] does. On Redis Cluster, use one key for every
 // layer ([Layered.AllowN], [Layered.AllowLayers]); per-layer keys
 // ([Layered.AllowKeys], AllowCosts) are for a single node or Sentinel, or
-// keys of one slot ([RuleStore] decides a rule's limits slot by slot).
+// keys of one slot; [Layered.AllowCostsBySlot] decides keys of several
+// slots slot by slot, all or nothing, as [RuleStore] decides a rule's
+// limits.
 //
 // A Layered is safe for concurrent use. The zero value is not usable;
 // create one with [NewLayered].
@@ -74,7 +76,8 @@ type layeredConf struct {
 	costs    []int64 // each layer's capacity
 	script   *redis.Script
 	sha      any
-	since    any // as conf's
+	since    any  // as conf's
+	subs     subs // the Layereds over its subsets of layers, built as AllowCostsBySlot needs them
 }
 
 var _ core.MultiKeyLimiter = (*Layered)(nil)

@@ -372,42 +372,31 @@ func (e *ruleEnforcer) decideRedis(ctx context.Context, layers []rules.Layer, co
 		return e.decideGroup(ctx, layers, gs[0], commit, dst)
 	}
 	ds := append(dst[:0], make([]core.Decision, len(layers))...)
-	start := e.s.clock.Now()
-	done := 0 // the groups that counted
-	refused := false
-	var failed error
-	for g, gr := range gs {
-		gd, err := e.decideGroup(ctx, layers, gr, commit && !refused, nil)
+	decide := func(g int, commit bool) (bool, error) {
+		gd, err := e.decideGroup(ctx, layers, gs[g], commit, nil)
 		if err != nil {
-			failed = err
-			break
+			return false, err
 		}
-		for j, i := range gr.idx {
+		for j, i := range gs[g].idx {
 			ds[i] = gd.Layers[j]
 		}
-		if !gd.Allowed {
-			refused = true
-		} else if commit && !refused {
-			done = g + 1
-		}
+		return gd.Allowed, nil
 	}
-	if (refused || failed != nil) && done > 0 {
+	refund := func(g int, elapsed time.Duration, failed bool) {
+		gr := gs[g]
+		if e.refundGroup(ctx, layers, gr, elapsed) != nil || failed {
+			return
+		}
 		// Given back: the request counts nowhere. A refused request's
 		// layers then report their state as it is, as memory's do.
-		elapsed := max(e.s.clock.Now().Sub(start), 0)
-		for _, gr := range gs[:done] {
-			if e.refundGroup(ctx, layers, gr, elapsed) != nil || failed != nil {
-				continue
-			}
-			if gd, err := e.decideGroup(ctx, layers, gr, false, nil); err == nil {
-				for j, i := range gr.idx {
-					ds[i] = gd.Layers[j]
-				}
+		if gd, err := e.decideGroup(ctx, layers, gr, false, nil); err == nil {
+			for j, i := range gr.idx {
+				ds[i] = gd.Layers[j]
 			}
 		}
 	}
-	if failed != nil {
-		return core.LayeredDecision{Layer: -1}, failed
+	if _, err := decideGroups(e.s.clock, len(gs), commit, decide, refund); err != nil {
+		return core.LayeredDecision{Layer: -1}, err
 	}
 	return core.MostRestrictive(ds), nil
 }
@@ -470,48 +459,33 @@ func (e *ruleEnforcer) refundGroup(ctx context.Context, layers []rules.Layer, gr
 // back what the earlier ones counted when a later one refuses.
 func (e *ruleEnforcer) decideFailover(ctx context.Context, layers []rules.Layer, commit bool, dst []core.Decision) (core.LayeredDecision, error) {
 	ds := dst[:0]
-	start := e.s.clock.Now()
-	done := 0
-	refused := false
-	var failed error
-	for i, ly := range layers {
+	decide := func(i int, commit bool) (bool, error) {
+		ly := layers[i]
 		fo, err := e.failover(ly)
 		if err != nil {
-			failed = err
-			break
+			return false, err
 		}
 		var d core.Decision
-		if commit && !refused {
+		if commit {
 			d, err = fo.AllowN(ctx, ly.Key, ly.Cost)
 		} else {
 			d, err = fo.Peek(ctx, ly.Key, ly.Cost)
 		}
-		if err != nil {
-			failed = err
-			ds = append(ds, d)
-			break
-		}
 		ds = append(ds, d)
-		if !d.Allowed {
-			refused = true
-		} else if commit && !refused {
-			done = i + 1
+		return d.Allowed, err
+	}
+	refund := func(i int, elapsed time.Duration, _ bool) {
+		ly := layers[i]
+		if fo, err := e.failover(ly); err == nil {
+			_ = fo.Refund(ctx, ly.Key, ly.Cost, elapsed)
 		}
 	}
-	if (refused || failed != nil) && done > 0 {
-		elapsed := max(e.s.clock.Now().Sub(start), 0)
-		for _, ly := range layers[:done] {
-			if fo, err := e.failover(ly); err == nil {
-				_ = fo.Refund(ctx, ly.Key, ly.Cost, elapsed)
-			}
-		}
-	}
-	if failed != nil {
+	if _, err := decideGroups(e.s.clock, len(layers), commit, decide, refund); err != nil {
 		ld := core.LayeredDecision{Layer: len(ds) - 1, Layers: ds}
 		if len(ds) > 0 {
 			ld.Decision = ds[len(ds)-1]
 		}
-		return ld, failed
+		return ld, err
 	}
 	return core.MostRestrictive(ds), nil
 }
