@@ -3,6 +3,8 @@ package rlservice
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +28,19 @@ func TestRedis(t *testing.T) {
 	addr := redisserver.StartT(t)
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
+	runOnRedis(t, c)
+}
+
+// The memory tests on a Redis Cluster of three masters: a request's
+// descriptors whose keys lie in different slots are decided slot by slot,
+// with the same decisions and responses.
+func TestRedisCluster(t *testing.T) {
+	c := newCluster(t)
+	runOnRedis(t, c)
+}
+
+// runOnRedis runs the memory tests with their counts in c.
+func runOnRedis(t *testing.T, c redis.UniversalClient) {
 	testRedis = c
 	defer func() { testRedis = nil }()
 	for name, f := range map[string]func(*testing.T){
@@ -40,6 +55,84 @@ func TestRedis(t *testing.T) {
 		"MixedCosts":       TestMixedCosts,
 	} {
 		t.Run(name, f)
+	}
+}
+
+// newCluster starts a Redis Cluster of three masters for t and returns a
+// client of it, closed when t ends.
+func newCluster(t *testing.T) *redis.ClusterClient {
+	t.Helper()
+	cl := redisserver.StartClusterT(t, redisserver.ClusterConfig{Masters: 3})
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs, MaxRetries: -1})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// On a Cluster, concurrent requests whose descriptors' keys lie in
+// different slots never admit more than the tightest limit, and a refused
+// request leaves nothing counted in any slot.
+func TestRedisClusterNeverOverAdmits(t *testing.T) {
+	c := newCluster(t)
+	l, err := New(mustConfig(t, `domain: c
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 20}
+  - key: ip
+    rate_limit: {unit: minute, requests_per_unit: 30}
+  - key: org
+    rate_limit: {unit: minute, requests_per_unit: 25}
+`), Options{Redis: c, RedisPrefix: "test:" + t.Name(), Clock: core.NewManualClock(start)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 10 {
+				resp, err := l.ShouldRateLimit(ctx, req("c", "user=alice;ip=203.0.113.7;org=acme", 0))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if resp.OverallCode == ok {
+					admitted.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	n := admitted.Load()
+	if n > 20 || n == 0 {
+		t.Fatalf("%d admitted, want 1 to the limit, 20", n)
+	}
+	// The keys lie in more than one slot: the request spanned slots.
+	slots := map[int]bool{}
+	var mu sync.Mutex
+	if err := c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		keys, err := m.Keys(ctx, "test:"+t.Name()+"*").Result()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, k := range keys {
+			slots[redisserver.KeySlot(k)] = true
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(slots) < 2 {
+		t.Fatalf("the keys lie in %d slot, want several", len(slots))
+	}
+	// Only what was admitted is counted: ip has 30-n left, org 25-n.
+	resp, err := l.ShouldRateLimit(ctx, req("c", "ip=203.0.113.7;org=acme", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, limit := range []int64{30, 25} {
+		if got, want := int64(resp.Statuses[i].LimitRemaining), limit-n-1; got != want {
+			t.Errorf("descriptor %d: %d remaining after %d admitted, want %d", i, got, n, want)
+		}
 	}
 }
 

@@ -67,9 +67,12 @@ type Options struct {
 	// the responses' response_headers_to_add.
 	NoHeaders bool
 	// Redis, when set, holds the limits' counts, through redisstore, instead
-	// of this process's memory. A request's descriptors of one cost are one
-	// atomic script; on Redis Cluster they must hash to one slot, so use a
-	// single node or Sentinel for requests of several descriptors.
+	// of this process's memory. A request's descriptors are one atomic
+	// script on a single node or Sentinel; on Redis Cluster, one script per
+	// hash slot, decided slot by slot all or nothing
+	// (redisstore.Layered.AllowCostsBySlot): a slot that refuses has the
+	// slots before it give their units back, so that nothing stays counted
+	// and no more is admitted than one script would admit.
 	// Redis's TIME is the clock unless Clock is set.
 	Redis redis.UniversalClient
 	// RedisPrefix begins every Redis key. Default: [DefaultRedisPrefix].
@@ -605,8 +608,7 @@ func (l *Limiter) charge(st *state, enf []*item) (bool, error) {
 	for _, it := range merged {
 		placed := false
 		for r := range rounds {
-			// Redis's layered limiter takes one cost for every layer.
-			if !slices.ContainsFunc(rounds[r], func(o *item) bool { return o.ls == it.ls || (it.ls.mem == nil && o.cost != it.cost) }) {
+			if !slices.ContainsFunc(rounds[r], func(o *item) bool { return o.ls == it.ls }) {
 				rounds[r] = append(rounds[r], it)
 				placed = true
 				break
@@ -663,8 +665,8 @@ func (l *Limiter) charge(st *state, enf []*item) (bool, error) {
 }
 
 // layer is a layered decision over several limits: a core.Layered on
-// memory, the Redis store's layered limiter (one cost for every layer) on
-// Redis.
+// memory, the Redis store's layered limiter on Redis, slot by slot on a
+// Cluster.
 type layer interface {
 	AllowCosts(ctx context.Context, keys []string, costs []int64, dst []core.Decision) (core.LayeredDecision, error)
 	RefundCosts(ctx context.Context, keys []string, costs []int64, elapsed time.Duration) error
@@ -715,16 +717,16 @@ func (l *Limiter) layeredFor(st *state, items []*item) (layer, error) {
 	return lay, nil
 }
 
-// redisLayer is a redisstore.Layered as a layer. Its callers give every
-// layer the same cost (charge places items of other costs in other rounds).
+// redisLayer is a redisstore.Layered as a layer: one script on a single
+// node or Sentinel, one per slot on a Cluster.
 type redisLayer struct{ l *redisstore.Layered }
 
-func (r redisLayer) AllowCosts(ctx context.Context, keys []string, costs []int64, _ []core.Decision) (core.LayeredDecision, error) {
-	return r.l.AllowKeys(ctx, keys, costs[0])
+func (r redisLayer) AllowCosts(ctx context.Context, keys []string, costs []int64, dst []core.Decision) (core.LayeredDecision, error) {
+	return r.l.AllowCostsBySlot(ctx, keys, costs, dst)
 }
 
 func (r redisLayer) RefundCosts(ctx context.Context, keys []string, costs []int64, elapsed time.Duration) error {
-	return r.l.RefundKeys(ctx, keys, costs[0], elapsed)
+	return r.l.RefundCostsBySlot(ctx, keys, costs, elapsed)
 }
 
 func (l *Limiter) redisOptions() []redisstore.Option {
