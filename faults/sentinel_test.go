@@ -1,13 +1,9 @@
 package faults
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -28,93 +24,15 @@ type sentinelSetup struct {
 	sentinels       []string
 }
 
-// startSentinels starts a sentinelSetup and waits until every Sentinel
-// knows the replica and the other Sentinels.
+// startSentinels starts a sentinelSetup, ready: the replica in sync,
+// every Sentinel knowing it and the other Sentinels.
 func startSentinels(t *testing.T) *sentinelSetup {
 	t.Helper()
-	redisserver.Need(t)
-	ss := &sentinelSetup{}
-	var err error
-	ss.master, err = redisserver.Start(t.TempDir())
-	if ss.master != nil {
-		t.Cleanup(ss.master.Stop)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	host, port, _ := net.SplitHostPort(ss.master.Addr)
-	ss.replica, err = redisserver.Start(t.TempDir(), "--replicaof", host, port)
-	if ss.replica != nil {
-		t.Cleanup(ss.replica.Stop)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	replica := redis.NewClient(&redis.Options{Addr: ss.replica.Addr, MaxRetries: -1})
-	defer replica.Close()
-	if err := poll(ctx, 10*time.Second, func() error {
-		info, err := replica.Info(ctx, "replication").Result()
-		if err == nil && !strings.Contains(info, "master_link_status:up") {
-			err = fmt.Errorf("replica not in sync:\n%s", info)
-		}
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	for range 3 {
-		ss.sentinels = append(ss.sentinels, startSentinel(t, ss.master.Addr))
-	}
-	for _, addr := range ss.sentinels {
-		s := redis.NewSentinelClient(&redis.Options{Addr: addr, MaxRetries: -1})
-		err := poll(ctx, 20*time.Second, func() error {
-			m, err := s.Master(ctx, sentinelMaster).Result()
-			if err == nil && (m["num-slaves"] != "1" || m["num-other-sentinels"] != "2" || m["flags"] != "master") {
-				err = fmt.Errorf("sentinel %s: %v", addr, m)
-			}
-			return err
-		})
-		s.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	return ss
-}
-
-// startSentinel starts one Sentinel watching the master at addr and
-// returns its address.
-func startSentinel(t *testing.T, master string) string {
-	t.Helper()
-	port, err := redisserver.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	host, mport, _ := net.SplitHostPort(master)
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "sentinel.conf") // Sentinel rewrites it: a file of its own
-	text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\n"+
-		"sentinel monitor %s %s %s 2\n"+
-		"sentinel down-after-milliseconds %[3]s 1000\n"+
-		"sentinel failover-timeout %[3]s 2000\n", port, dir, sentinelMaster, host, mport)
-	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("redis-server", conf, "--sentinel")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start redis-server --sentinel: %v", err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
+	s := redisserver.StartSentinelT(t, redisserver.SentinelConfig{
+		Name: sentinelMaster, Replicas: 1, Sentinels: 3, Quorum: 2,
+		DownAfter: time.Second, FailoverTimeout: 2 * time.Second,
 	})
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	if err := poll(context.Background(), 10*time.Second, func() error { return redisserver.Ping(addr, 200*time.Millisecond) }); err != nil {
-		t.Fatalf("sentinel on %s: %v\n%s", addr, err, out.String())
-	}
-	return addr
+	return &sentinelSetup{master: s.Master, replica: s.Replicas[0], sentinels: s.Addrs}
 }
 
 // poll calls f every 10 ms until it returns nil, and returns its last

@@ -8,7 +8,8 @@
 // A [Group] holds the servers a test package shares; [StartCluster] starts
 // a Redis Cluster (with redis-cli --cluster create) of a group's servers,
 // whose masters, slots and replicas it can tell, whose nodes it can kill,
-// and whose failover it can wait for.
+// and whose failover it can wait for; [StartSentinel] a master, its
+// replicas and the Sentinels watching them.
 package redisserver
 
 import (

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -178,5 +179,20 @@ func TestStartPortTaken(t *testing.T) {
 	}
 	if err := Ping(s.Addr, time.Second); err != nil {
 		t.Error(err)
+	}
+}
+
+func TestSentinel(t *testing.T) {
+	s := StartSentinelT(t, SentinelConfig{Replicas: 1, Sentinels: 2})
+	if len(s.Addrs) != 2 || len(s.Replicas) != 1 {
+		t.Fatalf("%d Sentinels and %d replicas, want 2 and 1", len(s.Addrs), len(s.Replicas))
+	}
+	info, err := Do(s.Addrs[1], time.Second, "INFO", "sentinel")
+	if err != nil || !strings.Contains(info, "address="+s.Master.Addr) {
+		t.Fatalf("INFO sentinel: %q, %v; want the master %s", info, err, s.Master.Addr)
+	}
+	s.Stop()
+	if err := Ping(s.Addrs[0], 200*time.Millisecond); err == nil {
+		t.Error("a Sentinel answers after Stop")
 	}
 }
