@@ -218,6 +218,29 @@ func TestEnvoyRedis(t *testing.T) {
 	redisserver.Need(t)
 	c := redis.NewClient(&redis.Options{Addr: redisserver.StartT(t)})
 	defer c.Close()
+	runOnRedis(t, c)
+}
+
+// The integration cases through Sentinel: a master and the Sentinel
+// watching it, the client asking the Sentinel for the master.
+func TestEnvoySentinel(t *testing.T) {
+	s := redisserver.StartSentinelT(t, redisserver.SentinelConfig{})
+	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.Name, SentinelAddrs: s.Addrs, MaxRetries: -1})
+	defer c.Close()
+	runOnRedis(t, c)
+}
+
+// The integration cases on a Redis Cluster of three masters: a request's
+// descriptors in different slots are decided slot by slot.
+func TestEnvoyCluster(t *testing.T) {
+	cl := redisserver.StartClusterT(t, redisserver.ClusterConfig{Masters: 3})
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs, MaxRetries: -1})
+	defer c.Close()
+	runOnRedis(t, c)
+}
+
+// runOnRedis runs the integration cases with their counts in c.
+func runOnRedis(t *testing.T, c redis.UniversalClient) {
 	integrationRedis = c
 	defer func() { integrationRedis = nil }()
 	t.Run("BasicConfig", TestEnvoyBasicConfig)

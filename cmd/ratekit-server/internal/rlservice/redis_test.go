@@ -39,6 +39,14 @@ func TestRedisCluster(t *testing.T) {
 	runOnRedis(t, c)
 }
 
+// The memory tests through Sentinel: the same decisions and responses.
+func TestRedisSentinel(t *testing.T) {
+	s := redisserver.StartSentinelT(t, redisserver.SentinelConfig{})
+	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.Name, SentinelAddrs: s.Addrs, MaxRetries: -1})
+	defer c.Close()
+	runOnRedis(t, c)
+}
+
 // runOnRedis runs the memory tests with their counts in c.
 func runOnRedis(t *testing.T, c redis.UniversalClient) {
 	testRedis = c
