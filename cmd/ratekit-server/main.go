@@ -11,7 +11,11 @@
 // RUNTIME_SUBDIRECTORY and RUNTIME_APPDIRECTORY name the configuration
 // directory, GRPC_HOST and GRPC_PORT (or GRPC_UDS) the listen address,
 // MERGE_DOMAIN_CONFIG, LOG_LEVEL, GRPC_MAX_CONNECTION_AGE and
-// GRPC_MAX_CONNECTION_AGE_GRACE mean what they mean there.
+// GRPC_MAX_CONNECTION_AGE_GRACE mean what they mean there. With
+// -metrics-addr (USE_PROMETHEUS) it serves Prometheus metrics, with
+// -otlp-endpoint (OTEL_EXPORTER_OTLP_METRICS_ENDPOINT or
+// OTEL_EXPORTER_OTLP_ENDPOINT) it exports the per descriptor statistics
+// over OTLP/HTTP.
 //
 // SIGHUP, or a change in the configuration's directory, reloads it; a
 // configuration that does not load changes nothing. SIGTERM and SIGINT stop
@@ -38,6 +42,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/ratekit/ratekit/ratekitprom"
 
@@ -74,6 +80,22 @@ func redisClient(s settings) (redis.UniversalClient, error) {
 	return nil, fmt.Errorf("-redis-type %q: want single, sentinel or cluster", s.redisType)
 }
 
+// otlpMeterProvider returns a meter provider exporting over OTLP/HTTP to
+// -otlp-endpoint, every OTEL_METRIC_EXPORT_INTERVAL (60 s by default):
+// from the environment, the exporter reads its other OTEL_EXPORTER_OTLP_
+// variables (headers, TLS, timeout) as the SDK documents them.
+func otlpMeterProvider(s settings) (*sdkmetric.MeterProvider, error) {
+	var opts []otlpmetrichttp.Option
+	if !s.otlpFromEnv {
+		opts = append(opts, otlpmetrichttp.WithEndpointURL(s.otlp))
+	}
+	exp, err := otlpmetrichttp.New(context.Background(), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("-otlp-endpoint %q: %w", s.otlp, err)
+	}
+	return sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp))), nil
+}
+
 func main() {
 	if err := run(os.Args[1:], os.Getenv, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "ratekit-server:", err)
@@ -86,6 +108,8 @@ type settings struct {
 	config, grpcAddr, redisAddr, logLevel string
 	redisType, redisAuth                  string
 	metricsAddr, metricsPath              string
+	otlp                                  string // -otlp-endpoint
+	otlpFromEnv                           bool   // -otlp-endpoint is the environment's
 	nearLimitRatio                        float64
 	merge, noHeaders                      bool
 	drain, maxAge, maxAgeGrace            time.Duration
@@ -165,7 +189,9 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (setting
 			return s, fmt.Errorf("NEAR_LIMIT_RATIO=%q: want a number between 0 and 1", v)
 		}
 	}
-	fs.Float64Var(&s.nearLimitRatio, "near-limit-ratio", ratio, "a call is near the limit when it leaves less than 1-ratio of it, for ratekit_near_limit_total (env NEAR_LIMIT_RATIO)")
+	fs.Float64Var(&s.nearLimitRatio, "near-limit-ratio", ratio, "units admitted past this part of a limit count in near_limit (and a call leaving less than 1-ratio of it in ratekit_near_limit_total) (env NEAR_LIMIT_RATIO)")
+	defOTLP := env("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", getenv("OTEL_EXPORTER_OTLP_ENDPOINT"))
+	fs.StringVar(&s.otlp, "otlp-endpoint", defOTLP, "export the per descriptor statistics over OTLP/HTTP to this URL (http://collector:4318/v1/metrics); empty: no OTel export (env OTEL_EXPORTER_OTLP_METRICS_ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT and the exporter's other OTEL_ variables)")
 	fs.StringVar(&s.metricsPath, "metrics-path", env("PROMETHEUS_PATH", "/metrics"), "the metrics' path (env PROMETHEUS_PATH)")
 	fs.BoolVar(&s.merge, "merge", merge, "merge files of one domain instead of refusing them (env MERGE_DOMAIN_CONFIG)")
 	fs.BoolVar(&s.noHeaders, "no-headers", false, "leave RateLimit, RateLimit-Policy and Retry-After out of the responses")
@@ -179,6 +205,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (setting
 	if fs.NArg() > 0 {
 		return s, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	s.otlpFromEnv = s.otlp != "" && s.otlp == defOTLP
 	if s.config == "" {
 		return s, errors.New("no configuration: give -config (or RUNTIME_ROOT)")
 	}
@@ -195,18 +222,31 @@ func run(args []string, getenv func(string) string, stderr io.Writer) error {
 		return fmt.Errorf("-log-level %q: want debug, info, warn or error", s.logLevel)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	so := rlservice.Options{NoHeaders: s.noHeaders}
+	so := rlservice.Options{NoHeaders: s.noHeaders, NearLimitRatio: s.nearLimitRatio}
+	if s.nearLimitRatio <= 0 || s.nearLimitRatio >= 1 {
+		return fmt.Errorf("-near-limit-ratio %v: want a number between 0 and 1", s.nearLimitRatio)
+	}
+	if s.otlp != "" {
+		mp, err := otlpMeterProvider(s)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = mp.Shutdown(ctx) // the last export
+		}()
+		so.MeterProvider = mp
+		log.Info("exporting metrics over OTLP/HTTP", "endpoint", s.otlp)
+	}
 	var metrics *http.Server
 	if s.metricsAddr != "" {
 		reg := prometheus.NewRegistry()
-		if s.nearLimitRatio <= 0 || s.nearLimitRatio >= 1 {
-			return fmt.Errorf("-near-limit-ratio %v: want a number between 0 and 1", s.nearLimitRatio)
-		}
 		m, err := ratekitprom.New(reg, ratekitprom.WithNearLimit(1-s.nearLimitRatio))
 		if err != nil {
 			return err
 		}
-		so.Observer = m
+		so.Observer, so.Registerer = m, reg
 		mux := http.NewServeMux()
 		mux.Handle(s.metricsPath, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		metrics = &http.Server{Addr: s.metricsAddr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}

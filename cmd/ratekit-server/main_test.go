@@ -26,6 +26,7 @@ func TestParseEnvironment(t *testing.T) {
 		"REDIS_SOCKET_TYPE":             "tcp",
 		"REDIS_URL":                     "redis:6379",
 		"USE_PROMETHEUS":                "true",
+		"OTEL_EXPORTER_OTLP_ENDPOINT":   "http://collector:4318",
 	}
 	s, err := parse(nil, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {
@@ -38,6 +39,8 @@ func TestParseEnvironment(t *testing.T) {
 		redisType:      "single",
 		metricsAddr:    ":9090",
 		metricsPath:    "/metrics",
+		otlp:           "http://collector:4318",
+		otlpFromEnv:    true,
 		nearLimitRatio: 0.8,
 		logLevel:       "debug",
 		merge:          true,
@@ -55,6 +58,20 @@ func TestParseEnvironment(t *testing.T) {
 	}
 	if s.config != "x.yaml" || s.grpcAddr != "127.0.0.1:1" || s.redisAddr != "" || s.merge {
 		t.Errorf("flags: %+v", s)
+	}
+	s, err = parse([]string{"-otlp-endpoint", "http://otel:4318/v1/metrics"}, func(k string) string { return env[k] }, io.Discard)
+	if err != nil || s.otlp != "http://otel:4318/v1/metrics" || s.otlpFromEnv {
+		t.Errorf("-otlp-endpoint: %+v, %v", s, err)
+	}
+	// The exporter dials nothing until its first export.
+	for _, s := range []settings{s, {otlp: "http://collector:4318", otlpFromEnv: true}} {
+		mp, err := otlpMeterProvider(s)
+		if err != nil {
+			t.Fatalf("%+v: %v", s, err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		mp.Shutdown(ctx)
+		cancel()
 	}
 	env = map[string]string{"GRPC_UDS": "/run/rl.sock"}
 	if s, err = parse([]string{"-config", "c"}, func(k string) string { return env[k] }, io.Discard); err != nil || s.grpcAddr != "unix:/run/rl.sock" {

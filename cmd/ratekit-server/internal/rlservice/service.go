@@ -36,6 +36,9 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/rlconfig"
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/observe"
@@ -80,6 +83,17 @@ type Options struct {
 	// RedisTimeout bounds each Redis call (redisstore.WithTimeout).
 	// Default: redisstore's.
 	RedisTimeout time.Duration
+	// Registerer, when set, registers the per descriptor statistics
+	// envoyproxy/ratelimit keeps (total_hits, over_limit, near_limit,
+	// within_limit, shadow_mode; see [StatTotalHits]), counted in units,
+	// as Prometheus counters.
+	Registerer prometheus.Registerer
+	// MeterProvider, when set, counts the same statistics as OTel
+	// counters of its meter.
+	MeterProvider metric.MeterProvider
+	// NearLimitRatio is the part of a limit past which admitted units
+	// count in near_limit. Default: [DefaultNearLimitRatio].
+	NearLimitRatio float64
 	// Observer, when set, is told of each limit's decision in each request
 	// (see [Limiter.ShouldRateLimit]), for metrics such as ratekitprom's:
 	// the event's Rule is the domain, its Policy the limit's policy name.
@@ -103,6 +117,8 @@ type Limiter struct {
 
 	ovMu      sync.Mutex
 	overrides map[core.Policy]*limitState
+
+	stats *stats // nil: no per descriptor statistics
 }
 
 // state is what one configuration decides by; it never changes.
@@ -125,6 +141,7 @@ type limitState struct {
 	limit *rlconfig.Limit
 	one   core.Limiter // the limit alone: mem, or the Redis store's; nil for an unlimited limit or one of 0 requests
 	mem   *core.Memory // on memory
+	stats atomic.Pointer[statSet]
 }
 
 // New returns a Limiter deciding by cfg.
@@ -140,6 +157,11 @@ func New(cfg *rlconfig.Config, o Options) (*Limiter, error) {
 		o.RedisPrefix = DefaultRedisPrefix
 	}
 	l := &Limiter{o: o, clockSet: clockSet, overrides: make(map[core.Policy]*limitState)}
+	st, err := newStats(o)
+	if err != nil {
+		return nil, err
+	}
+	l.stats = st
 	if err := l.SetConfig(cfg); err != nil {
 		return nil, err
 	}
@@ -398,6 +420,9 @@ func (l *Limiter) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 			// Envoy's failure_mode_deny decides what the request gets.
 			return nil, status.Error(codes.Unavailable, err.Error())
 		}
+	}
+	if l.stats != nil {
+		l.stats.record(req.Domain, items, denied)
 	}
 	resp.OverallCode = pb.RateLimitResponse_OK
 	if denied {
