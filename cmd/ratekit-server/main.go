@@ -258,6 +258,13 @@ func run(args []string, getenv func(string) string, stderr io.Writer) error {
 		}
 		defer c.Close()
 		so.Redis = c
+		so.OnBreaker = func(open bool) {
+			if open {
+				log.Warn("Redis is failing: circuit breaker open, the domains' failure policies decide until a probe finds it", "cool_down", rlservice.DefaultBreakerCoolDown)
+			} else {
+				log.Info("Redis answers again: circuit breaker closed")
+			}
+		}
 	}
 	srv, err := rlserver.New(rlserver.Options{Config: s.config, Merge: s.merge, Log: log, Drain: s.drain, Service: so,
 		MaxConnectionAge: s.maxAge, MaxConnectionAgeGrace: s.maxAgeGrace})

@@ -191,3 +191,89 @@ func TestRedisDownFailure(t *testing.T) {
 	}
 	expect(t, fb, req("d", "a=1", 0), over, want{over, 0, time.Minute})
 }
+
+// callCounter counts the commands a client sends.
+type callCounter struct{ n *atomic.Int64 }
+
+func (h callCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h callCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (h callCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// While Redis is down, the breaker opens after its outages in a row: the
+// requests are then decided by the domain's failure policy without calling
+// Redis (none waits for its timeout), until, after each cool-down, one
+// request probes it; the probe that finds it closes the breaker.
+func TestRedisBreaker(t *testing.T) {
+	redisserver.Need(t)
+	srv, err := redisserver.Start(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, DialTimeout: 100 * time.Millisecond, MaxRetries: -1})
+	defer c.Close()
+	var calls atomic.Int64
+	c.AddHook(callCounter{&calls})
+	clk := core.NewManualClock(start)
+	var mu sync.Mutex
+	var transitions []bool
+	l, err := New(mustConfig(t, "domain: d\nfailure: open\n"+testConfig[len("domain: d\n"):]), Options{
+		Redis: c, RedisPrefix: "test:" + t.Name(), Clock: clk, RedisTimeout: 50 * time.Millisecond,
+		BreakerFailures: 3, BreakerCoolDown: 5 * time.Second,
+		OnBreaker: func(open bool) { mu.Lock(); transitions = append(transitions, open); mu.Unlock() },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect(t, l, req("d", "a=1", 0), ok, want{ok, 4, time.Minute})
+
+	srv.Stop()
+	sent := func(f func()) int64 {
+		before := calls.Load()
+		f()
+		return calls.Load() - before
+	}
+	// Three outages, each asking Redis, open the breaker.
+	for i := range 3 {
+		if n := sent(func() { expect(t, l, req("d", "a=1", 0), ok, want{ok, 0, 0}) }); n == 0 {
+			t.Errorf("outage %d: Redis not asked", i+1)
+		}
+	}
+	// Open: decided by the failure policy, Redis not asked.
+	for i := range 5 {
+		if n := sent(func() { expect(t, l, req("d", "a=1;b=1", 0), ok, want{ok, 0, 0}, want{ok, 0, 0}) }); n != 0 {
+			t.Errorf("breaker open, request %d: %d commands sent, want none", i+1, n)
+		}
+	}
+	// After the cool-down one request probes, finds Redis down: open again.
+	clk.Advance(5 * time.Second)
+	if n := sent(func() { expect(t, l, req("d", "a=1", 0), ok, want{ok, 0, 0}) }); n == 0 {
+		t.Error("after the cool-down: no probe")
+	}
+	if n := sent(func() { expect(t, l, req("d", "a=1", 0), ok, want{ok, 0, 0}) }); n != 0 {
+		t.Errorf("after a failed probe: %d commands sent, want none", n)
+	}
+	// Redis back (empty: no persistence): the next probe closes the
+	// breaker, and Redis decides again.
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(5 * time.Second)
+	expect(t, l, req("d", "a=1", 0), ok, want{ok, 4, 50 * time.Second})
+	expect(t, l, req("d", "a=1", 0), ok, want{ok, 3, 50 * time.Second})
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(transitions) != "[true false]" {
+		t.Errorf("breaker transitions %v, want [true false]", transitions)
+	}
+}

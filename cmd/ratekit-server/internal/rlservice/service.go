@@ -83,6 +83,17 @@ type Options struct {
 	// RedisTimeout bounds each Redis call (redisstore.WithTimeout).
 	// Default: redisstore's.
 	RedisTimeout time.Duration
+	// BreakerFailures and BreakerCoolDown set the circuit breaker in front
+	// of Redis (core.WithBreaker): after BreakerFailures outages in a row
+	// (default [DefaultBreakerFailures]), requests are decided by their
+	// domains' failure policies at once, without calling Redis, until a
+	// request probes it after BreakerCoolDown (default
+	// [DefaultBreakerCoolDown]) and finds it.
+	BreakerFailures int
+	BreakerCoolDown time.Duration
+	// OnBreaker, when set, is called with true when the breaker opens and
+	// false when it closes (core.WithBreakerHook).
+	OnBreaker func(open bool)
 	// Registerer, when set, registers the per descriptor statistics
 	// envoyproxy/ratelimit keeps (total_hits, over_limit, near_limit,
 	// within_limit, shadow_mode; see [StatTotalHits]), counted in units,
@@ -118,7 +129,8 @@ type Limiter struct {
 	ovMu      sync.Mutex
 	overrides map[core.Policy]*limitState
 
-	stats *stats // nil: no per descriptor statistics
+	stats   *stats         // nil: no per descriptor statistics
+	breaker *core.Failover // in front of Redis; nil on memory
 }
 
 // state is what one configuration decides by; it never changes.
@@ -162,6 +174,11 @@ func New(cfg *rlconfig.Config, o Options) (*Limiter, error) {
 		return nil, err
 	}
 	l.stats = st
+	if o.Redis != nil {
+		if l.breaker, err = newBreaker(o); err != nil {
+			return nil, err
+		}
+	}
 	if err := l.SetConfig(cfg); err != nil {
 		return nil, err
 	}
@@ -398,13 +415,23 @@ func (l *Limiter) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 	if l.o.Observer != nil {
 		began = l.o.Clock.Now()
 	}
-	denied, err := l.decide(st, items)
+	var denied bool
+	var err error
+	if l.breaker != nil {
+		err = l.throughBreaker(ctx, func() error {
+			var err error
+			denied, err = l.decide(st, items)
+			return err
+		})
+	} else {
+		denied, err = l.decide(st, items)
+	}
 	if l.o.Observer != nil {
 		l.observe(ctx, req.Domain, items, denied, err, l.o.Clock.Now().Sub(began))
 	}
 	if err != nil {
-		// The store failed (Redis unreachable, a timeout): the domain's
-		// failure policy decides.
+		// The store failed (Redis unreachable, a timeout), or the breaker
+		// is open after its outages: the domain's failure policy decides.
 		switch st.cfg.Failure(req.Domain).Mode {
 		case rlconfig.FailOpen:
 			denied = false
