@@ -10,6 +10,8 @@ import (
 
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/rlconfig"
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/redisserver"
+	"github.com/redis/go-redis/v9"
 )
 
 // BenchmarkShouldRateLimit: the issue's fixture, a fixed window of 100 per
@@ -17,7 +19,18 @@ import (
 // call itself (no gRPC). The clock never moves, so past the first 100,000
 // calls most are denials: what a limiter under attack meets. "two" decides
 // two descriptors of two limits together.
-func BenchmarkShouldRateLimit(b *testing.B) {
+func BenchmarkShouldRateLimit(b *testing.B) { benchShouldRateLimit(b, nil) }
+
+// BenchmarkShouldRateLimitRedis is BenchmarkShouldRateLimit on a
+// redis-server of its own: "two" is one script of two layers.
+func BenchmarkShouldRateLimitRedis(b *testing.B) {
+	redisserver.Need(b)
+	c := redis.NewClient(&redis.Options{Addr: redisserver.StartT(b), MaxRetries: -1})
+	defer c.Close()
+	benchShouldRateLimit(b, c)
+}
+
+func benchShouldRateLimit(b *testing.B, rc redis.UniversalClient) {
 	const yaml = `domain: bench
 descriptors:
   - key: client
@@ -35,7 +48,7 @@ descriptors:
 			if err != nil {
 				b.Fatal(err)
 			}
-			l, err := New(c, Options{Clock: core.NewManualClock(start), NoHeaders: true})
+			l, err := New(c, Options{Clock: core.NewManualClock(start), NoHeaders: true, Redis: rc, RedisPrefix: fmt.Sprint("bench:", b.N, ":", b.Name())})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/ratekit/ratekit/core"
@@ -22,9 +23,12 @@ type gateKey struct{}
 
 // gateRun is one request's decision on Redis.
 type gateRun struct {
-	run    func() error
+	l      *Limiter
+	st     *state
+	items  []item
 	called bool
-	err    error // run's
+	denied bool
+	err    error // the decision's
 }
 
 // redisGate is the breaker's remote limiter: its AllowN runs the request's
@@ -37,7 +41,7 @@ func (redisGate) AllowN(ctx context.Context, _ string, _ int64) (core.Decision, 
 		return core.Decision{}, errors.New("rlservice: breaker: no decision to run")
 	}
 	g.called = true
-	g.err = g.run()
+	g.denied, g.err = g.l.decide(g.st, g.items)
 	return core.Decision{Allowed: true}, g.err
 }
 
@@ -67,16 +71,22 @@ func newBreaker(o Options) (*core.Failover, error) {
 	return b, nil
 }
 
-// throughBreaker runs decide through the breaker: it returns decide's
-// error, or the breaker's when it is open and decide was not run.
-func (l *Limiter) throughBreaker(ctx context.Context, decide func() error) error {
-	g := &gateRun{run: decide}
+// decideRedis decides items on Redis through the breaker: decide's result,
+// or the breaker's error when it is open and Redis was not asked.
+func (l *Limiter) decideRedis(ctx context.Context, st *state, items []item) (bool, error) {
+	g := gatePool.Get().(*gateRun)
+	*g = gateRun{l: l, st: st, items: items}
 	_, err := l.breaker.AllowN(context.WithValue(ctx, gateKey{}, g), "redis", 1)
+	denied := false
 	if g.called {
-		return g.err
+		denied, err = g.denied, g.err
 	}
-	return err
+	*g = gateRun{}
+	gatePool.Put(g)
+	return denied, err
 }
+
+var gatePool = sync.Pool{New: func() any { return new(gateRun) }}
 
 // Defaults of the breaker, core.Failover's.
 const (

@@ -418,11 +418,7 @@ func (l *Limiter) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 	var denied bool
 	var err error
 	if l.breaker != nil {
-		err = l.throughBreaker(ctx, func() error {
-			var err error
-			denied, err = l.decide(st, items)
-			return err
-		})
+		denied, err = l.decideRedis(ctx, st, items)
 	} else {
 		denied, err = l.decide(st, items)
 	}
