@@ -8,6 +8,7 @@ require (
 	github.com/goccy/go-yaml v1.19.2
 	github.com/prometheus/client_golang v1.25.0
 	github.com/ratekit/ratekit v0.1.0
+	github.com/ratekit/ratekit/ratekitotel v0.1.0
 	github.com/ratekit/ratekit/ratekitprom v0.1.0
 	github.com/ratekit/ratekit/redisstore v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0

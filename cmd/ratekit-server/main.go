@@ -14,8 +14,7 @@
 // GRPC_MAX_CONNECTION_AGE_GRACE mean what they mean there. With
 // -metrics-addr (USE_PROMETHEUS) it serves Prometheus metrics, with
 // -otlp-endpoint (OTEL_EXPORTER_OTLP_METRICS_ENDPOINT or
-// OTEL_EXPORTER_OTLP_ENDPOINT) it exports the per descriptor statistics
-// over OTLP/HTTP.
+// OTEL_EXPORTER_OTLP_ENDPOINT) it exports them over OTLP/HTTP.
 //
 // SIGHUP, or a change in the configuration's directory, reloads it; a
 // configuration that does not load changes nothing. SIGTERM and SIGINT stop
@@ -45,6 +44,8 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
+	"github.com/ratekit/ratekit/observe"
+	"github.com/ratekit/ratekit/ratekitotel"
 	"github.com/ratekit/ratekit/ratekitprom"
 
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/rlserver"
@@ -191,7 +192,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (setting
 	}
 	fs.Float64Var(&s.nearLimitRatio, "near-limit-ratio", ratio, "units admitted past this part of a limit count in near_limit (and a call leaving less than 1-ratio of it in ratekit_near_limit_total) (env NEAR_LIMIT_RATIO)")
 	defOTLP := env("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", getenv("OTEL_EXPORTER_OTLP_ENDPOINT"))
-	fs.StringVar(&s.otlp, "otlp-endpoint", defOTLP, "export the per descriptor statistics over OTLP/HTTP to this URL (http://collector:4318/v1/metrics); empty: no OTel export (env OTEL_EXPORTER_OTLP_METRICS_ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT and the exporter's other OTEL_ variables)")
+	fs.StringVar(&s.otlp, "otlp-endpoint", defOTLP, "export the metrics (the per descriptor statistics and ratekitotel's) over OTLP/HTTP to this URL (http://collector:4318/v1/metrics); empty: no OTel export (env OTEL_EXPORTER_OTLP_METRICS_ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT and the exporter's other OTEL_ variables)")
 	fs.StringVar(&s.metricsPath, "metrics-path", env("PROMETHEUS_PATH", "/metrics"), "the metrics' path (env PROMETHEUS_PATH)")
 	fs.BoolVar(&s.merge, "merge", merge, "merge files of one domain instead of refusing them (env MERGE_DOMAIN_CONFIG)")
 	fs.BoolVar(&s.noHeaders, "no-headers", false, "leave RateLimit, RateLimit-Policy and Retry-After out of the responses")
@@ -237,6 +238,11 @@ func run(args []string, getenv func(string) string, stderr io.Writer) error {
 			_ = mp.Shutdown(ctx) // the last export
 		}()
 		so.MeterProvider = mp
+		om, err := ratekitotel.New(ratekitotel.WithMeterProvider(mp), ratekitotel.WithNearLimit(1-s.nearLimitRatio))
+		if err != nil {
+			return err
+		}
+		so.Observer = om
 		log.Info("exporting metrics over OTLP/HTTP", "endpoint", s.otlp)
 	}
 	var metrics *http.Server
@@ -246,7 +252,12 @@ func run(args []string, getenv func(string) string, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		so.Observer, so.Registerer = m, reg
+		so.Registerer = reg
+		if so.Observer != nil {
+			so.Observer = observe.Observers(so.Observer, m)
+		} else {
+			so.Observer = m
+		}
 		mux := http.NewServeMux()
 		mux.Handle(s.metricsPath, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		metrics = &http.Server{Addr: s.metricsAddr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
