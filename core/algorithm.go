@@ -33,6 +33,12 @@ type algorithm[S any] interface {
 	// units, never past fresh, never more room than if the units had not
 	// been counted. It may reuse s.
 	refund(s S, now, since, n int64) S
+	// charge returns s at now after counting n more units at now,
+	// unconditionally, for a settle that cost more than its estimate
+	// (settle.go): the key may go into debt, past the limit, by at most
+	// one capacity (the algorithm's bound, so that nothing overflows). It
+	// may reuse s.
+	charge(s S, now, n int64) S
 	// carry returns s, a state at now under the algorithm's parameters,
 	// converted to those of to, for [Memory.SetPolicy]: what it counts
 	// carries over as the algorithm defines it (docs/algorithms.md,

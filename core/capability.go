@@ -33,9 +33,10 @@ type Wrapper interface {
 }
 
 // As returns l as a T, a capability interface ([Refunder],
-// [LayeredLimiter], [MultiKeyLimiter], [PartialLimiter], [PolicyReporter]),
-// and true when l has that capability: l implements T and, when l is a
-// [Wrapper], so does every limiter along its Unwrap chain. A
+// [LayeredLimiter], [MultiKeyLimiter], [PartialLimiter], [Settler],
+// [PolicyReporter]), and true when l has that capability: l implements T
+// and, when l is a [Wrapper], so does every limiter along its Unwrap
+// chain. A
 // [PolicyReporter] must also report a valid Policy. It returns the zero T
 // and false otherwise, and for a nil l.
 //

@@ -104,6 +104,9 @@
 //     layered limiters themselves only; wrappers do not pass it on);
 //   - [PartialLimiter]: it grants as many of the units asked for as fit
 //     now (the memory store's limiters; wrappers do not pass it on yet);
+//   - [Settler]: it settles a request's actual cost after it ran, giving
+//     back or charging the difference from its estimate (the memory
+//     store's limiters; wrappers do not pass it on yet);
 //   - [PolicyReporter]: it knows its Policy;
 //   - [Wrapper]: it passes requests to another limiter, which Unwrap returns.
 //

@@ -111,7 +111,8 @@ var (
 	// RetryAfter would be true.
 	ErrCostTooHigh = errors.New("cost exceeds what the policy can ever allow")
 
-	// ErrInvalidCost reports a cost n <= 0.
+	// ErrInvalidCost reports a cost n <= 0, or a negative actual cost
+	// given to [Settler.Settle].
 	ErrInvalidCost = errors.New("cost must be positive")
 
 	// ErrEmptyKey reports an empty key. A key function that cannot identify

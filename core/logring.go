@@ -29,13 +29,16 @@ import (
 // removed, when it is full and a quarter of it is holes. It never holds
 // more than ⌈4·Limit/3⌉ slots, that is 16·Limit bytes: a log holds at most
 // Limit entries with units (each holds one at least), and a full ring of
-// that size is a quarter holes. Compacting, growing and shrinking copy the
+// that size is a quarter holes. A settled charge (settle.go) may take the
+// log past Limit, to at most 2·Limit units: it pushes with 2·Limit as the
+// bound, so a log in debt holds at most ⌈8·Limit/3⌉ slots, and the sum,
+// at most 2e9, still fits 32 bits. Compacting, growing and shrinking copy the
 // ring, as often as the entries added, emptied or dropped since the last
 // copy pay for it.
 //
 // A logState is 32 bytes: the slice's length counts the entries (holes
 // included) and its capacity is the ring's size, and the other fields are
-// 32-bit (a log holds at most Limit units, at most 1e9). A nil *logState
+// 32-bit (a log holds at most 2·Limit units, at most 2e9). A nil *logState
 // is an empty log.
 type logState struct {
 	slots []logSlot // the ring: cap(slots) slots, len(slots) entries from head on

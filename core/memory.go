@@ -111,6 +111,10 @@ type engine interface {
 	// refund gives back n units of key counted at since or later (Unix
 	// µs), at now, under the key's shard lock. See refund.go.
 	refund(key string, now, since, n int64)
+	// charge counts n more units for key at now, unconditionally, under
+	// the key's shard lock, adding the key if it is not held. See
+	// settle.go.
+	charge(key string, now, n int64)
 	// retune carries every key's state to the settings to and makes them
 	// the store's, under every shard's lock, at the time clock returns
 	// once they are all held. See SetPolicy.

@@ -11,8 +11,9 @@ import (
 // the exact "at most L units in any window of length W", and its memory grows
 // with the traffic: one 12-byte entry per distinct request time in the last
 // window, so at most L entries per key, in a ring of at most ⌈4L/3⌉ slots
-// (16·L bytes; see logState). Choose it for small limits (logins, signups),
-// not for 10,000 per second.
+// (16·L bytes; see logState), twice that while a settled charge keeps the
+// key in debt (settle.go: at most 2·L units, so 2·L entries). Choose it for
+// small limits (logins, signups), not for 10,000 per second.
 //
 // A decision's work is O(log k) for a log of k entries, plus, when it is
 // allowed, the entries it drops from the log (each is dropped once): see

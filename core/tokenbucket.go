@@ -249,6 +249,8 @@ func (g *gcra) refund(tat uint64, now, since, n int64) uint64 {
 	return g.in().refund(tat, now, since, n)
 }
 
+func (g *gcra) charge(tat uint64, now, n int64) uint64 { return g.in().charge(tat, now, n) }
+
 func (g *gcra) carry(tat uint64, now int64, to *settings) uint64 {
 	return g.in().carry(tat, now, &to.bucket)
 }
