@@ -37,7 +37,9 @@
 // [KeyPolicy] ([RefuseKey], [FallbackKey], [SkipKey]; a request served
 // without its own key is reported as [ErrKeyFallback]). What it costs:
 // [WithCost], [WithMaxBodyBytes]. Which requests: [WithSkip], and
-// [WithCountIf] ([Failures]) to keep counted only some outcomes. Failures:
+// [WithCountIf] ([Failures]) to keep counted only some outcomes, and
+// [WithSettle] with [SetCost] to settle a cost known only after the
+// handler ran (docs/expensive.md). Failures:
 // [WithErrorPolicy], [WithErrorHook]. Rollout: [WithDryRun]. Output:
 // [WithHeaders], a [HeaderStyle], and [WithDenied]. Time: [WithClock].
 //

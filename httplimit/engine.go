@@ -56,6 +56,11 @@ type Engine struct {
 	// a request's start is then the limiter's own reading.
 	memTime bool
 
+	// With WithSettle: the limiter and the failover's fallback limiter
+	// (local, nil without one) as Settlers.
+	settler, localSettler core.Settler
+	local                 core.Limiter
+
 	// The names of the fields written for a browser's script to read,
 	// and them as one Access-Control-Expose-Headers value.
 	exposedNames []string
@@ -107,6 +112,9 @@ func New(l core.Limiter, opts ...Option) (*Engine, error) {
 		c.maxBody = keyfunc.DefaultMaxBodyBytes
 	}
 	if err := c.checkCountIf(l, f); e.rl == nil && err != nil {
+		return nil, err
+	}
+	if err := e.checkSettle(l); err != nil {
 		return nil, err
 	}
 	e.base = c.clock.Now()
@@ -207,6 +215,8 @@ type Result struct {
 	denied bool            // d is a denial: r=0, t=Retry-After
 	serve  bool
 	charge bool // Done decides whether the request stays counted
+	settle bool // Done settles the cost the handler reported (WithSettle)
+	actual *actualCost
 	// counted: a limiter counted the request, which is served; a limit
 	// checked after this one that refuses it gives the units back
 	// ([Result.After]).
@@ -329,15 +339,18 @@ func (r *Result) WriteHTTP(w http.ResponseWriter) (serve bool) {
 // Done tells the engine the status the handler answered with. With
 // [WithCountIf], the request was counted before the handler ran, and Done
 // gives its units back to the limiter when the condition does not accept
-// the status. Call it after the handler whenever [Result.Serve] was true;
-// extra calls do nothing. A handler that panics never reaches Done, and its
-// request stays counted.
+// the status. With [WithSettle], a request that stays counted is settled
+// at the cost its handler reported ([SetCost]). Call it after the handler
+// whenever [Result.Serve] was true; extra calls do nothing. A handler that
+// panics never reaches Done, and its request stays counted at its
+// estimate.
 func (r *Result) Done(status int) {
-	if !r.charge {
-		return
-	}
-	r.charge = false
-	if r.e.cfg.countIf(status) {
+	charge, settle := r.charge, r.settle && r.counted
+	r.charge, r.settle = false, false
+	if !charge || r.e.cfg.countIf(status) {
+		if settle {
+			r.settleCost()
+		}
 		return
 	}
 	elapsed := r.e.since(r.start)
@@ -575,6 +588,7 @@ func (e *Engine) allowed(res *Result) {
 	// Only what a limiter counted is given back, never the error policy's
 	// Decision.
 	res.charge = e.cfg.countIf != nil && res.lim != nil
+	res.settle = e.cfg.settle && res.lim != nil
 	if d := res.d.Delay; d > 0 && e.cfg.dryRun == nil && ctxsleep.Sleep(res.req.Context(), d) != nil {
 		res.Done(0) // not served: give its units back if it was to be judged
 		res.refuse(canceledResponse(res.d))

@@ -72,7 +72,10 @@ func (e *Engine) Handler(next http.Handler, route func(*http.Request) string) ht
 		if l.Value.WriteHTTP(w) {
 			// The handler writes through l, where a limit further down
 			// finds this one's Result. A handler that panics leaves the
-			// request counted, and l is not reused.
+			// request counted at its estimate, and l is not reused.
+			if e.cfg.settle {
+				r = r.WithContext(l.Value.Context(r.Context()))
+			}
 			next.ServeHTTP(l, r)
 			l.Value.Done(l.Status())
 		}

@@ -27,6 +27,7 @@ type config struct {
 	dryRun    func(keyfunc.Request, core.Decision)
 	headers   HeaderStyle
 	countIf   func(status int) bool
+	settle    bool
 	noKey     KeyPolicy
 	badKey    KeyPolicy
 	clock     core.Clock
