@@ -242,3 +242,44 @@ func ExampleBlocking() {
 	// round 2 request 3: allowed true, retry after 0s
 	// round 2 request 4: allowed false, retry after 2m0s
 }
+
+// A request whose cost is known only after it ran, such as the tokens an
+// AI model used: it takes an estimate before and settles the actual cost
+// after. Costing more puts the key into debt, which a token bucket repays
+// at its refill rate.
+func ExampleSettler() {
+	clock := core.NewManualClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	// 1,000 tokens a minute, a burst of 1,000.
+	limiter, err := core.New(core.Policy{Name: "tokens", Limit: 1000, Window: time.Minute}, core.WithClock(clock))
+	if err != nil {
+		panic(err)
+	}
+	s, _ := core.As[core.Settler](limiter)
+
+	d, _ := limiter.AllowN(ctx, "user-7", 200) // the estimate
+	fmt.Println("estimate allowed:", d.Allowed, "left:", d.Remaining)
+	start := clock.Now()
+	clock.Advance(2 * time.Second)
+	// The model used 1,500 tokens: 1,300 more than estimated.
+	if err := s.Settle(ctx, "user-7", 200, 1500, clock.Now().Sub(start)); err != nil {
+		panic(err)
+	}
+	d, _ = limiter.Peek(ctx, "user-7", 100)
+	fmt.Println("in debt: allowed", d.Allowed, "left", d.Remaining, "retry after", d.RetryAfter)
+
+	clock.Advance(d.RetryAfter)
+	d, _ = limiter.AllowN(ctx, "user-7", 100)
+	fmt.Println("debt repaid:", d.Allowed)
+
+	// A request that used less than its estimate gives the rest back.
+	clock.Advance(time.Minute)
+	limiter.AllowN(ctx, "user-7", 500)
+	s.Settle(ctx, "user-7", 500, 120, 0)
+	d, _ = limiter.Peek(ctx, "user-7", 1)
+	fmt.Println("after using 120 of 500:", d.Remaining, "left")
+	// Output:
+	// estimate allowed: true left: 800
+	// in debt: allowed false left 0 retry after 34s
+	// debt repaid: true
+	// after using 120 of 500: 880 left
+}
