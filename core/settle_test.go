@@ -589,3 +589,74 @@ func FuzzSettle(f *testing.F) {
 	f.Add([]byte{4, 3, 1, 5, 0, 2, 9, 0, 3, 255, 64, 5, 0})
 	f.Fuzz(settleModel)
 }
+
+// TestSettleConcurrentHotKey over a Layered limiter of a token bucket and
+// a sliding log: each layer ends holding exactly the actual costs of the
+// requests allowed, and no more than its capacity plus the charges in
+// flight.
+func TestSettleConcurrentLayered(t *testing.T) {
+	const goroutines, rounds, over = 8, 3000, 2
+	ctx := context.Background()
+	clock := NewManualClock(time.Unix(1_800_000_002, 500_000_000))
+	a := mustNew(t, Policy{Algorithm: TokenBucket, Limit: 600, Window: time.Minute, Burst: 500}, WithClock(clock))
+	b := mustNew(t, Policy{Algorithm: SlidingLog, Limit: 800, Window: time.Minute}, WithClock(clock))
+	l, err := NewLayered(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var allowed, denied, actualSum atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 17))
+			<-start
+			for range rounds {
+				est := 1 + rng.Int64N(4)
+				// Half the requests go to the bucket alone, past the
+				// layered lock.
+				var d Decision
+				var err error
+				if rng.IntN(2) == 0 {
+					d, err = l.AllowN(ctx, "hot", est)
+				} else {
+					d, err = a.AllowN(ctx, "other", est)
+					if err == nil && d.Allowed {
+						err = a.Settle(ctx, "other", est, 0, 0)
+					}
+					continue
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if !d.Allowed {
+					denied.Add(1)
+					continue
+				}
+				allowed.Add(1)
+				actual := rng.Int64N(est + over + 1)
+				if err := l.Settle(ctx, "hot", est, actual, 0); err != nil {
+					t.Error(err)
+					return
+				}
+				actualSum.Add(actual)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	ua, ub := heldUnits(t, a, "hot"), heldUnits(t, b, "hot")
+	t.Logf("%d allowed, %d denied; the bucket holds %d, the log %d, the actual costs %d", allowed.Load(), denied.Load(), ua, ub, actualSum.Load())
+	if ua != actualSum.Load() || ub != actualSum.Load() {
+		t.Fatalf("the layers hold %d and %d, the allowed requests cost %d", ua, ub, actualSum.Load())
+	}
+	if ua > 500+goroutines*over {
+		t.Fatalf("the bucket holds %d, above its capacity 500 + %d in flight", ua, goroutines*over)
+	}
+	if u := heldUnits(t, a, "other"); u != 0 {
+		t.Fatalf("the bucket's other key holds %d after giving everything back", u)
+	}
+}
