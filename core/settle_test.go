@@ -660,3 +660,49 @@ func TestSettleConcurrentLayered(t *testing.T) {
 		t.Fatalf("the bucket's other key holds %d after giving everything back", u)
 	}
 }
+
+// A key in debt at the bound carries through SetPolicy, to a limit ten
+// times lower or higher and a window twice as long: still in debt after
+// the lower one, decisions sane after both, and the key repays on the new
+// policy's terms.
+func TestSettleDebtCarriesThroughSetPolicy(t *testing.T) {
+	ctx := context.Background()
+	for _, p := range settlePolicies() {
+		for _, scale := range []int64{10, -10} {
+			t.Run(fmt.Sprintf("%s/%d", p.Name, scale), func(t *testing.T) {
+				p.Limit *= 100
+				if p.Burst > 0 {
+					p.Burst *= 100
+				}
+				clock := NewManualClock(time.Unix(1_800_000_002, 500_000_000))
+				m := mustNew(t, p, WithClock(clock))
+				mustAllow(t, m, "k", 1)
+				if err := m.Settle(ctx, "k", 1, 1<<62, 0); err != nil {
+					t.Fatal(err)
+				}
+				q := p
+				if scale > 0 {
+					q.Limit *= scale
+					q.Burst *= scale
+				} else {
+					q.Limit /= -scale
+					q.Burst /= -scale
+				}
+				if p.Calendar == 0 {
+					q.Window *= 2
+				}
+				if err := m.SetPolicy(q); err != nil {
+					t.Fatal(err)
+				}
+				d := decideAt(t, m, "k", 1, true)
+				if d.Remaining < 0 || d.Allowed != (d.RetryAfter == 0) || scale < 0 && d.Allowed {
+					t.Fatalf("after SetPolicy(%v): %+v", q, d)
+				}
+				if !d.Allowed {
+					clock.Advance(d.RetryAfter)
+					mustAllow(t, m, "k", 1)
+				}
+			})
+		}
+	}
+}
