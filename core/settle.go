@@ -69,9 +69,12 @@ type Settler interface {
 	// not counted. An actual equal to the estimate does nothing. Settle
 	// makes no [Decision].
 	//
-	// Errors are those of Refund for the key, the estimate and elapsed,
-	// and [ErrInvalidCost] for a negative actual. A layered limiter
-	// settles in every layer. It is safe for concurrent use.
+	// Errors are those of Refund for the key and elapsed, and
+	// [ErrInvalidCost] for an estimate below 1 or a negative actual. An
+	// estimate above the capacity is not refused (a policy lowered since
+	// AllowN may have lowered the capacity); no more than the capacity is
+	// given back. A layered limiter settles in every layer. It is safe for
+	// concurrent use.
 	Settle(ctx context.Context, key string, estimate, actual int64, elapsed time.Duration) error
 }
 
