@@ -626,6 +626,10 @@ func TestSettleConcurrentLayered(t *testing.T) {
 					if err == nil && d.Allowed {
 						err = a.Settle(ctx, "other", est, 0, 0)
 					}
+					if err != nil {
+						t.Error(err)
+						return
+					}
 					continue
 				}
 				if err != nil {
