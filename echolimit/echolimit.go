@@ -93,12 +93,20 @@ func New(l core.Limiter, opts ...httplimit.Option) echo.MiddlewareFunc {
 				// The handlers write through l, where a limit further
 				// down finds this one's Result.
 				resp.Writer = l
+				settling := l.Value.Settling()
+				if settling {
+					// The handlers report their cost through the
+					// request's context (httplimit.SetCost).
+					c.SetRequest(c.Request().WithContext(l.Value.Context(c.Request().Context())))
+				}
 				err = next(c)
 				if l.Value.Counting() {
 					if err != nil {
 						c.Error(err)
 						err = nil
 					}
+					l.Value.Done(resp.Status)
+				} else if settling {
 					l.Value.Done(resp.Status)
 				}
 				resp.Writer = l.ResponseWriter

@@ -44,6 +44,11 @@ func New(l core.Limiter, opts ...httplimit.Option) gin.HandlerFunc {
 			// counted, and g is not reused.
 			g.ResponseWriter = c.Writer
 			c.Writer = g
+			if g.res.Settling() {
+				// The handlers report their cost through the request's
+				// context (httplimit.SetCost).
+				c.Request = c.Request.WithContext(g.res.Context(c.Request.Context()))
+			}
 			c.Next()
 			c.Writer = g.ResponseWriter
 			g.res.Done(c.Writer.Status())

@@ -73,7 +73,7 @@ func (e *Engine) Handler(next http.Handler, route func(*http.Request) string) ht
 			// The handler writes through l, where a limit further down
 			// finds this one's Result. A handler that panics leaves the
 			// request counted at its estimate, and l is not reused.
-			if e.cfg.settle {
+			if l.Value.Settling() {
 				r = r.WithContext(l.Value.Context(r.Context()))
 			}
 			next.ServeHTTP(l, r)

@@ -31,9 +31,11 @@ import (
 // The limiter, and the fallback limiter of a [core.Fallback] error policy,
 // must be a [core.Settler] (the memory store's limiters are; the wrappers
 // do not pass it on yet): [New] fails otherwise, and with a
-// [RequestLimiter]. [Middleware], [Engine.Handler] and chilimit pass the
-// reporting context to the handler; an adapter of your own passes
-// [Result.Context].
+// [RequestLimiter]. [Middleware], [Engine.Handler], chilimit, ginlimit and
+// echolimit pass the reporting context to the handler (gin's c.Request,
+// echo's c.Request()); an adapter of your own passes [Result.Context].
+// Under the other adapters SetCost reports false, and requests cost their
+// estimates.
 //
 // Default: off; a request costs its estimate.
 func WithSettle() Option { return func(c *config) { c.settle = true } }
@@ -66,13 +68,20 @@ type actualCost struct {
 	outer *actualCost
 }
 
+// Settling reports whether the request's cost is settled after its
+// handler ran ([WithSettle]): it is served and counted. An adapter then
+// passes the handler the context [Result.Context] returns, and calls
+// [Result.Done] after it.
+func (r *Result) Settling() bool { return r.settle && r.counted }
+
 // Context returns ctx to pass to the handler: when the request is settled
-// after it ran ([WithSettle]) and served, a context derived from ctx
-// through which the handler reports its cost with [SetCost]; otherwise
-// ctx itself. ratekit's net/http middleware calls it; an adapter of your
-// own calls it once, after [Engine.Check], with the request's context.
+// after it ran ([Result.Settling]), a context derived from ctx through
+// which the handler reports its cost with [SetCost]; otherwise ctx
+// itself. ratekit's adapters call it when the request is settling; an
+// adapter of your own calls it once, after [Engine.Check], with the
+// request's context.
 func (r *Result) Context(ctx context.Context) context.Context {
-	if !r.settle || !r.counted {
+	if !r.Settling() {
 		return ctx
 	}
 	if r.actual == nil {
