@@ -91,6 +91,12 @@ func New(l core.Limiter, opts ...httplimit.Option) echo.MiddlewareFunc {
 				// Response, and where a limit further down finds this
 				// one's Result.
 				c.SetResponse(l)
+				settling := l.Value.Settling()
+				if settling {
+					// The handlers report their cost through the
+					// request's context (httplimit.SetCost).
+					c.SetRequest(c.Request().WithContext(l.Value.Context(c.Request().Context())))
+				}
 				err = next(c)
 				if l.Value.Counting() {
 					if err != nil {
@@ -99,6 +105,8 @@ func New(l core.Limiter, opts ...httplimit.Option) echo.MiddlewareFunc {
 					}
 					_, status := echo.ResolveResponseStatus(w, nil)
 					l.Value.Done(status)
+				} else if settling {
+					l.Value.Done(0) // the status is not needed to settle
 				}
 				c.SetResponse(w)
 			}

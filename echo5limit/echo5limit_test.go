@@ -349,3 +349,30 @@ func TestCountIfHandlerError(t *testing.T) {
 		}
 	}
 }
+
+// With httplimit.WithSettle, a handler reports its cost through
+// c.Request()'s context, and the request is settled at it after the
+// handler.
+func TestSettle(t *testing.T) {
+	clock := core.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	lim, err := core.New(core.Policy{Limit: 10, Window: 10 * time.Second}, core.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := echo.New()
+	e.Use(echo5limit.New(lim, httplimit.WithSettle(), httplimit.WithClock(clock),
+		httplimit.WithCost(func(keyfunc.Request) (int64, error) { return 2, nil })))
+	found := false
+	e.GET("/ai", func(c *echo.Context) error {
+		found = httplimit.SetCost(c.Request().Context(), 5)
+		return c.String(http.StatusOK, "ok")
+	})
+	rec := httptest.NewRecorder()
+	e.ServeHTTP(rec, httptest.NewRequest("GET", "/ai", nil))
+	if rec.Code != 200 || !found || rec.Header().Get("RateLimit") != `"default";r=8;t=2` {
+		t.Fatalf("%d %q, SetCost found a settling limit: %v", rec.Code, rec.Header().Get("RateLimit"), found)
+	}
+	if d, _ := lim.Peek(t.Context(), "192.0.2.1", 1); d.Remaining != 5 {
+		t.Fatalf("%d left after a request that cost 5, want 5", d.Remaining)
+	}
+}

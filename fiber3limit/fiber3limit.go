@@ -80,6 +80,16 @@ func New(l core.Limiter, opts ...httplimit.Option) fiber.Handler {
 		// A limit further down finds this one's Result in c.Locals.
 		uv.SetUserValue(stacked.Key{}, res)
 		defer uv.SetUserValue(stacked.Key{}, outer)
+		if res.Settling() {
+			// The handlers report their cost through c.Context()
+			// (httplimit.SetCost).
+			c.SetContext(res.Context(c.Context()))
+			if !res.Counting() {
+				err := c.Next()
+				res.Done(0) // the status is not needed to settle
+				return err
+			}
+		}
 		if !res.Counting() {
 			return c.Next()
 		}

@@ -82,6 +82,16 @@ func New(l core.Limiter, opts ...httplimit.Option) fiber.Handler {
 		// A limit further down finds this one's Result in c.Locals.
 		c.Locals(stacked.Key{}, res)
 		defer c.Locals(stacked.Key{}, outer)
+		if res.Settling() {
+			// The handlers report their cost through c.UserContext()
+			// (httplimit.SetCost).
+			c.SetUserContext(res.Context(c.UserContext()))
+			if !res.Counting() {
+				err := c.Next()
+				res.Done(0) // the status is not needed to settle
+				return err
+			}
+		}
 		if !res.Counting() {
 			return c.Next()
 		}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -240,4 +241,33 @@ func TestStreamedBody(t *testing.T) {
 			checkEcho(t, got, r.body)
 		}
 	})
+}
+
+// With httplimit.WithSettle, a handler reports its cost through
+// c.UserContext(), and the request is settled at it after the handler.
+func TestSettle(t *testing.T) {
+	clock := core.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	lim, err := core.New(core.Policy{Limit: 10, Window: 10 * time.Second}, core.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := fiber.New(fiber.Config{DisableStartupMessage: true})
+	f.Use(fiberlimit.New(lim, httplimit.WithSettle(), httplimit.WithClock(clock),
+		httplimit.WithKey(func(keyfunc.Request) (string, error) { return "k", nil }),
+		httplimit.WithCost(func(keyfunc.Request) (int64, error) { return 2, nil })))
+	found := false
+	f.Get("/ai", func(c *fiber.Ctx) error {
+		found = httplimit.SetCost(c.UserContext(), 6)
+		return c.SendString("ok")
+	})
+	resp, err := f.Test(httptest.NewRequest("GET", "/ai", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 || !found || resp.Header.Get("RateLimit") != `"default";r=8;t=2` {
+		t.Fatalf("%d %q, SetCost found a settling limit: %v", resp.StatusCode, resp.Header.Get("RateLimit"), found)
+	}
+	if d, _ := lim.Peek(t.Context(), "k", 1); d.Remaining != 4 {
+		t.Fatalf("%d left after a request that cost 6, want 4", d.Remaining)
+	}
 }

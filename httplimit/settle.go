@@ -31,11 +31,10 @@ import (
 // The limiter, and the fallback limiter of a [core.Fallback] error policy,
 // must be a [core.Settler] (the memory store's limiters are; the wrappers
 // do not pass it on yet): [New] fails otherwise, and with a
-// [RequestLimiter]. [Middleware], [Engine.Handler], chilimit, ginlimit and
-// echolimit pass the reporting context to the handler (gin's c.Request,
-// echo's c.Request()); an adapter of your own passes [Result.Context].
-// Under the other adapters SetCost reports false, and requests cost their
-// estimates.
+// [RequestLimiter]. [Middleware], [Engine.Handler] and every ratekit
+// adapter pass the reporting context to the handler: the request's
+// context (gin's c.Request, echo's c.Request()), fiber's c.UserContext(),
+// fiber v3's c.Context(). An adapter of your own passes [Result.Context].
 //
 // Default: off; a request costs its estimate.
 func WithSettle() Option { return func(c *config) { c.settle = true } }
