@@ -373,6 +373,7 @@ func init() {
 		return f.check(ctx, key, n, Limiter.AllowN, LayeredLimiter.AllowLayers, false)
 	}
 	failover.Local = func(f *Failover) Limiter { return f.local }
+	failover.Closed = func(f *Failover) bool { return f.onError.closed }
 }
 
 // errBreakerOpen is the cause of a refusal while the breaker is open.

@@ -28,3 +28,12 @@ var Check any
 // not a fallback: the middleware checks, when it is built, that a count
 // condition can give units back there too.
 var Local any
+
+// Closed is, once package core is initialized,
+//
+//	func(f *core.Failover) bool
+//
+// which reports whether f's error policy is FailClosed: the middleware
+// refuses a request whose in-flight limiter fails then, and serves it
+// otherwise (no fallback caps requests in flight).
+var Closed any
