@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/inflight"
 	"github.com/ratekit/ratekit/internal/ctxsleep"
 	"github.com/ratekit/ratekit/internal/failover"
 	"github.com/ratekit/ratekit/internal/httpview"
@@ -51,6 +52,10 @@ type Engine struct {
 	// set when the clock is core.SystemClock.
 	base   time.Time
 	system bool
+
+	// closed is set when the error policy is FailClosed: a request whose
+	// in-flight limiter fails is refused (WithInFlight).
+	closed bool
 
 	// memTime is set when mem reads the system clock as the engine does:
 	// a request's start is then the limiter's own reading.
@@ -95,6 +100,7 @@ func New(l core.Limiter, opts ...Option) (*Engine, error) {
 		return nil, fmt.Errorf("httplimit: WithErrorPolicy: %w", err)
 	}
 	e.f = f
+	e.closed = closedOf(f)
 	if e.rl, _ = l.(RequestLimiter); e.rl != nil {
 		if err := c.checkRequestLimiter(); err != nil {
 			return nil, err
@@ -231,7 +237,11 @@ type Result struct {
 	undo     RequestUndoer // gives back what a RequestLimiter counted
 	undone   bool          // undo was called
 	resp     *Response     // when refusing
-	retry    time.Duration // the Retry-After of a ProblemUnavailable refusal
+	retry    time.Duration // the Retry-After of a ProblemUnavailable or ProblemInFlight refusal
+	// lease is the request's in-flight lease when held is set
+	// (WithInFlight), given back by release.
+	lease inflight.Lease
+	held  bool
 }
 
 // Serve reports whether the handler should be called.
@@ -270,7 +280,7 @@ func (r *Result) RetryAfter() int64 {
 		return 0
 	case r.denied:
 		return RetryAfterSeconds(r.d.RetryAfter)
-	case r.resp.problem.Type == ProblemUnavailable:
+	case r.resp.problem.Type == ProblemUnavailable, r.resp.problem.Type == ProblemInFlight:
 		return RetryAfterSeconds(r.retry)
 	}
 	return 0
@@ -343,7 +353,7 @@ func (r *Result) WriteHTTP(w http.ResponseWriter) (serve bool) {
 // at the cost its handler reported ([SetCost]). Call it after the handler
 // whenever [Result.Serve] was true; extra calls do nothing. A handler that
 // panics never reaches Done, and its request stays counted at its
-// estimate.
+// estimate (its in-flight lease goes back in [Result.Release]).
 func (r *Result) Done(status int) {
 	charge, settle := r.charge, r.settle && r.counted
 	r.charge, r.settle = false, false
@@ -369,7 +379,8 @@ func (r *Result) Done(status int) {
 // cost function's error or a cost below 1 with a 400 [ProblemInvalidCost],
 // a cost above what the policy can ever allow with a 429
 // [ProblemCostTooHigh]. The error policy ([WithErrorPolicy]) applies to a
-// failing limiter only.
+// failing limiter only. With [WithInFlight], the request takes its lease
+// before the limiter is asked, and a request Check refuses holds none.
 func (e *Engine) Check(req keyfunc.Request) Result {
 	res := Result{e: e, req: req}
 	// The view of the net/http adapters keeps the body bound and the
@@ -394,11 +405,68 @@ func (e *Engine) Check(req keyfunc.Request) Result {
 	if res.cost, ok = e.cost(&res); !ok {
 		return res
 	}
-	if !e.decide(&res) {
+	if e.cfg.inflight != nil && !e.acquire(&res) {
 		return res
 	}
-	e.outcome(&res)
+	if e.decide(&res) {
+		e.outcome(&res)
+	}
+	if res.held && !res.serve {
+		res.release() // refused by the rate limit: it holds no lease
+	}
 	return res
+}
+
+// acquire takes res's in-flight lease ([WithInFlight]) and reports whether
+// the request goes on to its rate limit: it holds the lease, or is served
+// without one (a dry run, or a failing in-flight limiter not failing
+// closed); otherwise res is refused.
+func (e *Engine) acquire(res *Result) bool {
+	ctx := res.req.Context()
+	d, err := e.cfg.inflight.Acquire(ctx, res.key)
+	switch {
+	case err != nil:
+		e.report(res.req, fmt.Errorf("httplimit: in flight: %w", err))
+		switch {
+		case ctx.Err() != nil:
+			res.refuse(canceledResponse(core.Decision{}))
+		case errors.Is(err, inflight.ErrEmptyKey):
+			res.refuse(invalidKeyResponse())
+		case e.closed:
+			res.retry = failClosedRetry
+			res.refuse(unavailableResponse(res.retry))
+		default:
+			return true
+		}
+		return false
+	case d.Allowed:
+		res.lease, res.held = d.Lease, true
+		return true
+	case e.cfg.dryRun != nil:
+		e.cfg.dryRun(res.req, core.Decision{Limit: d.Limit, RetryAfter: d.RetryAfter})
+		return true
+	}
+	res.retry = d.RetryAfter
+	res.refuse(inFlightResponse(d))
+	return false
+}
+
+// release gives back r's in-flight lease, once.
+func (r *Result) release() {
+	if !r.held {
+		return
+	}
+	r.held = false
+	// The request's context, unless it has ended (the client went away):
+	// the lease goes back all the same. WithoutCancel costs an allocation,
+	// so only then.
+	ctx := r.req.Context()
+	if ctx.Err() != nil {
+		ctx = context.WithoutCancel(ctx)
+	}
+	if err := r.e.cfg.inflight.Release(ctx, r.lease); err != nil {
+		r.e.report(r.req, fmt.Errorf("httplimit: in flight: release: %w", err))
+	}
 }
 
 // key runs the key function and returns the request's key, or false when
@@ -467,6 +535,10 @@ var checkFailover = failover.Check.(func(*core.Failover, context.Context, string
 // localOf returns a core.Failover's fallback limiter, or nil
 // (internal/failover).
 var localOf = failover.Local.(func(*core.Failover) core.Limiter)
+
+// closedOf reports whether a core.Failover fails closed
+// (internal/failover).
+var closedOf = failover.Closed.(func(*core.Failover) bool)
 
 // decide asks the failover composition over the limiter for res.key and
 // res.cost, and records the Decision in res.d, every layer's in

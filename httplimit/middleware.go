@@ -72,11 +72,19 @@ func (e *Engine) Handler(next http.Handler, route func(*http.Request) string) ht
 		if l.Value.WriteHTTP(w) {
 			// The handler writes through l, where a limit further down
 			// finds this one's Result. A handler that panics leaves the
-			// request counted at its estimate, and l is not reused.
+			// request counted at its estimate, gives back its in-flight
+			// lease, and l is not reused.
 			if l.Value.Settling() {
 				r = r.WithContext(l.Value.Context(r.Context()))
 			}
+			ended := false
+			defer func() {
+				if !ended {
+					l.Value.Release()
+				}
+			}()
 			next.ServeHTTP(l, r)
+			ended = true
 			l.Value.Done(l.Status())
 		}
 		l.Value.Release()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/inflight"
 	"github.com/ratekit/ratekit/keyfunc"
 )
 
@@ -33,6 +34,7 @@ type config struct {
 	clock     core.Clock
 	maxBody   int64
 	lockout   *core.Lockout
+	inflight  inflight.Limiter
 	errs      []error // invalid options, reported by New
 
 	// keyGiven and onErrorGiven record WithKey and WithErrorPolicy, which
@@ -245,6 +247,41 @@ func WithMaxBodyBytes(n int64) Option {
 		c.maxBody = n
 		if n < 0 {
 			c.errs = append(c.errs, fmt.Errorf("httplimit: WithMaxBodyBytes(%d): must not be negative", n))
+		}
+	}
+}
+
+// WithInFlight caps the requests in flight per key with l: a request
+// takes a lease from l, by the request's key ([WithKey]), before the rate
+// limit is asked, and gives it back when the handler returns or panics.
+// The two decide together, all or nothing: a request refused by the cap
+// counts nothing in the rate limit, which is not asked, and one the rate
+// limit refuses (or a limit stacked inside this one: [Result.After])
+// gives its lease back at once, so a refused request holds neither.
+//
+// A request refused by the cap gets 429 Too Many Requests with
+// Retry-After (the [inflight.Decision]'s RetryAfter in whole seconds,
+// rounded up: 1 s unless a lease expires sooner), Cache-Control: no-store
+// and a [ProblemInFlight] body, without rate headers, since the rate
+// limit decided nothing; a [WithDenied] function is not called for it. It
+// is a 429, not a 503: the key's own requests fill its cap. In a dry run
+// ([WithDryRun]) it is reported to the dry-run function, as a Decision
+// with the cap as its Limit and the RetryAfter, and served without a
+// lease.
+//
+// When l fails (a store outage), the error reaches the [WithErrorHook]
+// hook and the request is served without a lease, the rate limit still
+// deciding it, unless the error policy is [core.FailClosed]: then it is
+// refused with 503 [ProblemUnavailable], Retry-After 1 s. [New] fails if
+// l is nil, and with a [RequestLimiter], whose limits have keys of their
+// own.
+//
+// Default: no cap on the requests in flight.
+func WithInFlight(l inflight.Limiter) Option {
+	return func(c *config) {
+		c.inflight = l
+		if l == nil {
+			c.errs = append(c.errs, errors.New("httplimit: WithInFlight(nil): a limiter is required"))
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/inflight"
 	"github.com/ratekit/ratekit/internal/ratehdr"
 )
 
@@ -21,6 +22,10 @@ const (
 	// the key as it is; the request costs more than the policy can ever
 	// allow ([core.ErrCostTooHigh]), so retrying it cannot help.
 	ProblemCostTooHigh = "https://pkg.go.dev/github.com/ratekit/ratekit/httplimit#ProblemCostTooHigh"
+	// ProblemInFlight: 429 with Retry-After; the key has as many requests
+	// in flight as [WithInFlight] allows; retry once one of them has
+	// ended. The rate limit counted nothing.
+	ProblemInFlight = "https://pkg.go.dev/github.com/ratekit/ratekit/httplimit#ProblemInFlight"
 	// ProblemUnavailable: 503 with Retry-After; the limiter failed and the
 	// error policy is [core.FailClosed] (or [core.Fallback] failed too).
 	ProblemUnavailable = "https://pkg.go.dev/github.com/ratekit/ratekit/httplimit#ProblemUnavailable"
@@ -111,6 +116,20 @@ func unavailableResponse(retry time.Duration) Response {
 		Detail: "The request could not be checked against its rate limit. Try again in " + plural(secs, "second") + ".",
 	})
 	r.Header.Set("Retry-After", strconv.FormatInt(secs, 10))
+	return r
+}
+
+// inFlightResponse returns the refusal of a request over its key's cap in
+// flight (see [WithInFlight]), to retry after retry.
+func inFlightResponse(d inflight.Decision) Response {
+	secs := RetryAfterSeconds(d.RetryAfter)
+	r := problemResponse(Problem{
+		Type:   ProblemInFlight,
+		Title:  "Too many requests in flight",
+		Status: http.StatusTooManyRequests,
+		Detail: "This client already has " + plural(d.InFlight, "request") + " in progress, as many as allowed at once. Try again in " + plural(secs, "second") + ".",
+	})
+	r.Header[hRetryAfter] = []string{strconv.FormatInt(secs, 10)}
 	return r
 }
 

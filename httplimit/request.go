@@ -74,11 +74,15 @@ type RequestUndoer interface {
 type releaser interface{ Release() }
 
 // Release tells the Result that its request is over, once the response is
-// written and Done called: what it holds for a [RequestLimiter] goes back
-// to that limiter's pools. The Result, and every Result copied from it,
-// is not used after. ratekit's adapters call it; an adapter of your own
-// that does not is still right, the memory then being collected instead.
+// written and Done called, or when the handler panicked: the request's
+// in-flight lease ([WithInFlight]) is given back, and what the Result holds
+// for a [RequestLimiter] goes back to that limiter's pools. The Result, and
+// every Result copied from it, is not used after; extra calls do nothing.
+// ratekit's adapters call it, deferred so that a panicking handler's lease
+// is given back too; an adapter of your own must call it with
+// [WithInFlight] (without, the memory is collected instead).
 func (r *Result) Release() {
+	r.release()
 	if rel, ok := r.undo.(releaser); ok {
 		r.undo, r.layers = nil, nil
 		rel.Release()
@@ -111,6 +115,9 @@ func (c *config) checkRequestLimiter() error {
 	}
 	if c.cost != nil {
 		errs = append(errs, errors.New("httplimit: New: WithCost with a RequestLimiter, whose limits have costs of their own"))
+	}
+	if c.inflight != nil {
+		errs = append(errs, errors.New("httplimit: New: WithInFlight with a RequestLimiter, whose limits have keys of their own"))
 	}
 	if c.onErrorGiven {
 		errs = append(errs, errors.New("httplimit: New: WithErrorPolicy with a RequestLimiter, whose limits have failure policies of their own"))

@@ -14,7 +14,8 @@ import (
 // this limit refuses the request (429, 400, 503), the units that outer and
 // every limit before it counted are given back at once, so that a request
 // refused by one limit is counted by none, and an app-wide quota is not
-// spent by requests a route's limit turns away. The headers of every limit
+// spent by requests a route's limit turns away; their in-flight leases
+// ([WithInFlight]) go back too. The headers of every limit
 // stay on the response, an outer limit's as it was with the request
 // counted.
 //
@@ -35,6 +36,7 @@ func (r *Result) After(outer *Result) {
 	}
 	for o := outer; o != nil; o = o.outer {
 		o.giveBack()
+		o.release()
 	}
 }
 

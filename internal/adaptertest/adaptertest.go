@@ -74,6 +74,9 @@ type App struct {
 	ctxID  atomic.Int64
 	gate   chan struct{} // when not nil, Handle waits for it to close
 	inside atomic.Int64  // handlers waiting at the gate
+	// entered, when not nil, receives a value as each handler reaches
+	// the gate.
+	entered chan struct{}
 }
 
 // Handle is the app's handler: drivers call it with the request's
@@ -85,6 +88,9 @@ func (a *App) Handle(statusHeader string, body []byte) (int, []byte) {
 	a.calls.Add(1)
 	if a.gate != nil {
 		a.inside.Add(1)
+		if a.entered != nil {
+			a.entered <- struct{}{}
+		}
 		<-a.gate
 	}
 	status := http.StatusOK
