@@ -105,6 +105,9 @@ type options struct {
 
 	failover    []core.FailoverOption // WithFailover's (NewRuleStore only)
 	failoverSet bool
+
+	leaseTTL    time.Duration // WithLeaseTTL's (NewInFlight only)
+	leaseTTLSet bool
 }
 
 // WithPrefix sets the first segment of every key, such as "myapp:limits".
@@ -286,6 +289,8 @@ func applyOptions(fn string, opts []Option) (options, error) {
 		return o, fmt.Errorf("redisstore: %s: WithBatching(%d): must not be negative", fn, o.maxBatch)
 	case o.failoverSet && fn != "NewRuleStore":
 		return o, fmt.Errorf("redisstore: %s: WithFailover is an option of NewRuleStore only", fn)
+	case o.leaseTTLSet && fn != "NewInFlight":
+		return o, fmt.Errorf("redisstore: %s: WithLeaseTTL is an option of NewInFlight only", fn)
 	}
 	o.batching = o.maxBatch != 1 // batches of one: no batching
 	return o, nil
