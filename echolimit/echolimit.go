@@ -99,7 +99,14 @@ func New(l core.Limiter, opts ...httplimit.Option) echo.MiddlewareFunc {
 					// request's context (httplimit.SetCost).
 					c.SetRequest(c.Request().WithContext(l.Value.Context(c.Request().Context())))
 				}
+				ended := false
+				defer func() {
+					if !ended {
+						l.Value.Release() // the handler panicked: its in-flight lease goes back
+					}
+				}()
 				err = next(c)
+				ended = true
 				if l.Value.Counting() {
 					if err != nil {
 						c.Error(err)

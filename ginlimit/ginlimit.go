@@ -41,7 +41,7 @@ func New(l core.Limiter, opts ...httplimit.Option) gin.HandlerFunc {
 		} else {
 			// The handlers write through g, where a limit further down
 			// finds this one's Result. One that panics leaves the request
-			// counted, and g is not reused.
+			// counted, gives back its in-flight lease, and g is not reused.
 			g.ResponseWriter = c.Writer
 			c.Writer = g
 			if g.res.Settling() {
@@ -49,7 +49,14 @@ func New(l core.Limiter, opts ...httplimit.Option) gin.HandlerFunc {
 				// context (httplimit.SetCost).
 				c.Request = c.Request.WithContext(g.res.Context(c.Request.Context()))
 			}
+			ended := false
+			defer func() {
+				if !ended {
+					g.res.Release() // the handler panicked: its in-flight lease goes back
+				}
+			}()
 			c.Next()
+			ended = true
 			c.Writer = g.ResponseWriter
 			g.res.Done(c.Writer.Status())
 		}
