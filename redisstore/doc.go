@@ -85,6 +85,14 @@
 // Redis cannot answer (see [RuleStore]). Reloads and overrides keep each
 // key's usage, as described next.
 //
+// # Requests in flight
+//
+// [NewInFlight] is an [inflight.Limiter]: at most N requests per key in
+// flight across every server, each holding a lease that expires after
+// [WithLeaseTTL] unless released, so a server that dies leaks nothing past
+// its leases' TTL. A key's leases are one sorted set (prefix:inflight:{key},
+// one Cluster slot), taken and dropped by one script of their own.
+//
 // # Changing a policy
 //
 // [Limiter.SetPolicy] and [Layered.SetPolicies] change a named policy's

@@ -27,6 +27,7 @@ var imports = map[string]string{
 	"hotkey":       "github.com/ratekit/ratekit/hotkey",
 	"guardtest":    "github.com/ratekit/ratekit/guard/guardtest",
 	"keyfunc":      "github.com/ratekit/ratekit/keyfunc",
+	"inflight":     "github.com/ratekit/ratekit/inflight",
 	"httplimit":    "github.com/ratekit/ratekit/httplimit",
 	"ginlimit":     "github.com/ratekit/ratekit/ginlimit",
 	"echolimit":    "github.com/ratekit/ratekit/echolimit",
