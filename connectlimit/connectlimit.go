@@ -111,7 +111,14 @@ func (i *interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		if hasInfo {
 			v.AddHeaders(info.ResponseHeader())
 		}
+		ended := false
+		defer func() {
+			if !ended {
+				v.Abandon() // the handler panicked: its in-flight lease goes back
+			}
+		}()
 		res, err := next(ctx, req)
+		ended = true
 		if !hasInfo && res != nil {
 			v.AddHeaders(res.Header())
 		}
@@ -138,7 +145,14 @@ func (i *interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) co
 		if i.lim.PerMessage {
 			conn = &meteredConn{StreamingHandlerConn: conn, i: i, call: c}
 		}
+		ended := false
+		defer func() {
+			if !ended {
+				v.Abandon() // the handler panicked: its in-flight lease goes back
+			}
+		}()
 		err := next(ctx, conn)
+		ended = true
 		v.Done(code(err))
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/inflight"
 	"github.com/ratekit/ratekit/internal/rpclimit"
 	"github.com/ratekit/ratekit/keyfunc"
 )
@@ -191,3 +192,17 @@ func WithClock(clk core.Clock) Option {
 //
 // Default: a stream is charged once, at its start.
 func WithPerMessage() Option { return func(c *config) { c.PerMessage = true } }
+
+// WithInFlight caps the calls in flight per key with l: a call takes a
+// lease before its limiter is asked and gives it back when the handler
+// returns or panics, as httplimit.WithInFlight does in HTTP (the same
+// cap for every procedure, by the call's key). A call over the cap is refused
+// with ResourceExhausted and a RetryInfo (1 s unless a lease expires
+// sooner), and counts nothing in the rate limit; one the rate limit
+// refuses holds no lease. It does not go with [WithPerMessage], for which
+// [NewInterceptor] panics, nor does a nil l.
+//
+// Default: no cap on the calls in flight.
+func WithInFlight(l inflight.Limiter) Option {
+	return func(c *config) { c.InFlight, c.InFlightSet = l, true }
+}

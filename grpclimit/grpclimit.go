@@ -97,7 +97,14 @@ func UnaryServerInterceptor(l core.Limiter, opts ...Option) grpc.UnaryServerInte
 			}
 			return nil, refusalError(r)
 		}
+		ended := false
+		defer func() {
+			if !ended {
+				v.Abandon() // the handler panicked: its in-flight lease goes back
+			}
+		}()
 		resp, err := handler(ctx, req)
+		ended = true
 		v.Done(uint32(status.Code(err)))
 		return resp, err
 	}
@@ -136,7 +143,14 @@ func StreamServerInterceptor(l core.Limiter, opts ...Option) grpc.StreamServerIn
 			return refusalError(r)
 		}
 		if !lim.PerMessage {
+			ended := false
+			defer func() {
+				if !ended {
+					v.Abandon() // the handler panicked: its in-flight lease goes back
+				}
+			}()
 			err := handler(srv, ss)
+			ended = true
 			v.Done(uint32(status.Code(err)))
 			return err
 		}

@@ -30,6 +30,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/httplimit"
+	"github.com/ratekit/ratekit/inflight"
 	"github.com/ratekit/ratekit/keyfunc"
 )
 
@@ -99,6 +100,11 @@ type Config struct {
 	// PerMessage charges every message a client streams, not only the
 	// stream's start (the interceptors read it; Check does not).
 	PerMessage bool
+	// InFlight caps the calls in flight per key (httplimit.WithInFlight);
+	// InFlightSet reports that the option was given, so that a nil one
+	// is a configuration mistake. It does not go with PerMessage.
+	InFlight    inflight.Limiter
+	InFlightSet bool
 	// NilFuncs names the options given a nil function, each a
 	// configuration mistake New reports.
 	NilFuncs []string
@@ -150,6 +156,14 @@ func New(who string, l core.Limiter, cfg Config) (*Limiter, error) {
 	if len(cfg.NilFuncs) > 0 {
 		return nil, fmt.Errorf("%s: %s(nil): a function is required", who, cfg.NilFuncs[0])
 	}
+	switch {
+	case cfg.InFlightSet && cfg.InFlight == nil:
+		return nil, fmt.Errorf("%s: WithInFlight(nil): a limiter is required", who)
+	case cfg.InFlight != nil && cfg.PerMessage:
+		// A message would take a lease of its own, held to the stream's
+		// end: the cap would count messages, not calls.
+		return nil, fmt.Errorf("%s: WithInFlight with WithPerMessage: the cap counts calls, not messages", who)
+	}
 	var opts []httplimit.Option
 	if cfg.Key != nil {
 		opts = append(opts, httplimit.WithKey(cfg.Key))
@@ -184,6 +198,9 @@ func New(who string, l core.Limiter, cfg Config) (*Limiter, error) {
 	}
 	if cfg.Clock != nil {
 		opts = append(opts, httplimit.WithClock(cfg.Clock))
+	}
+	if cfg.InFlight != nil {
+		opts = append(opts, httplimit.WithInFlight(cfg.InFlight))
 	}
 	// Calls carry no body a key function could read; keyfunc.Request's
 	// Field finds nothing.
@@ -311,6 +328,9 @@ func (v *Verdict) Refusal() Refusal {
 	p := v.res.Problem()
 	r := Refusal{Message: p.Detail, RetryAfter: v.res.RetryAfter(), Policy: p.Policy}
 	switch p.Type {
+	case httplimit.ProblemInFlight:
+		r.Code = CodeResourceExhausted
+		r.QuotaSubject = "inflight"
 	case httplimit.ProblemRateLimited, httplimit.ProblemCostTooHigh:
 		r.Code = CodeResourceExhausted
 		name := p.Policy
@@ -364,6 +384,15 @@ func (v *Verdict) AddHeaders(h http.Header) {
 func (v *Verdict) Done(code uint32) {
 	if !v.broken {
 		v.res.Done(int(code))
+		v.res.Release()
+	}
+}
+
+// Abandon gives back what the call holds when its handler panicked and
+// Done is not reached: its in-flight lease. Interceptors defer it, for
+// a recovery interceptor around them. The verdict is not used after.
+func (v *Verdict) Abandon() {
+	if !v.broken {
 		v.res.Release()
 	}
 }
