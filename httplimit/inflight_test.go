@@ -117,3 +117,54 @@ func TestInFlightAllocs(t *testing.T) {
 		}
 	}
 }
+
+// With a Layered limit, the cap and the layers decide one outcome: a
+// request over the cap counts in no layer, and one a layer denies holds no
+// lease.
+func TestInFlightLayered(t *testing.T) {
+	clock := core.NewManualClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	burst, _ := core.New(core.Policy{Name: "burst", Limit: 2, Window: time.Second}, core.WithClock(clock))
+	daily, _ := core.New(core.Policy{Name: "daily", Limit: 100, Window: 24 * time.Hour}, core.WithClock(clock))
+	layered, err := core.NewLayered(burst, daily)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := inflight.New(1, inflight.WithClock(clock))
+	var h http.Handler
+	var nested int
+	h = httplimit.Middleware(layered, httplimit.WithInFlight(m))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Nested") == "" {
+			req := httptest.NewRequest("GET", "/", nil)
+			req.Header.Set("X-Nested", "1")
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			nested = rec.Code
+		}
+	}))
+	serve := func() int {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		return w.Code
+	}
+	if got := serve(); got != 200 || nested != 429 {
+		t.Fatalf("first request %d, the one made while it ran %d; want 200 and 429", got, nested)
+	}
+	for _, l := range []*core.Memory{burst, daily} {
+		if d, _ := l.Peek(t.Context(), "192.0.2.1", 1); d.Remaining != d.Limit-1 {
+			t.Errorf("layer %s: %d remaining, want %d: the request over the cap counted nothing", d.Policy.Name, d.Remaining, d.Limit-1)
+		}
+	}
+	// The second request's nested one is over the cap too; the third is
+	// denied by the burst layer and must hold no lease.
+	serve()
+	if got := serve(); got != 429 {
+		t.Fatalf("third request in the second: %d, want 429 from the burst layer", got)
+	}
+	if n := m.InFlight("192.0.2.1"); n != 0 {
+		t.Fatalf("%d in flight after a layer denied, want 0", n)
+	}
+	clock.Advance(time.Second)
+	if got := serve(); got != 200 {
+		t.Fatalf("a second later: %d, want 200", got)
+	}
+}

@@ -104,6 +104,12 @@ func TestInFlightReleaseAndKeyTTL(t *testing.T) {
 	if err != nil || ttl <= 10*time.Second || ttl > 11*time.Second {
 		t.Fatalf("key PTTL = %v (%v), want in (10s, 11s]: the last lease's TTL and the margin", ttl, err)
 	}
+	// After a SCRIPT FLUSH (or a restart) the script is sent once again.
+	if err := c.ScriptFlush(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(10 * time.Second)
+	wantAcquire(t, f, "k", true, 1, 0)
 }
 
 // inFlightStart is the manual clock's start in the Redis in-flight tests.
