@@ -39,7 +39,8 @@
 // [WithCost], [WithMaxBodyBytes]. Which requests: [WithSkip], and
 // [WithCountIf] ([Failures]) to keep counted only some outcomes, and
 // [WithSettle] with [SetCost] to settle a cost known only after the
-// handler ran (docs/expensive.md). Failures:
+// handler ran (docs/expensive.md). How many at once: [WithInFlight]. After
+// a violation: [WithBlock]. Failures:
 // [WithErrorPolicy], [WithErrorHook]. Rollout: [WithDryRun]. Output:
 // [WithHeaders], a [HeaderStyle], and [WithDenied]. Time: [WithClock].
 //
