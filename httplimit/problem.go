@@ -123,11 +123,16 @@ func unavailableResponse(retry time.Duration) Response {
 // flight (see [WithInFlight]), to retry after retry.
 func inFlightResponse(d inflight.Decision) Response {
 	secs := RetryAfterSeconds(d.RetryAfter)
+	detail := "This client already has " + plural(d.InFlight, "request") + " in progress, as many as allowed at once."
+	if d.InFlight == 0 {
+		// A memory limiter whose table of keys is full of keys in flight.
+		detail = "Too many clients have requests in progress."
+	}
 	r := problemResponse(Problem{
 		Type:   ProblemInFlight,
 		Title:  "Too many requests in flight",
 		Status: http.StatusTooManyRequests,
-		Detail: "This client already has " + plural(d.InFlight, "request") + " in progress, as many as allowed at once. Try again in " + plural(secs, "second") + ".",
+		Detail: detail + " Try again in " + plural(secs, "second") + ".",
 	})
 	r.Header[hRetryAfter] = []string{strconv.FormatInt(secs, 10)}
 	return r
