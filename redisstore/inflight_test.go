@@ -203,3 +203,24 @@ func TestNewInFlightRejects(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkInFlightAcquireRelease is one request's lease on a single
+// node: an Acquire and its Release, two round trips, on the server's TIME.
+func BenchmarkInFlightAcquireRelease(b *testing.B) {
+	f, err := NewInFlight(newClient(b, singleNode(b)), 1<<30, WithPrefix(uniquePrefix(b.Name())))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			d, err := f.Acquire(context.Background(), "k")
+			if err != nil || !d.Allowed {
+				b.Error(d, err)
+				return
+			}
+			f.Release(context.Background(), d.Lease)
+		}
+	})
+}
