@@ -117,7 +117,7 @@ func (i *interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 				v.Abandon() // the handler panicked: its in-flight lease goes back
 			}
 		}()
-		res, err := next(ctx, req)
+		res, err := next(v.Context(ctx), req)
 		ended = true
 		if !hasInfo && res != nil {
 			v.AddHeaders(res.Header())
@@ -151,7 +151,7 @@ func (i *interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) co
 				v.Abandon() // the handler panicked: its in-flight lease goes back
 			}
 		}()
-		err := next(ctx, conn)
+		err := next(v.Context(ctx), conn)
 		ended = true
 		v.Done(code(err))
 		return err

@@ -7,6 +7,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/httplimit"
 	"github.com/ratekit/ratekit/inflight"
 	"github.com/ratekit/ratekit/internal/rpclimit"
 	"github.com/ratekit/ratekit/keyfunc"
@@ -192,6 +193,24 @@ func WithClock(clk core.Clock) Option {
 //
 // Default: a stream is charged once, at its start.
 func WithPerMessage() Option { return func(c *config) { c.PerMessage = true } }
+
+// WithSettle settles a call's cost after its handler ran, as
+// httplimit.WithSettle does in HTTP: the call is counted at its cost
+// ([WithCost], the estimate) before the handler, and the handler reports
+// what it really cost with [SetCost] on the context it is given; using
+// less gives the rest back, using more puts the key into debt, which its
+// next calls wait out exactly. A handler that panics, or reports nothing,
+// is settled at the estimate. The limiter must be a core.Settler (the
+// memory store's limiters are); [NewInterceptor] panics otherwise, and with
+// [WithPerMessage].
+//
+// Default: off; a call costs its estimate.
+func WithSettle() Option { return func(c *config) { c.Settle = true } }
+
+// SetCost reports n as the actual cost of the call whose context (given
+// to its handler, or derived from it) is ctx, for [WithSettle]; it is
+// httplimit.SetCost. It reports whether a limit settles the call.
+func SetCost(ctx context.Context, n int64) bool { return httplimit.SetCost(ctx, n) }
 
 // WithInFlight caps the calls in flight per key with l: a call takes a
 // lease before its limiter is asked and gives it back when the handler

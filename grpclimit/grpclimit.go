@@ -103,7 +103,7 @@ func UnaryServerInterceptor(l core.Limiter, opts ...Option) grpc.UnaryServerInte
 				v.Abandon() // the handler panicked: its in-flight lease goes back
 			}
 		}()
-		resp, err := handler(ctx, req)
+		resp, err := handler(v.Context(ctx), req)
 		ended = true
 		v.Done(uint32(status.Code(err)))
 		return resp, err
@@ -149,6 +149,9 @@ func StreamServerInterceptor(l core.Limiter, opts ...Option) grpc.StreamServerIn
 					v.Abandon() // the handler panicked: its in-flight lease goes back
 				}
 			}()
+			if sc := v.Context(ss.Context()); sc != ss.Context() {
+				ss = &settlingStream{ServerStream: ss, ctx: sc} // WithSettle
+			}
 			err := handler(srv, ss)
 			ended = true
 			v.Done(uint32(status.Code(err)))
@@ -184,6 +187,15 @@ func mustNew(who string, l core.Limiter, opts []Option) (lim *rpclimit.Limiter, 
 	}
 	return lim, cfg.CountIf != nil
 }
+
+// settlingStream is a stream whose handler reports its cost through its
+// context ([WithSettle]).
+type settlingStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *settlingStream) Context() context.Context { return s.ctx }
 
 // meteredStream charges every message the handler receives.
 type meteredStream struct {

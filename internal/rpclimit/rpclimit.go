@@ -105,6 +105,11 @@ type Config struct {
 	// is a configuration mistake. It does not go with PerMessage.
 	InFlight    inflight.Limiter
 	InFlightSet bool
+	// Settle settles a call's cost after its handler ran, at what the
+	// handler reported with httplimit.SetCost (httplimit.WithSettle); the
+	// interceptors pass the handler [Verdict.Context]. It does not go with
+	// PerMessage.
+	Settle bool
 	// NilFuncs names the options given a nil function, each a
 	// configuration mistake New reports.
 	NilFuncs []string
@@ -163,6 +168,10 @@ func New(who string, l core.Limiter, cfg Config) (*Limiter, error) {
 		// A message would take a lease of its own, held to the stream's
 		// end: the cap would count messages, not calls.
 		return nil, fmt.Errorf("%s: WithInFlight with WithPerMessage: the cap counts calls, not messages", who)
+	case cfg.Settle && cfg.PerMessage:
+		// Each message is charged at its own cost as it arrives: there is
+		// no one estimate for the handler's report to settle.
+		return nil, fmt.Errorf("%s: WithSettle with WithPerMessage: a stream charged per message has no one cost to settle", who)
 	}
 	var opts []httplimit.Option
 	if cfg.Key != nil {
@@ -201,6 +210,9 @@ func New(who string, l core.Limiter, cfg Config) (*Limiter, error) {
 	}
 	if cfg.InFlight != nil {
 		opts = append(opts, httplimit.WithInFlight(cfg.InFlight))
+	}
+	if cfg.Settle {
+		opts = append(opts, httplimit.WithSettle())
 	}
 	// Calls carry no body a key function could read; keyfunc.Request's
 	// Field finds nothing.
@@ -386,6 +398,16 @@ func (v *Verdict) Done(code uint32) {
 		v.res.Done(int(code))
 		v.res.Release()
 	}
+}
+
+// Context returns ctx for the handler: with Settle, for a call that is
+// settled after it ran, one through which the handler reports its cost
+// (httplimit.SetCost); otherwise ctx itself.
+func (v *Verdict) Context(ctx context.Context) context.Context {
+	if v.broken || !v.res.Settling() {
+		return ctx
+	}
+	return v.res.Context(ctx)
 }
 
 // Abandon gives back what the call holds when its handler panicked and
