@@ -200,7 +200,7 @@ func TestRoundTrips(t *testing.T) {
 		info, _ := admin.Info(ctx, "commandstats").Result()
 		var top int64
 		for _, line := range strings.Split(info, "\n") {
-			for _, cmd := range []string{"cmdstat_evalsha:", "cmdstat_eval:"} {
+			for _, cmd := range []string{"cmdstat_evalsha:", "cmdstat_fcall:", "cmdstat_eval:"} {
 				if rest, ok := strings.CutPrefix(strings.TrimSpace(line), cmd+"calls="); ok {
 					n, _ := strconv.ParseInt(strings.SplitN(rest, ",", 2)[0], 10, 64)
 					top += n

@@ -47,96 +47,9 @@ func TestServerRate(t *testing.T) {
 		t.Skip("redis-benchmark not installed")
 	}
 	ctx := context.Background()
-	hook := &evalRecorder{}
-	c := redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: -1})
-	defer c.Close()
-	c.AddHook(hook)
 	admin := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer admin.Close()
-
-	type script struct {
-		name string
-		args []string
-		per  int // decisions per call: 1, or a batch script's keys
-	}
-	var scripts []script
-	record := func(name string, decide func() error) {
-		hook.reset()
-		if err := decide(); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		args := hook.args()
-		if args == nil {
-			t.Fatalf("%s: no EVALSHA sent", name)
-		}
-		for i := range args {
-			args[i] = strings.ReplaceAll(args[i], "KEY", "__rand_int__")
-		}
-		scripts = append(scripts, script{name, args, 1})
-	}
-	for _, a := range core.Algorithms() {
-		p := open
-		p.Algorithm = a
-		if a == core.SlidingLog {
-			p.Limit, p.Window = 1_000_000, 1e9
-		}
-		l, err := redisstore.New(c, p, redisstore.WithPrefix("srv"), redisstore.WithBatching(1))
-		if err != nil {
-			t.Fatal(err)
-		}
-		record("ratekit "+a.String(), func() error { _, err := l.Allow(ctx, "KEY"); return err })
-	}
-	// Each batch script: the one call that a batching limiter sends for
-	// batchKeys decisions on distinct keys of one node, caught by a hook
-	// from 32 goroutines deciding until a batch of that size goes.
-	for _, a := range core.Algorithms() {
-		p := open
-		p.Algorithm = a
-		if a == core.SlidingLog {
-			p.Limit, p.Window = 1_000_000, 1e9
-		}
-		bc := redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: -1, PoolSize: 64})
-		rec := &batchRecorder{keys: batchKeys}
-		bc.AddHook(rec)
-		l, err := redisstore.New(bc, p, redisstore.WithPrefix("srvb"), redisstore.WithBatching(batchKeys))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var wg sync.WaitGroup
-		for g := range 32 {
-			wg.Go(func() {
-				for i := 0; i < 20000 && rec.args() == nil; i++ {
-					if _, err := l.Allow(ctx, "KEY"+strconv.Itoa(g)); err != nil {
-						t.Error(err)
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
-		bc.Close()
-		args := rec.args()
-		if args == nil {
-			t.Fatalf("%v: no batch of %d decisions sent", a, batchKeys)
-		}
-		key := regexp.MustCompile(`KEY[0-9]+`)
-		for i := range args {
-			args[i] = key.ReplaceAllString(args[i], "__rand_int__")
-		}
-		scripts = append(scripts, script{fmt.Sprintf("ratekit %v, batch of %d", a, batchKeys), args, batchKeys})
-	}
-	rr := redis_rate.NewLimiter(c)
-	lim := redis_rate.Limit{Rate: int(open.Limit), Period: open.Window, Burst: int(open.Limit)}
-	record("redis_rate (GCRA)", func() error { _, err := rr.Allow(ctx, "srv-rr:KEY", lim); return err })
-	store, err := uluredis.NewStoreWithOptions(c, ulule.StoreOptions{Prefix: "srv-ul"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ul := ulule.New(store, ulule.Rate{Period: open.Window, Limit: open.Limit})
-	record("ulule (INCRBY script)", func() error { _, err := ul.Get(ctx, "KEY"); return err })
-	scripts = append(scripts,
-		script{"PING (floor)", []string{"PING"}, 1},
-		script{"INCR (floor)", []string{"INCR", "srv-incr:__rand_int__"}, 1})
+	scripts := recordScripts(t, redisAddr)
 
 	rate := regexp.MustCompile(`([0-9.]+) requests per second`)
 	const rounds = 9
@@ -184,6 +97,105 @@ func TestServerRate(t *testing.T) {
 	}
 }
 
+// script is a command that makes per decisions: a library's one call.
+type script struct {
+	name string
+	args []string
+	per  int // decisions per call: 1, or a batch script's keys
+}
+
+// recordScripts returns the command each library sends to the Redis at
+// addr for a decision on a random key ("__rand_int__", as redis-benchmark
+// replaces it), and ratekit's batch scripts for batchKeys decisions, the
+// PING and INCR floors last.
+func recordScripts(t *testing.T, addr string) []script {
+	ctx := context.Background()
+	hook := &evalRecorder{}
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer c.Close()
+	c.AddHook(hook)
+	var scripts []script
+	record := func(name string, decide func() error) {
+		hook.reset()
+		if err := decide(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		args := hook.args()
+		if args == nil {
+			t.Fatalf("%s: no EVALSHA sent", name)
+		}
+		for i := range args {
+			args[i] = strings.ReplaceAll(args[i], "KEY", "__rand_int__")
+		}
+		scripts = append(scripts, script{name, args, 1})
+	}
+	for _, a := range core.Algorithms() {
+		p := open
+		p.Algorithm = a
+		if a == core.SlidingLog {
+			p.Limit, p.Window = 1_000_000, 1e9
+		}
+		l, err := redisstore.New(c, p, redisstore.WithPrefix("srv"), redisstore.WithBatching(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		record("ratekit "+a.String(), func() error { _, err := l.Allow(ctx, "KEY"); return err })
+	}
+	// Each batch script: the one call that a batching limiter sends for
+	// batchKeys decisions on distinct keys of one node, caught by a hook
+	// from 32 goroutines deciding until a batch of that size goes.
+	for _, a := range core.Algorithms() {
+		p := open
+		p.Algorithm = a
+		if a == core.SlidingLog {
+			p.Limit, p.Window = 1_000_000, 1e9
+		}
+		bc := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, PoolSize: 64})
+		rec := &batchRecorder{keys: batchKeys}
+		bc.AddHook(rec)
+		l, err := redisstore.New(bc, p, redisstore.WithPrefix("srvb"), redisstore.WithBatching(batchKeys))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for g := range 32 {
+			wg.Go(func() {
+				for i := 0; i < 20000 && rec.args() == nil; i++ {
+					if _, err := l.Allow(ctx, "KEY"+strconv.Itoa(g)); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		bc.Close()
+		args := rec.args()
+		if args == nil {
+			t.Fatalf("%v: no batch of %d decisions sent", a, batchKeys)
+		}
+		key := regexp.MustCompile(`KEY[0-9]+`)
+		for i := range args {
+			args[i] = key.ReplaceAllString(args[i], "__rand_int__")
+		}
+		scripts = append(scripts, script{fmt.Sprintf("ratekit %v, batch of %d", a, batchKeys), args, batchKeys})
+	}
+	rr := redis_rate.NewLimiter(c)
+	lim := redis_rate.Limit{Rate: int(open.Limit), Period: open.Window, Burst: int(open.Limit)}
+	record("redis_rate (GCRA)", func() error { _, err := rr.Allow(ctx, "srv-rr:KEY", lim); return err })
+	store, err := uluredis.NewStoreWithOptions(c, ulule.StoreOptions{Prefix: "srv-ul"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ul := ulule.New(store, ulule.Rate{Period: open.Window, Limit: open.Limit})
+	record("ulule (INCRBY script)", func() error { _, err := ul.Get(ctx, "KEY"); return err })
+	scripts = append(scripts,
+		script{"PING (floor)", []string{"PING"}, 1},
+		script{"INCR (floor)", []string{"INCR", "srv-incr:__rand_int__"}, 1})
+
+	return scripts
+}
+
 // batchKeys is the size of the batches TestServerRate measures: about
 // what 32 goroutines on one limiter send (two calls in flight, the rest
 // queued).
@@ -211,7 +223,7 @@ func (h *batchRecorder) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		for _, cmd := range cmds {
 			a := cmd.Args()
-			if cmd.Name() != "evalsha" || len(a) < 3 || fmt.Sprint(a[2]) != strconv.Itoa(h.keys) {
+			if cmd.Name() != "evalsha" && cmd.Name() != "fcall" || len(a) < 3 || fmt.Sprint(a[2]) != strconv.Itoa(h.keys) {
 				continue
 			}
 			args := make([]string, len(a))
@@ -271,7 +283,7 @@ func usecPerCall(t *testing.T, admin *redis.Client, cmd string) float64 {
 }
 
 // evalRecorder is a go-redis hook that keeps the arguments of the last
-// EVALSHA a client sent, as strings.
+// EVALSHA (or FCALL) a client sent, as strings.
 type evalRecorder struct {
 	mu   sync.Mutex
 	last []string
@@ -289,7 +301,7 @@ func (h *evalRecorder) DialHook(next redis.DialHook) redis.DialHook { return nex
 
 func (h *evalRecorder) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if cmd.Name() == "evalsha" {
+		if cmd.Name() == "evalsha" || cmd.Name() == "fcall" {
 			args := make([]string, len(cmd.Args()))
 			for i, a := range cmd.Args() {
 				args[i] = fmt.Sprint(a)

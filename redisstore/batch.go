@@ -181,8 +181,9 @@ func (b *batcher) flush() {
 	}
 }
 
-// send runs batch as one pipeline, and the decisions answered NOSCRIPT as a
-// second one, of EVALs.
+// send runs batch as one pipeline, and the calls answered without running
+// (NOSCRIPT, a function not found or FCALL refused: see again) as a second
+// one.
 func (b *batcher) send(batch []*waiter) {
 	ctx := context.Background()
 	var latest time.Time
@@ -213,22 +214,27 @@ func (b *batcher) send(batch []*waiter) {
 	_, _ = pipe.Exec(ctx)
 
 	var again redis.Pipeliner
+	var r retry
 	for _, w := range batch {
-		if !w.grouped && isNoScript(w.cmd.Err()) {
-			if again == nil {
-				again = b.l.client.Pipeline()
+		if err := w.cmd.Err(); !w.grouped && err != nil {
+			if c := b.l.again(ctx, w.cmd, err, &r); c != nil {
+				if again == nil {
+					again = b.l.client.Pipeline()
+				}
+				w.cmd = c
+				_ = again.Process(ctx, w.cmd)
 			}
-			w.cmd = b.l.evalOf(ctx, w.cmd)
-			_ = again.Process(ctx, w.cmd)
 		}
 	}
 	for _, g := range groups {
-		if isNoScript(g.cmd.Err()) {
-			if again == nil {
-				again = b.l.client.Pipeline()
+		if err := g.cmd.Err(); err != nil {
+			if c := b.l.again(ctx, g.cmd, err, &r); c != nil {
+				if again == nil {
+					again = b.l.client.Pipeline()
+				}
+				g.cmd = c.(*redis.StringCmd)
+				_ = again.Process(ctx, g.cmd)
 			}
-			g.cmd = b.l.evalOf(ctx, g.cmd).(*redis.StringCmd)
-			_ = again.Process(ctx, g.cmd)
 		}
 	}
 	if again != nil {
@@ -297,7 +303,7 @@ func (b *batcher) group(ctx context.Context, batch []*waiter, pipe redis.Pipelin
 			_ = pipe.Process(ctx, w.cmd) // not a decision
 			continue
 		}
-		if a := c.Args(); a[1] != cf.sha || len(a) == 8 && a[7] != cf.since || (len(a) == 6 || len(a) == 4) && cf.since != nil {
+		if a := c.Args(); a[1] != cf.sha && a[1] != cf.fn || len(a) == 8 && a[7] != cf.since || (len(a) == 6 || len(a) == 4) && cf.since != nil {
 			// Made under a policy SetPolicy has since replaced: its own
 			// script.
 			_ = pipe.Process(ctx, w.cmd)
@@ -327,10 +333,11 @@ func (b *batcher) group(ctx context.Context, batch []*waiter, pipe redis.Pipelin
 			_ = pipe.Process(ctx, g.members[0].cmd) // alone: its own script
 			continue
 		}
-		// EVALSHA bsha k key... (now n)... [since]
+		// EVALSHA bsha k key... (now n)... [since], or its FCALL
 		k := len(g.members)
 		args := make([]any, 3+3*k, 4+3*k)
-		args[0], args[1], args[2] = "evalsha", cf.bsha, k
+		args[0], args[1] = b.l.verb(cf.bsha, cf.bfn)
+		args[2] = k
 		if cf.since != nil {
 			args = append(args, cf.since)
 		}

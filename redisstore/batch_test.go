@@ -26,7 +26,9 @@ type pipeHook struct {
 	before             func()
 }
 
-func isScript(cmd redis.Cmder) bool { return cmd.Name() == "evalsha" || cmd.Name() == "eval" }
+func isScript(cmd redis.Cmder) bool {
+	return cmd.Name() == "evalsha" || cmd.Name() == "fcall" || cmd.Name() == "eval"
+}
 
 func (h *pipeHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h *pipeHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
@@ -221,14 +223,15 @@ func TestBatchingFewerCallsThanDecisions(t *testing.T) {
 		wg.Wait()
 		const decisions = goroutines * each
 		stats := commandStats(t, admin)
-		if stats["evalsha"] >= decisions || stats["evalsha"] == 0 || stats["eval"] != 0 {
-			t.Errorf("server saw %d EVALSHA and %d EVAL for %d decisions, want fewer EVALSHA and no EVAL", stats["evalsha"], stats["eval"], decisions)
+		calls := stats["evalsha"] + stats["fcall"]
+		if calls >= decisions || calls == 0 || stats["eval"] != 0 {
+			t.Errorf("server saw %d EVALSHA or FCALL and %d EVAL for %d decisions, want fewer EVALSHA or FCALL and no EVAL", calls, stats["eval"], decisions)
 		}
-		if got := hook.scripts.Load(); got != stats["evalsha"] {
-			t.Errorf("client sent %d scripts, server saw %d", got, stats["evalsha"])
+		if got := hook.scripts.Load(); got != calls {
+			t.Errorf("client sent %d scripts, server saw %d", got, calls)
 		}
 		t.Logf("%d decisions: %d script calls, %d in %d pipelines (largest %d)",
-			decisions, stats["evalsha"], hook.pipelined.Load(), hook.pipelines.Load(), hook.largest.Load())
+			decisions, calls, hook.pipelined.Load(), hook.pipelines.Load(), hook.largest.Load())
 		if hook.pipelines.Load() == 0 {
 			t.Error("no pipeline sent: batching never happened")
 		}
@@ -262,7 +265,7 @@ func TestBatchingNoScript(t *testing.T) {
 	addr := singleNode(t)
 	admin := newClient(t, addr)
 	limitercheck.ForEachAlgorithm(t, core.Policy{Limit: 100, Window: time.Hour}, func(t *testing.T, p core.Policy) {
-		client := newClient(t, addr)
+		client := scriptsClient(t, addr) // EVALSHA (functions_test.go)
 		var flushed atomic.Bool
 		hook := &pipeHook{before: func() {
 			if flushed.CompareAndSwap(false, true) {
@@ -407,8 +410,8 @@ func TestBatchingTimeoutCountsAtMostOnce(t *testing.T) {
 	t.Logf("run once after timing out: first and second %d/2, batched %d/10", counted['f']+counted['s'], counted['b'])
 }
 
-// writeCounter is a connection that counts the EVALSHA commands written
-// on it.
+// writeCounter is a connection that counts the EVALSHA and FCALL
+// commands written on it.
 type writeCounter struct {
 	net.Conn
 	evalsha *atomic.Int64
@@ -417,7 +420,7 @@ type writeCounter struct {
 func (c *writeCounter) Write(b []byte) (int, error) {
 	n, err := c.Conn.Write(b)
 	if err == nil {
-		c.evalsha.Add(int64(bytes.Count(b, []byte("$7\r\nevalsha\r\n"))))
+		c.evalsha.Add(int64(bytes.Count(b, []byte("$7\r\nevalsha\r\n")) + bytes.Count(b, []byte("$5\r\nfcall\r\n"))))
 	}
 	return n, err
 }

@@ -67,7 +67,7 @@ func sendBatch(t *testing.T, l *Limiter, reqs []batchReq, at func(i int)) ([]cor
 func scriptCalls(t *testing.T, c *redis.Client) int64 {
 	t.Helper()
 	s := commandStats(t, c)
-	return s["evalsha"] + s["eval"]
+	return s["evalsha"] + s["fcall"] + s["eval"]
 }
 
 // Random batches of decisions over a few keys (each key often more than
@@ -303,7 +303,7 @@ func TestBatchScriptServerTime(t *testing.T) {
 // EVAL, once, and decides every key once.
 func TestBatchScriptNoScript(t *testing.T) {
 	addr := singleNode(t)
-	client := newClient(t, addr)
+	client := scriptsClient(t, addr) // EVALSHA (functions_test.go)
 	admin := newClient(t, addr)
 	p := core.Policy{Limit: 10, Window: time.Hour, Algorithm: core.FixedWindow}
 	l := mustNew(t, client, p, WithPrefix(uniquePrefix(t.Name())))

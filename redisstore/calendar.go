@@ -87,7 +87,8 @@ func resync(r string) (now int64, ok bool) {
 func (l *Limiter) refundCalendar(ctx context.Context, c *conf, k string, now any, n, elapsed int64) error {
 	w := c.cal.at(now)
 	for range 2 {
-		args := []any{"evalsha", c.sha, "1", k, now, n, elapsed, w.args[0], w.args[1], w.args[2]}
+		verb, id := l.verb(c.sha, c.fn)
+		args := []any{verb, id, "1", k, now, n, elapsed, w.args[0], w.args[1], w.args[2]}
 		if c.since != nil {
 			args = append(args, c.since)
 		}

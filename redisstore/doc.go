@@ -11,12 +11,21 @@
 //
 // Each algorithm is one Lua script that reads the key's state, decides,
 // writes the new state and its expiry in one atomic step (or, for a
-// refund, gives units back, as [core.Memory.Refund] does), run with EVALSHA
-// (EVAL, once, when the server answers NOSCRIPT, as it does after a restart
-// or a SCRIPT FLUSH: the EVALSHA did not run). A policy's constants are
+// refund, gives units back, as [core.Memory.Refund] does). On Redis 7 and
+// later it runs as a Redis Function, by FCALL, which costs Redis less per
+// call than EVALSHA; the library is named "ratekit_" and the SHA-1 of its
+// code, so that two versions never replace each other's. It runs by
+// EVALSHA where Redis refuses functions (before Redis 7, or an ACL or a
+// managed Redis that does not permit FUNCTION and FCALL). A call whose
+// function or script the server lacks, as after a restart without
+// persistence, a FUNCTION FLUSH or SCRIPT FLUSH, or a failover to a node
+// that never had it, did not run: it is sent once more, after loading the
+// library (FCALL) or as EVAL. Calls by FCALL and by EVALSHA, from one
+// process or many, share keys and decide alike. A policy's constants are
 // written into its script, so a call passes only the key, the time and the
-// cost; one script is loaded per policy, by [New], on every node of a
-// Cluster. Arithmetic is in whole microseconds and exact: the scripts keep
+// cost; one script (or library) is loaded per policy, by [New], on every
+// master of a Cluster. Deleting ratekit's libraries (FUNCTION DELETE) is
+// safe: they are loaded again when next called. Arithmetic is in whole microseconds and exact: the scripts keep
 // every number an integer below 2^53, where float64 sums, products and
 // floored quotients are exact, so nothing is lost to float64.
 //

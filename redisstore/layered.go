@@ -76,6 +76,7 @@ type layeredConf struct {
 	costs    []int64 // each layer's capacity
 	script   *redis.Script
 	sha      any
+	fn       any  // the script's function (functions.go)
 	since    any  // as conf's
 	subs     subs // the Layereds over its subsets of layers, built as AllowCostsBySlot needs them
 }
@@ -163,6 +164,7 @@ func (l *Layered) confOf(policies []core.Policy) *layeredConf {
 		since:    l.run.sinceNow(),
 	}
 	c.sha = c.script.Hash()
+	c.fn = functionName(c.script)
 	for i, p := range policies {
 		c.costs[i] = p.Capacity()
 	}
@@ -479,7 +481,8 @@ func layerCost(costs []int64, i int) int64 { return costs[min(i, len(costs)-1)] 
 func (l *Layered) eval(ctx context.Context, c *layeredConf, rkeys []string, now any, costs []int64, sinces []any, commit bool, elapsed any) (*redis.Cmd, error) {
 	// EVALSHA sha numkeys keys... now n elapsed since [costs...] [sinces...]
 	args := make([]any, 0, 7+len(rkeys)+len(costs)+len(sinces))
-	args = append(args, "evalsha", c.sha, strconv.Itoa(len(rkeys)))
+	verb, id := l.run.verb(c.sha, c.fn)
+	args = append(args, verb, id, strconv.Itoa(len(rkeys)))
 	for _, k := range rkeys {
 		args = append(args, k)
 	}

@@ -248,8 +248,8 @@ func TestLayeredOneRoundTrip(t *testing.T) {
 }
 
 // Every key a layered decision writes has an expiry; Reset and ResetKeys
-// delete every layer's keys; after SCRIPT FLUSH the next decision runs
-// (EVAL after NOSCRIPT).
+// delete every layer's keys; after SCRIPT and FUNCTION FLUSH the next
+// decision runs (its library loaded again).
 func TestLayeredKeysExpiryReset(t *testing.T) {
 	addr := singleNode(t)
 	client := newClient(t, addr)
@@ -294,8 +294,11 @@ func TestLayeredKeysExpiryReset(t *testing.T) {
 	if err := client.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
+	if err := client.FunctionFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
 	if d, err := l.AllowKeys(ctx, []string{"1.1.1.1", "ana"}, 1); err != nil || !d.Allowed {
-		t.Errorf("after ResetKeys and SCRIPT FLUSH: %+v, %v; want allowed", d, err)
+		t.Errorf("after ResetKeys and SCRIPT and FUNCTION FLUSH: %+v, %v; want allowed", d, err)
 	}
 	if err := l.Reset(ctx, "{bob}"); err != nil {
 		t.Fatal(err)

@@ -19,7 +19,7 @@ type scriptHook struct{ n *atomic.Int64 }
 func (h scriptHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h scriptHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if name := cmd.Name(); name == "evalsha" || name == "eval" {
+		if name := cmd.Name(); name == "evalsha" || name == "fcall" || name == "eval" {
 			h.n.Add(1)
 		}
 		return next(ctx, cmd)

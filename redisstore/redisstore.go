@@ -66,6 +66,9 @@ type Limiter struct {
 	trip atomic.Int64
 
 	reload reloader // a Cluster client's slot reloads (cluster.go)
+	// fmode says how the limiter calls its scripts: by FCALL or EVALSHA
+	// (functions.go).
+	fmode atomic.Int32
 }
 
 var (
@@ -79,8 +82,10 @@ type conf struct {
 	policy core.Policy
 	script *redis.Script
 	sha    any           // the script's SHA-1, boxed once for every call
+	fn     any           // its function's name (functions.go), boxed
 	batch  *redis.Script // the batch script (batch.go), when multi is set
 	bsha   any           // its SHA-1
+	bfn    any           // its function's name
 	cost   int64         // largest cost ever allowed
 	emit   core.Emission // the buckets' (Capacity 0 for the windows): a fresh answer's
 	// since is when the limiter took the policy, in Unix µs: a state
@@ -202,7 +207,7 @@ func (l *Limiter) confOf(p core.Policy) (*conf, error) {
 		return nil, err
 	}
 	script := scriptFor(scriptSource(p, l.margin))
-	c := &conf{policy: p, script: script, sha: script.Hash(), cost: p.Capacity(), cal: cal}
+	c := &conf{policy: p, script: script, sha: script.Hash(), fn: functionName(script), cost: p.Capacity(), cal: cal}
 	if carries(p) {
 		c.since = l.sinceNow()
 	}
@@ -213,6 +218,7 @@ func (l *Limiter) confOf(p core.Policy) (*conf, error) {
 		// (A calendar policy's calls are never grouped: see batch.go.)
 		c.batch = scriptFor(batchSource(p, l.margin))
 		c.bsha = c.batch.Hash()
+		c.bfn = functionName(c.batch)
 	}
 	return c, nil
 }
@@ -229,18 +235,32 @@ func (l *Limiter) sinceNow() int64 {
 	return unixMicro(l.clock.Now())
 }
 
-// load loads c's scripts into Redis, waiting at most the timeout, or one
-// second. Best effort: a call falls back to EVAL.
+// load loads c's scripts into Redis, as libraries (functions.go) or else
+// scripts, waiting at most the timeout, or one second. Best effort: a
+// call falls back to EVAL, or loads the library.
 func (l *Limiter) load(c *conf) {
+	ctx, cancel := l.loadContext()
+	defer cancel()
+	fs := []*scriptForms{formsOf(c.script.Hash())}
+	if c.batch != nil {
+		fs = append(fs, formsOf(c.batch.Hash()))
+	}
+	if l.loadFunctions(ctx, fs...) {
+		return
+	}
+	if err := c.script.Load(ctx, l.client).Err(); err == nil && c.batch != nil {
+		_ = c.batch.Load(ctx, l.client).Err()
+	}
+}
+
+// loadContext returns the context of a constructor's load: the timeout,
+// or one second.
+func (l *Limiter) loadContext() (context.Context, context.CancelFunc) {
 	load := l.timeout
 	if load == 0 {
 		load = time.Second
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), load)
-	defer cancel()
-	if err := c.script.Load(ctx, l.client).Err(); err == nil && c.batch != nil {
-		_ = c.batch.Load(ctx, l.client).Err()
-	}
+	return context.WithTimeout(context.Background(), load)
 }
 
 // checkCalendar refuses a policy with calendar windows ([core.Calendar])
@@ -472,7 +492,8 @@ func (l *Limiter) Refund(ctx context.Context, key string, n int64, elapsed time.
 	if c.cal != nil {
 		return l.refundCalendar(ctx, c, k, now, n, e)
 	}
-	args := []any{"evalsha", c.sha, "1", k, now, n, e}
+	verb, id := l.verb(c.sha, c.fn)
+	args := []any{verb, id, "1", k, now, n, e}
 	if c.since != nil {
 		args = append(args, c.since)
 	}
@@ -590,7 +611,8 @@ func (l *Limiter) callOf(ctx context.Context, cf *conf, key string, now any, n i
 	c := new(call)
 	k := l.keyIn(c.key[:], key)
 	args := c.args[:6]
-	args[0], args[1], args[2], args[3], args[4], args[5] = "evalsha", cf.sha, "1", k, now, n
+	args[0], args[1] = l.verb(cf.sha, cf.fn)
+	args[2], args[3], args[4], args[5] = "1", k, now, n
 	if cf.since != nil {
 		args = append(args, "", cf.since) // within c.args
 	} else if n == 1 && now == "" {
@@ -613,7 +635,8 @@ func (l *Limiter) callAt(ctx context.Context, cf *conf, key string, now any, n i
 	c := new(call)
 	k := l.keyIn(c.key[:], key)
 	args := c.args[:10]
-	args[0], args[1], args[2], args[3], args[4], args[5] = "evalsha", cf.sha, "1", k, now, n
+	args[0], args[1] = l.verb(cf.sha, cf.fn)
+	args[2], args[3], args[4], args[5] = "1", k, now, n
 	args[6], args[7], args[8], args[9] = "", w.args[0], w.args[1], w.args[2]
 	if cf.since != nil {
 		// A named calendar policy's: one allocation more, rather than
@@ -637,7 +660,7 @@ func (c *conf) decision(cmd redis.Cmder, err error) (core.Decision, error) {
 	if err != nil {
 		return d, fmt.Errorf("redisstore: eval: %w", err)
 	}
-	r := cmd.(*redis.StringCmd).Val() // evalOf keeps the type
+	r := cmd.(*redis.StringCmd).Val() // redo keeps the type
 	if len(r) != answerLen {
 		// A fresh answer (clock.lua's answer): its resetAfter, an integer
 		// reply, or a batch script's packed -2 - resetAfter (batch.lua),
@@ -747,28 +770,20 @@ func (l *Limiter) padded(elapsed time.Duration) time.Duration {
 // twice the recent calls' duration (see Refund).
 const tripSlack = 250 * time.Microsecond
 
-// run sends cmd, an EVALSHA, and returns the command that answered: cmd,
-// or, if the server did not have the script (NOSCRIPT: nothing ran), the
-// EVAL of the source sent once in its place.
+// run sends cmd, an EVALSHA or FCALL, and returns the command that
+// answered: cmd, or, if the server answered that it did not run it (it
+// lacked the script or function, or refused FCALL), the command sent once
+// in its place (see again, functions.go).
 func (l *Limiter) run(ctx context.Context, cmd redis.Cmder) (redis.Cmder, error) {
 	err := l.client.Process(ctx, cmd)
-	if isNoScript(err) {
-		cmd = l.evalOf(ctx, cmd)
-		err = l.client.Process(ctx, cmd)
+	if err != nil {
+		if c := l.again(ctx, cmd, err, nil); c != nil {
+			cmd = c
+			err = l.client.Process(ctx, cmd)
+		}
 	}
 	l.reloadAfter(err) // after a Cluster failover (cluster.go)
 	return cmd, err
-}
-
-// evalOf returns the EVAL of the script with the arguments of cmd, an
-// EVALSHA, as a command of cmd's type.
-func (l *Limiter) evalOf(ctx context.Context, cmd redis.Cmder) redis.Cmder {
-	args := append([]any(nil), cmd.Args()...)
-	args[0], args[1] = "eval", sourceOf(args[1])
-	if _, ok := cmd.(*redis.StringCmd); ok {
-		return redis.NewStringCmd(ctx, args...)
-	}
-	return redis.NewCmd(ctx, args...)
 }
 
 // call is one decision's EVALSHA: its arguments, its command and the bytes

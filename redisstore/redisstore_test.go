@@ -268,7 +268,7 @@ func scanKeys(t *testing.T, c *redis.Client, match string) []string {
 // SCRIPT FLUSH between two requests: the second runs (EVAL on NOSCRIPT)
 // and counts once.
 func TestScriptFlush(t *testing.T) {
-	client := newClient(t, singleNode(t))
+	client := scriptsClient(t, singleNode(t)) // EVALSHA (functions_test.go)
 	prefix := uniquePrefix("flush")
 	limitercheck.ForEachAlgorithm(t, core.Policy{Limit: 10, Window: time.Hour}, func(t *testing.T, p core.Policy) {
 		l := mustNew(t, client, p, WithPrefix(prefix))
@@ -428,8 +428,8 @@ func TestOneRoundTrip(t *testing.T) {
 			}
 		}
 		stats := commandStats(t, admin)
-		if stats["evalsha"] != decisions || stats["eval"] != 0 {
-			t.Errorf("server saw %d EVALSHA and %d EVAL for %d decisions, want %d and 0", stats["evalsha"], stats["eval"], decisions, decisions)
+		if stats["evalsha"]+stats["fcall"] != decisions || stats["eval"] != 0 {
+			t.Errorf("server saw %d EVALSHA or FCALL and %d EVAL for %d decisions, want %d and 0", stats["evalsha"]+stats["fcall"], stats["eval"], decisions, decisions)
 		}
 		if got := sent.Load(); got != decisions {
 			t.Errorf("client sent %d commands for %d decisions", got, decisions)

@@ -131,7 +131,7 @@ func TestRefundServerTime(t *testing.T) {
 func TestRefundScriptFlush(t *testing.T) {
 	limitercheck.ForEachAlgorithm(t, core.Policy{Limit: 10, Window: time.Hour}, func(t *testing.T, p core.Policy) {
 		for _, batching := range []bool{false, true} {
-			client := newClient(t, singleNode(t))
+			client := scriptsClient(t, singleNode(t)) // EVALSHA (functions_test.go)
 			var sent atomic.Int64
 			client.AddHook(countHook{&sent})
 			prefix := uniquePrefix(t.Name())

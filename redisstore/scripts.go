@@ -101,30 +101,34 @@ end
 `
 
 // scripts holds one *redis.Script per source, so that limiters of one
-// policy share it (and its SHA-1, computed once); sources holds the source
-// of each SHA-1, for EVAL after NOSCRIPT (a call made under a policy
-// that SetPolicy has since replaced runs that policy's script).
-var scripts, sources sync.Map // string → *redis.Script, SHA-1 → source
+// policy share it (and its SHA-1, computed once), and forms (functions.go)
+// its forms by SHA-1 and by function name, for EVAL after NOSCRIPT (a call
+// made under a policy that SetPolicy has since replaced runs that policy's
+// script) and FCALL.
+var scripts sync.Map // string → *redis.Script
 
 // scriptFor returns the script of source src.
 func scriptFor(src string) *redis.Script {
 	if s, ok := scripts.Load(src); ok {
 		return s.(*redis.Script)
 	}
-	s, loaded := scripts.LoadOrStore(src, redis.NewScript(src))
-	if !loaded {
-		sources.Store(s.(*redis.Script).Hash(), src)
-	}
+	// Its forms first, so that whoever finds the script finds them.
+	sc := redis.NewScript(src)
+	f := &scriptForms{src: src, sha: sc.Hash()}
+	f.fn, f.code = libraryOf(src)
+	forms.LoadOrStore(f.sha, f)
+	forms.LoadOrStore(f.fn, f)
+	s, _ := scripts.LoadOrStore(src, sc)
 	return s.(*redis.Script)
 }
 
-// sourceOf returns the source of the script whose SHA-1 is sha, a string
-// that scriptFor returned the script of.
-func sourceOf(sha any) any {
-	if src, ok := sources.Load(sha); ok {
-		return src
+// sourceOf returns the source of the script whose SHA-1 (or function name)
+// is id, a string that scriptFor returned the script of.
+func sourceOf(id any) any {
+	if f := formsOf(id); f != nil {
+		return f.src
 	}
-	return sha // not ours: Redis says so
+	return id // not ours: Redis says so
 }
 
 // maxBacklog is the largest backlog, in 1/q µs, that the token and leaky

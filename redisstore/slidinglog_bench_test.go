@@ -150,7 +150,7 @@ func BenchmarkSlidingLogServer(b *testing.B) {
 	}
 }
 
-// evalshaMicros returns the server's usec_per_call of EVALSHA since the
+// evalshaMicros returns the server's usec_per_call of EVALSHA (or FCALL) since the
 // last CONFIG RESETSTAT.
 func evalshaMicros(b *testing.B, client *redis.Client) float64 {
 	info, err := client.Info(ctx, "commandstats").Result()
@@ -158,7 +158,8 @@ func evalshaMicros(b *testing.B, client *redis.Client) float64 {
 		b.Fatal(err)
 	}
 	for line := range strings.SplitSeq(info, "\n") {
-		if _, rest, ok := strings.Cut(strings.TrimSpace(line), "cmdstat_evalsha:"); ok {
+		line = strings.Replace(strings.TrimSpace(line), "cmdstat_fcall:", "cmdstat_evalsha:", 1) // on functions
+		if _, rest, ok := strings.Cut(line, "cmdstat_evalsha:"); ok {
 			_, v, _ := strings.Cut(rest, "usec_per_call=")
 			v, _, _ = strings.Cut(v, ",")
 			f, err := strconv.ParseFloat(v, 64)
