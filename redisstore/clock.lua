@@ -32,3 +32,10 @@ local answer = '>i8i8i8i8i8'
 -- newset: SET takes NX and GET together (Redis 7 and later, which alone
 -- have REDIS_VERSION_NUM): a write that answers the key's old value.
 local newset = redis.REDIS_VERSION_NUM ~= nil
+
+-- The last new state the fixed and sliding windows' fast parts packed,
+-- with the window index, cost, Window and format it was packed of: in a
+-- script, none at each call; in a library (functions.go), kept from call
+-- to call, so that the new keys of one window pack their state once.
+local fwi, fwn, fww, fwf, fws
+local swi, swn, sww, swf, sws

@@ -19,7 +19,10 @@ if commit and not elapsed and newset and n <= L then
 	-- instead (GET), writing nothing; that is decided below as always.
 	local idx = floor(now / W)
 	local untilEnd = (idx + 1) * W - now
-	pre = redis.call('SET', KEYS[1], bpack(fmt, idx, n, W), 'PX', arg(ceil(untilEnd / 1000) + margin), 'NX', 'GET')
+	if idx ~= fwi or n ~= fwn or W ~= fww or fmt ~= fwf then
+		fwi, fwn, fww, fwf, fws = idx, n, W, fmt, bpack(fmt, idx, n, W)
+	end
+	pre = redis.call('SET', KEYS[1], fws, 'PX', arg(ceil(untilEnd / 1000) + margin), 'NX', 'GET')
 	if not pre then
 		fresh, fb, fd, fe = true, L - n, untilEnd, 0
 	end

@@ -18,23 +18,29 @@ import (
 // same replies, the same keys and writes, so a limiter on FCALL and one on
 // EVALSHA agree on every key, and either can follow the other. What a
 // function saves is what Redis pays per EVALSHA ahead of the script's own
-// work, and what the script pays per call in the EVAL environment: there
-// every name such as floor or struct.pack is looked up, and every number
+// work (about 1,900 instructions), and what a script pays per call in the
+// EVAL environment: there every name such as floor or struct.pack is
+// looked up, the policy's constants and changedAt made, and every number
 // passed to redis.call formatted by "%.17g", on every call; in a library
-// they are looked up once, kept as upvalues, and the last number formatted
-// is kept with its decimal string. Measured with callgrind on Redis 7.0
-// (benchmarks/callgrind_test.go), a fixed-window decision on a new key
-// costs Redis about 16% fewer instructions, the buckets' about 20%.
+// the names are looked up once and kept as upvalues, the constants made
+// when it loads, and the last number formatted kept with its decimal
+// string, as is the last new state a window packed (clock.lua). Measured
+// with callgrind on Redis 7.0 (benchmarks' TestCallgrind), a decision on a
+// new key costs Redis about 14% fewer instructions in a window or a token
+// bucket, 11% in a leaky bucket or a sliding log; a batch's decision 5 to
+// 9% fewer.
 //
 // Each script is its own library, named after the SHA-1 of its code,
 // "ratekit_<sha1>", with one function of that name: two ratekit versions
 // whose scripts differ load libraries of different names, and never
 // replace each other's. A policy's constants stay written into its code
-// (see scripts.go): passing them as arguments instead, one library for
-// every policy of an algorithm, measured about 1,500 instructions a call
-// more, which the fixed window cannot afford. Deleting a library
-// (FUNCTION DELETE, FUNCTION FLUSH) is always safe: a call that finds its
-// function missing loads it and calls again.
+// (see scripts.go): passing them as an argument instead, one library for
+// every policy of an algorithm, measured about 2,000 instructions a call
+// more, which puts the windows above ulule/limiter's INCRBY script. So a
+// library is loaded per policy, as a script is; unlike a script it is
+// kept by RDB and AOF and replicated. Deleting a library (FUNCTION
+// DELETE, FUNCTION FLUSH) is always safe: a call that finds its function
+// missing loads it and calls again.
 //
 // How a limiter calls (fmode): New and SetPolicy load the policy's
 // libraries, on every master of a Cluster (a Ring: every shard). If every
@@ -63,10 +69,10 @@ const (
 	modeScripts                // EVALSHA: Redis refused FUNCTION
 )
 
-// functionHead starts every library, ahead of its script (see
-// functionOf): it keeps the names the script reads from the globals, read
-// at the library's first call (a library's code may not read them while it
-// loads), and clock.lua's definitions, which the script then omits.
+// functionHead starts every library, ahead of its script's constants (see
+// libraryOf): it keeps the names the script reads from the globals, read
+// at the library's first call (a library's code may not read them while
+// it loads), and clock.lua's definitions, which the script then omits.
 // TestFunctionClock holds them to clock.lua's.
 const functionHead = `local register = redis.register_function
 local function globals()
@@ -76,6 +82,8 @@ local redis, math, string, struct, table, tonumber, tostring, type, pcall, unpac
 local floor, ceil, byte, bpack, bunpack
 local answer = '>i8i8i8i8i8'
 local newset = true
+local fwi, fwn, fww, fwf, fws
+local swi, swn, sww, swf, sws
 local lastx, lasts
 local function arg(x)
 	if x ~= lastx then
@@ -83,7 +91,10 @@ local function arg(x)
 	end
 	return lasts
 end
-local function run(KEYS, ARGV)
+`
+
+// functionRun starts a library's function, after its constants.
+const functionRun = `local function run(KEYS, ARGV)
 if not floor then
 	redis, math, string, struct, table, tonumber, tostring, type, pcall, unpack = globals()
 	floor, ceil, byte = math.floor, math.ceil, string.byte
@@ -96,14 +107,24 @@ end
 const versionCheck = "\tif not redis.REDIS_VERSION_NUM and redis.replicate_commands then\n\t\tredis.replicate_commands()\n\tend\n"
 
 // libraryOf returns the library of a script whose source is src, and its
-// function's name: the script without clock.lua, the test of versions
-// before 7, and its own arg (see functionHead), within run.
+// function's name, or two empty strings for a script without clock.lua
+// (inflight.lua), which has no library: it runs by EVALSHA. What src has ahead of clock.lua, the policy's
+// constants (or a comment), is the library's, made once when it loads,
+// and so is convert.lua's changedAt; the rest, less the test of versions
+// before 7 and the script's own arg (see functionHead), is the function's.
+// (Measured, constants within the function cost Redis some 800
+// instructions a call more.)
 func libraryOf(src string) (name, code string) {
-	body := strings.Replace(src, clockLua, "", 1)
+	i := strings.Index(src, clockLua)
+	if i < 0 {
+		return "", ""
+	}
+	consts, body := src[:i], src[i+len(clockLua):]
 	body = strings.ReplaceAll(body, versionCheck, "")
 	body = strings.Replace(body, "local arg = tonumber\n", "", 1)
 	body = strings.Replace(body, batchArg, "", 1)
-	lib := functionHead + body + "\nend\n"
+	body = strings.ReplaceAll(body, convertLua, "")
+	lib := functionHead + consts + convertLua + functionRun + body + "\nend\n"
 	sum := sha1.Sum([]byte(lib))
 	name = "ratekit_" + hex.EncodeToString(sum[:])
 	return name, "#!lua name=" + name + "\n" + lib + "register('" + name + "', run)\n"
@@ -155,6 +176,11 @@ func (l *Limiter) verb(sha, fn any) (any, any) {
 func (l *Limiter) loadFunctions(ctx context.Context, fs ...*scriptForms) bool {
 	if l.fmode.Load() == modeScripts {
 		return false
+	}
+	for _, f := range fs {
+		if f == nil || f.fn == "" {
+			return false // a script without a library: EVALSHA
+		}
 	}
 	err := l.eachMaster(ctx, func(ctx context.Context, c redis.UniversalClient) error {
 		for _, f := range fs {
@@ -229,11 +255,11 @@ func (l *Limiter) again(ctx context.Context, cmd redis.Cmder, err error, r *retr
 	f := formsOf(a[1])
 	switch {
 	case isNoScript(err):
-		if f != nil && l.fmode.Load() == modeUnknown && l.load1(ctx, f, r) {
+		if f != nil && f.fn != "" && l.fmode.Load() == modeUnknown && l.load1(ctx, f, r) {
 			return redo(ctx, cmd, "fcall", f.fn)
 		}
 		return redo(ctx, cmd, "eval", sourceOf(a[1]))
-	case a[0] != "fcall" || f == nil:
+	case a[0] != "fcall" || f == nil || f.fn == "":
 		return nil
 	case isFunctionNotFound(err):
 		if l.load1(ctx, f, r) {

@@ -29,13 +29,15 @@ func TestFunctionClock(t *testing.T) {
 		"local bpack, bunpack = struct.pack, struct.unpack",
 		"local answer = '>i8i8i8i8i8'",
 		"local newset = redis.REDIS_VERSION_NUM ~= nil",
+		"local fwi, fwn, fww, fwf, fws",
+		"local swi, swn, sww, swf, sws",
 	}
 	if strings.Join(defs, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("clock.lua defines\n%s\nfunctionHead keeps\n%s", strings.Join(defs, "\n"), strings.Join(want, "\n"))
 	}
 	for _, s := range []string{"floor, ceil, byte = math.floor, math.ceil, string.byte", "bpack, bunpack = struct.pack, struct.unpack",
-		"local answer = '>i8i8i8i8i8'", "local newset = true"} {
-		if !strings.Contains(functionHead, s) {
+		"local answer = '>i8i8i8i8i8'", "local newset = true", "local fwi, fwn, fww, fwf, fws", "local swi, swn, sww, swf, sws"} {
+		if !strings.Contains(functionHead+functionRun, s) {
 			t.Errorf("functionHead lacks %q", s)
 		}
 	}
@@ -44,7 +46,7 @@ func TestFunctionClock(t *testing.T) {
 	p := core.Policy{Limit: 10, Window: time.Minute}
 	for _, src := range []string{scriptSource(p, 1000), batchSource(p, 1000), layeredSource([]core.Policy{p, p}, 1000)} {
 		_, code := libraryOf(src)
-		if code = code[strings.Index(code, functionHead)+len(functionHead):]; strings.Contains(code, clockLua) || strings.Contains(code, "local arg = tonumber\n") ||
+		if code = code[strings.Index(code, functionRun)+len(functionRun):]; strings.Contains(code, clockLua) || strings.Contains(code, convertLua) || strings.Contains(code, "local arg = tonumber\n") ||
 			strings.Contains(code, batchArg) || strings.Contains(code, versionCheck) {
 			t.Errorf("library keeps what functionHead replaces:\n%s", code)
 		}

@@ -117,7 +117,9 @@ func scriptFor(src string) *redis.Script {
 	f := &scriptForms{src: src, sha: sc.Hash()}
 	f.fn, f.code = libraryOf(src)
 	forms.LoadOrStore(f.sha, f)
-	forms.LoadOrStore(f.fn, f)
+	if f.fn != "" {
+		forms.LoadOrStore(f.fn, f)
+	}
 	s, _ := scripts.LoadOrStore(src, sc)
 	return s.(*redis.Script)
 }

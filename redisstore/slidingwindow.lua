@@ -19,7 +19,10 @@ if commit and not elapsed and newset and n <= L then
 	-- instead (GET), writing nothing; that is decided below as always.
 	local idx = floor(now / W)
 	local reset = 2 * W - (now - idx * W)
-	pre = redis.call('SET', KEYS[1], bpack(fmt, idx, 0, n, W), 'PX', arg(ceil(reset / 1000) + margin), 'NX', 'GET')
+	if idx ~= swi or n ~= swn or W ~= sww or fmt ~= swf then
+		swi, swn, sww, swf, sws = idx, n, W, fmt, bpack(fmt, idx, 0, n, W)
+	end
+	pre = redis.call('SET', KEYS[1], sws, 'PX', arg(ceil(reset / 1000) + margin), 'NX', 'GET')
 	if not pre then
 		fresh, fb, fd, fe = true, L - n, reset, 0
 	end
