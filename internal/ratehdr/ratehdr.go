@@ -6,6 +6,8 @@
 package ratehdr
 
 import (
+	"math/bits"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -80,10 +82,70 @@ func RatePrefix(sfName string) string { return sfName + ";r=" }
 // then r, ";t=" and t.
 func AppendRate(b []byte, prefix string, r, t int64) []byte {
 	b = append(b, prefix...)
-	b = strconv.AppendInt(b, r, 10)
+	b = AppendInt(b, r)
 	b = append(b, ";t="...)
-	return strconv.AppendInt(b, t, 10)
+	return AppendInt(b, t)
 }
+
+// AppendInt appends i in decimal to b, as strconv.AppendInt(b, i, 10)
+// does. It writes the digits in place, two at a time, without strconv's
+// intermediate buffer: a RateLimit value is formatted on every response.
+func AppendInt(b []byte, i int64) []byte {
+	if i < 0 {
+		return strconv.AppendInt(b, i, 10)
+	}
+	u := uint64(i)
+	if u < 10 {
+		return append(b, byte('0'+u))
+	}
+	// The number of digits: log10 from the bit length, corrected by one
+	// comparison (1233/4096 is log10(2) from below).
+	n := (bits.Len64(u) * 1233) >> 12
+	if u >= pow10[n] {
+		n++
+	}
+	l := len(b)
+	b = slices.Grow(b, n)[:l+n]
+	d := b[l:]
+	k := n
+	for u >= 10000 {
+		q := u / 10000
+		r := u - q*10000
+		hi, lo := (r/100)*2, (r%100)*2
+		k -= 4
+		_ = d[k+3]
+		d[k], d[k+1], d[k+2], d[k+3] = digitPairs[hi], digitPairs[hi+1], digitPairs[lo], digitPairs[lo+1]
+		u = q
+	}
+	if u >= 100 {
+		q := u / 100
+		j := (u - q*100) * 2
+		k -= 2
+		d[k], d[k+1] = digitPairs[j], digitPairs[j+1]
+		u = q
+	}
+	if u >= 10 {
+		d[0], d[1] = digitPairs[u*2], digitPairs[u*2+1]
+	} else {
+		d[0] = byte('0' + u)
+	}
+	return b
+}
+
+// pow10[n] is 10 to the n; digitPairs the two digits of 0 to 99.
+var pow10 = [...]uint64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19}
+
+const digitPairs = "00010203040506070809" +
+	"10111213141516171819" +
+	"20212223242526272829" +
+	"30313233343536373839" +
+	"40414243444546474849" +
+	"50515253545556575859" +
+	"60616263646566676869" +
+	"70717273747576777879" +
+	"80818283848586878889" +
+	"90919293949596979899"
 
 // LayerNames returns the layers' names in the fields: each policy's
 // PolicyName, except that a name already used by an earlier layer gets

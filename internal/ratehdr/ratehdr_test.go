@@ -1,7 +1,9 @@
 package ratehdr
 
 import (
+	"math"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -48,5 +50,36 @@ func TestLayered(t *testing.T) {
 	}
 	if _, rate := Layered(ds[:1], false); rate != `"burst";r=0;t=2` {
 		t.Errorf("allowed: rate %s", rate)
+	}
+}
+
+// AppendInt agrees with strconv at every power of ten and its neighbours,
+// after a prefix and into a buffer with and without room.
+func TestAppendInt(t *testing.T) {
+	var vs []int64
+	for p := int64(1); p > 0 && p <= math.MaxInt64/10; p *= 10 {
+		vs = append(vs, p-1, p, p+1, 10*p-1)
+	}
+	vs = append(vs, 0, -1, -10, math.MinInt64, math.MaxInt64, 999_999_999, 1_000_000_000)
+	for _, v := range vs {
+		checkAppendInt(t, v)
+	}
+}
+
+func FuzzAppendInt(f *testing.F) {
+	for _, v := range []int64{0, 9, 10, 99, 100, 59, 999_999_999, math.MaxInt64, math.MinInt64, -7} {
+		f.Add(v)
+	}
+	f.Fuzz(checkAppendInt)
+}
+
+func checkAppendInt(t *testing.T, v int64) {
+	t.Helper()
+	want := strconv.AppendInt([]byte("r="), v, 10)
+	if got := AppendInt([]byte("r="), v); string(got) != string(want) {
+		t.Fatalf("AppendInt(%d) = %q, want %q", v, got, want)
+	}
+	if got := AppendInt(make([]byte, 2, 64), v)[2:]; string(got) != string(want[2:]) {
+		t.Fatalf("AppendInt(%d) with room = %q, want %q", v, got, want[2:])
 	}
 }
