@@ -277,32 +277,45 @@ func (c *ipConfig) format(a netip.Addr) string {
 func peerIPv4(s string) (host string, a netip.Addr, ok bool) {
 	// By hand, as netip.ParseAddr and strconv.ParseUint would read it (the
 	// fuzz test holds the two together): this runs on every request, so
-	// it is one pass over the bytes, a field's digits in v and n.
-	var ip uint32
-	i, f, v, n := 0, 0, 0, 0
-	for ; i < len(s); i++ {
-		c := s[i]
-		if d := int(c) - '0'; uint(d) <= 9 {
-			// A fourth digit, or a digit after a leading 0 ("01").
-			if n == 3 || (n > 0 && v == 0) {
-				return "", netip.Addr{}, false
-			}
-			v, n = v*10+d, n+1
-			continue
-		}
-		if n == 0 || v > 255 || (c != '.' && c != ':') || (c == '.') == (f == 3) {
+	// each field's one to three digits are read unrolled, with no loop
+	// over the bytes of the address.
+	var ip [4]byte
+	i := 0
+	for f := range ip {
+		if i >= len(s) || s[i]-'0' > 9 {
 			return "", netip.Addr{}, false
 		}
-		ip, f, v, n = ip<<8|uint32(v), f+1, 0, 0
-		if c == ':' {
-			break
+		v := uint(s[i] - '0')
+		i++
+		if i < len(s) && s[i]-'0' <= 9 {
+			if v == 0 { // a digit after a leading 0 ("01")
+				return "", netip.Addr{}, false
+			}
+			v = v*10 + uint(s[i]-'0')
+			i++
+			if i < len(s) && s[i]-'0' <= 9 {
+				if v = v*10 + uint(s[i]-'0'); v > 255 {
+					return "", netip.Addr{}, false
+				}
+				i++
+			}
 		}
+		sep := byte('.')
+		if f == 3 {
+			sep = ':'
+		}
+		// A fourth digit is no separator either.
+		if i >= len(s) || s[i] != sep {
+			return "", netip.Addr{}, false
+		}
+		ip[f] = byte(v)
+		i++
 	}
-	if f != 4 || i+1 >= len(s) {
+	if i >= len(s) {
 		return "", netip.Addr{}, false
 	}
-	host, port := s[:i], 0
-	for _, c := range []byte(s[i+1:]) {
+	port := 0
+	for _, c := range []byte(s[i:]) {
 		if c < '0' || c > '9' {
 			return "", netip.Addr{}, false
 		}
@@ -310,7 +323,7 @@ func peerIPv4(s string) (host string, a netip.Addr, ok bool) {
 			return "", netip.Addr{}, false
 		}
 	}
-	return host, netip.AddrFrom4([4]byte{byte(ip >> 24), byte(ip >> 16), byte(ip >> 8), byte(ip)}), true
+	return s[:i-1], netip.AddrFrom4(ip), true
 }
 
 // parsePeer parses a socket peer address: "host:port", "[host]:port" or a
