@@ -186,3 +186,32 @@ func TestWriteDeniedExposesRetryAfter(t *testing.T) {
 		t.Errorf("no CORS response: Access-Control-Expose-Headers %q, want none", got)
 	}
 }
+
+// A response whose headers are empty when the engine writes them is
+// written without looking the fields up; a refusal's own
+// Access-Control-Allow-Origin (a WithDenied response's) is still read, and
+// the engine's fields exposed, on a fresh header as on one that holds
+// other fields already.
+func TestExposeHeadersFreshDenied(t *testing.T) {
+	req := httptest.NewRequest("GET", "/", nil)
+	for _, before := range []http.Header{{}, {"X-Other": {"1"}}} {
+		l, err := core.New(core.Policy{Limit: 1, Window: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := httplimit.MustNew(l, httplimit.WithDenied(func(keyfunc.Request, core.Decision) httplimit.Response {
+			return httplimit.Response{Header: http.Header{"Access-Control-Allow-Origin": {"*"}}, Body: []byte("slow down")}
+		}))
+		for i, want := range []string{"", "Retry-After, RateLimit, RateLimit-Policy"} {
+			h := before.Clone()
+			res := e.Check(httpview.New(req, "/"))
+			res.WriteHeaders(h)
+			if got := h.Get("Access-Control-Expose-Headers"); got != want {
+				t.Errorf("request %d, headers %v before: Access-Control-Expose-Headers %q, want %q", i+1, before, got, want)
+			}
+			if h.Get("RateLimit") == "" || h.Get("RateLimit-Policy") == "" {
+				t.Errorf("request %d: no rate headers: %v", i+1, h)
+			}
+		}
+	}
+}

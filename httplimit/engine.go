@@ -308,7 +308,7 @@ func (r *Result) Counting() bool { return r.charge }
 func (r *Result) WriteHeaders(h HeaderWriter) {
 	sc := scratchPool.Get().(*headerScratch)
 	if hh, ok := h.(http.Header); ok {
-		sc.hs = httpSink{h: hh, sc: sc}
+		sc.hs.reset(hh, sc)
 		r.writeHeaders(&sc.hs, sc.buf[:0])
 		sc.hs = httpSink{}
 	} else {
@@ -382,7 +382,20 @@ func (r *Result) Done(status int) {
 // failing limiter only. With [WithInFlight], the request takes its lease
 // before the limiter is asked, and a request Check refuses holds none.
 func (e *Engine) Check(req keyfunc.Request) Result {
-	res := Result{e: e, req: req}
+	var res Result
+	e.check(&res, req)
+	return res
+}
+
+func init() {
+	// The adapters decide into the Result their pooled writer holds:
+	// returned by value, a Result is copied twice on every request.
+	httpview.CheckInto = func(e *Engine, res *Result, req keyfunc.Request) { e.check(res, req) }
+}
+
+// check is Check deciding into *res, which it overwrites.
+func (e *Engine) check(res *Result, req keyfunc.Request) {
+	*res = Result{e: e, req: req}
 	// The view of the net/http adapters keeps the body bound and the
 	// header slots; any other view brings its own bound.
 	if hr, ok := req.(*httpview.Request); ok {
@@ -390,31 +403,30 @@ func (e *Engine) Check(req keyfunc.Request) Result {
 	}
 	if e.cfg.skip != nil && e.cfg.skip(req) {
 		res.serve = true
-		return res
+		return
 	}
 	if e.rl != nil {
-		if e.decideRequest(&res) {
-			e.outcome(&res)
+		if e.decideRequest(res) {
+			e.outcome(res)
 		}
-		return res
+		return
 	}
 	var ok bool
-	if res.key, ok = e.key(&res); !ok {
-		return res
+	if res.key, ok = e.key(res); !ok {
+		return
 	}
-	if res.cost, ok = e.cost(&res); !ok {
-		return res
+	if res.cost, ok = e.cost(res); !ok {
+		return
 	}
-	if e.cfg.inflight != nil && !e.acquire(&res) {
-		return res
+	if e.cfg.inflight != nil && !e.acquire(res) {
+		return
 	}
-	if e.decide(&res) {
-		e.outcome(&res)
+	if e.decide(res) {
+		e.outcome(res)
 	}
 	if res.held && !res.serve {
 		res.release() // refused by the rate limit: it holds no lease
 	}
-	return res
 }
 
 // acquire takes res's in-flight lease ([WithInFlight]) and reports whether

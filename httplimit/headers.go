@@ -62,12 +62,14 @@ func newPolicyHeaders(p core.Policy) *policyHeaders {
 }
 
 // headersFor returns the per-policy header values of d, cached for the
-// policy seen last.
-func (e *Engine) headersFor(p core.Policy) *policyHeaders {
-	if ph := e.last.Load(); ph != nil && ph.policy == p {
+// policy seen last. The values depend on the policy's name, limit and
+// window only, which is all that is compared.
+func (e *Engine) headersFor(p *core.Policy) *policyHeaders {
+	if ph := e.last.Load(); ph != nil && ph.policy.Limit == p.Limit &&
+		ph.policy.Window == p.Window && ph.policy.Name == p.Name {
 		return ph
 	}
-	ph := newPolicyHeaders(p)
+	ph := newPolicyHeaders(*p)
 	e.last.Store(ph)
 	return ph
 }
@@ -95,25 +97,79 @@ type headerSink interface {
 // httpSink writes to an http.Header. It is used through a pointer, into
 // the pooled [headerScratch], whose slab its formatted values are carved
 // from; with no scratch (sc nil) each value is an allocation of its own.
+//
+// A header that is empty when the sink is made (fresh), as a response's
+// is before any handler ran, holds only what the sink wrote for as long as
+// it writes the IETF fields alone: their presence is then known without
+// looking, and reading or adding costs no map lookup. Setting any other
+// field ends that (it may be one read later, a [WithDenied] response's
+// Access-Control-Allow-Origin), and the sink looks from then on.
 type httpSink struct {
-	h  http.Header
-	sc *headerScratch
+	h     http.Header
+	sc    *headerScratch
+	fresh bool       // h holds the IETF fields in wrote, and nothing else
+	wrote seenFields // the IETF fields written, while fresh
 }
 
-func (s *httpSink) set(name string, v []string) { s.h[name] = v }
+// reset makes s a sink over h, with the scratch sc.
+func (s *httpSink) reset(h http.Header, sc *headerScratch) {
+	*s = httpSink{h: h, sc: sc, fresh: len(h) == 0}
+}
 
-func (s *httpSink) setBytes(name string, b []byte) { s.h[name] = s.value(b) }
+// ietfField returns the seenFields bit of an IETF field's canonical name,
+// 0 for any other name.
+func ietfField(name string) seenFields {
+	switch name {
+	case hRateLimit:
+		return seenRateLimit
+	case hRateLimitPolicy:
+		return seenRateLimitPolicy
+	}
+	return 0
+}
+
+func (s *httpSink) set(name string, v []string) { s.setting(name); s.h[name] = v }
+
+func (s *httpSink) setBytes(name string, b []byte) { s.setting(name); s.h[name] = s.value(b) }
+
+// setting records that name is set: a field other than the IETF ones ends
+// the fresh header's knowledge.
+func (s *httpSink) setting(name string) {
+	if f := ietfField(name); f != 0 {
+		s.wrote |= f
+		return
+	}
+	s.fresh = false
+}
 
 func (s *httpSink) addBytes(name string, b []byte) { s.add(name, s.value(b)) }
 
 func (s *httpSink) has(name string) bool {
+	if s.fresh {
+		return s.wrote&ietfField(name) != 0
+	}
 	v := s.h[name]
 	return len(v) > 0 && v[0] != ""
 }
 
-func (s *httpSink) values(name string) []string { return s.h[name] }
+func (s *httpSink) values(name string) []string {
+	if s.fresh && s.wrote&ietfField(name) == 0 {
+		return nil
+	}
+	return s.h[name]
+}
 
 func (s *httpSink) add(name string, v []string) {
+	if s.fresh {
+		if f := ietfField(name); f != 0 && s.wrote&f == 0 {
+			s.wrote |= f
+			s.h[name] = v
+			return
+		}
+	}
+	if name != hRateLimit && name != hRateLimitPolicy {
+		s.fresh = false
+	}
 	old := s.h[name]
 	if len(old) == 0 {
 		s.h[name] = v
@@ -409,7 +465,7 @@ func (e *Engine) writeRateHeaders(h headerSink, res *Result, buf []byte) {
 	if style == NoHeaders {
 		return
 	}
-	d, denied := res.d, res.denied
+	d, denied := &res.d, res.denied
 	var ph *policyHeaders
 	if res.layers != nil {
 		lh := e.layerHeadersFor(res.layers)
@@ -420,7 +476,7 @@ func (e *Engine) writeRateHeaders(h headerSink, res *Result, buf []byte) {
 			style &^= IETFHeaders
 		}
 	} else {
-		ph = e.headersFor(d.Policy)
+		ph = e.headersFor(&d.Policy)
 	}
 	r := d.Remaining
 	if r > d.Limit {

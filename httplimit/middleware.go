@@ -67,7 +67,7 @@ func (e *Engine) Handler(next http.Handler, route func(*http.Request) string) ht
 		l := limitedPool.Get().(*httpview.Writer[Result])
 		l.ResponseWriter = w
 		l.View.Reset(r, "", route)
-		l.Value = e.Check(&l.View)
+		e.check(&l.Value, &l.View)
 		l.Value.After(httpview.Outer[Result](w))
 		if l.Value.WriteHTTP(w) {
 			// The handler writes through l, where a limit further down

@@ -63,6 +63,12 @@ func NativeOf[T any](r keyfunc.Request) (T, bool) {
 
 var _ keyfunc.Request = (*Request)(nil)
 
+// CheckInto is httplimit's Engine.Check deciding into a Result of the
+// caller's, a func(*httplimit.Engine, *httplimit.Result, keyfunc.Request)
+// set by httplimit: an adapter decides into the Result its pooled Writer
+// holds, which Check, returning it by value, would copy twice.
+var CheckInto any
+
 // New returns the view of r for routers that keep the matched pattern on
 // their own context (gin's FullPath, echo's Path). route is the pattern
 // without the method, or "" when no route matched; then Route falls back to
