@@ -32,6 +32,7 @@ import (
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/httplimit"
 	"github.com/ratekit/ratekit/internal/httpview"
+	"github.com/ratekit/ratekit/keyfunc"
 )
 
 // New returns echo middleware that limits requests with l, configured by the
@@ -83,7 +84,7 @@ func New(l core.Limiter, opts ...httplimit.Option) echo.MiddlewareFunc {
 			l.ResponseWriter = resp.Writer
 			l.View.Reset(c.Request(), c.Path(), nil)
 			l.View.Native = c
-			l.Value = e.Check(&l.View)
+			checkInto(e, &l.Value, &l.View)
 			l.Value.After(httpview.Outer[httplimit.Result](resp.Writer))
 			l.Value.WriteHeaders(resp.Header())
 			var err error
@@ -173,6 +174,11 @@ func (c *handlerCache) put(next, h echo.HandlerFunc) {
 
 // limitedPool holds the writers that carry one request's Result through
 // one limit, for the limits further down.
+
+// checkInto is [httplimit.Engine.Check] deciding into the pooled Result
+// (internal/httpview.CheckInto), which costs no copy of it.
+var checkInto = httpview.CheckInto.(func(*httplimit.Engine, *httplimit.Result, keyfunc.Request))
+
 var limitedPool = sync.Pool{New: func() any { return new(httpview.Writer[httplimit.Result]) }}
 
 // ErrorHandler returns an echo HTTPErrorHandler that writes a refusal of

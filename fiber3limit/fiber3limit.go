@@ -19,6 +19,7 @@ import (
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/httplimit"
 	"github.com/ratekit/ratekit/internal/fastbody"
+	"github.com/ratekit/ratekit/internal/httpview"
 	"github.com/ratekit/ratekit/internal/stacked"
 	"github.com/ratekit/ratekit/keyfunc"
 )
@@ -71,7 +72,7 @@ func New(l core.Limiter, opts ...httplimit.Option) fiber.Handler {
 		outer, _ := uv.UserValue(stacked.Key{}).(*httplimit.Result)
 		res := stacked.Get()
 		defer stacked.Put(res)
-		*res = e.Check(req)
+		checkInto(e, res, req)
 		res.After(outer)
 		res.WriteHeaders(&c.Response().Header)
 		if !res.Serve() {
@@ -102,6 +103,10 @@ func New(l core.Limiter, opts ...httplimit.Option) fiber.Handler {
 		return nil
 	}
 }
+
+// checkInto is [httplimit.Engine.Check] deciding into the pooled Result
+// (internal/httpview.CheckInto), which costs no copy of it.
+var checkInto = httpview.CheckInto.(func(*httplimit.Engine, *httplimit.Result, keyfunc.Request))
 
 // refuse answers a refused request, its headers set: by the
 // WithLimitReached handler for a denial when there is one, else directly

@@ -16,6 +16,7 @@ import (
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/httplimit"
 	"github.com/ratekit/ratekit/internal/httpview"
+	"github.com/ratekit/ratekit/keyfunc"
 )
 
 // New returns gin middleware that limits requests with l, configured by the
@@ -34,7 +35,7 @@ func New(l core.Limiter, opts ...httplimit.Option) gin.HandlerFunc {
 		g := limitedPool.Get().(*limited)
 		g.view.Reset(c.Request, c.FullPath(), nil)
 		g.view.Native = c
-		g.res = e.Check(&g.view)
+		checkInto(e, &g.res, &g.view)
 		g.res.After(outerOf(c.Writer))
 		if !g.res.WriteHTTP(c.Writer) {
 			c.Abort()
@@ -77,6 +78,10 @@ type limited struct {
 	res  httplimit.Result
 	view httpview.Request
 }
+
+// checkInto is [httplimit.Engine.Check] deciding into the pooled Result
+// (internal/httpview.CheckInto), which costs no copy of it.
+var checkInto = httpview.CheckInto.(func(*httplimit.Engine, *httplimit.Result, keyfunc.Request))
 
 var limitedPool = sync.Pool{New: func() any { return new(limited) }}
 
