@@ -62,7 +62,7 @@ func New(l core.Limiter, opts ...httplimit.Option) gin.HandlerFunc {
 			g.res.Done(c.Writer.Status())
 		}
 		g.res.Release()
-		*g = limited{}
+		*g = limited{view: httpview.Request{Scratch: g.view.Scratch}}
 		limitedPool.Put(g)
 	}
 }

@@ -242,6 +242,10 @@ type Result struct {
 	// (WithInFlight), given back by release.
 	lease inflight.Lease
 	held  bool
+	// scratch is where the request's view keeps a *headerScratch across
+	// requests (internal/httpview), nil for another view: WriteHeaders
+	// then takes one from a pool.
+	scratch *any
 }
 
 // Serve reports whether the handler should be called.
@@ -306,7 +310,7 @@ func (r *Result) Counting() bool { return r.charge }
 // read them on a 429 as on any answer. That needs h to be an [http.Header]
 // or a [HeaderReader].
 func (r *Result) WriteHeaders(h HeaderWriter) {
-	sc := scratchPool.Get().(*headerScratch)
+	sc, pooled := r.headerScratch()
 	if hh, ok := h.(http.Header); ok {
 		sc.hs.reset(hh, sc)
 		r.writeHeaders(&sc.hs, sc.buf[:0])
@@ -316,7 +320,24 @@ func (r *Result) WriteHeaders(h HeaderWriter) {
 		r.writeHeaders(&sc.ws, sc.buf[:0])
 		sc.ws.reset(nil)
 	}
-	scratchPool.Put(sc)
+	if pooled {
+		scratchPool.Put(sc)
+	}
+}
+
+// headerScratch returns the memory to write the headers with: the one the
+// request's view keeps, made once per view, or one from the pool (pooled
+// true), which the caller puts back.
+func (r *Result) headerScratch() (sc *headerScratch, pooled bool) {
+	if r.scratch == nil {
+		return scratchPool.Get().(*headerScratch), true
+	}
+	if sc, ok := (*r.scratch).(*headerScratch); ok {
+		return sc, false
+	}
+	sc = newHeaderScratch()
+	*r.scratch = sc
+	return sc, false
 }
 
 func (r *Result) writeHeaders(h headerSink, buf []byte) {
@@ -400,6 +421,7 @@ func (e *Engine) check(res *Result, req keyfunc.Request) {
 	// header slots; any other view brings its own bound.
 	if hr, ok := req.(*httpview.Request); ok {
 		hr.MaxBody = e.cfg.maxBody
+		res.scratch = &hr.Scratch
 	}
 	if e.cfg.skip != nil && e.cfg.skip(req) {
 		res.serve = true

@@ -396,20 +396,48 @@ func (s *writerSink) addBytes(name string, b []byte) {
 }
 
 // headerScratch is the memory [Result.WriteHeaders] formats header values
-// in and its writerSink, kept in a pool.
+// in and its writerSink, kept in a pool or with an adapter's pooled view
+// of the request; one request uses it at a time.
 type headerScratch struct {
 	buf  [160]byte
 	ws   writerSink
 	hs   httpSink
 	slab *valueSlab // the values of http.Header fields are carved here
+	rate rateCache  // the RateLimit value carved last
 }
 
-var scratchPool = sync.Pool{New: func() any {
+// rateCache is the RateLimit value of one policy's r and t, carved from a
+// slab: written once, never changed, it serves every response of the
+// scratch with the same policy, r and t as it is (as the policy's own
+// values serve every response of the policy), without formatting or
+// carving it again. Clients far below their limits, each on its first
+// request of a window, all get the same value.
+type rateCache struct {
+	ph   *policyHeaders
+	r, t int64
+	v    []string
+}
+
+// rateValue returns the single policy ph's RateLimit value for r and t,
+// for an http.Header: the one carved last when it is the same, else carved
+// anew.
+func (sc *headerScratch) rateValue(ph *policyHeaders, r, t int64) []string {
+	if c := &sc.rate; c.ph == ph && c.r == r && c.t == t && c.v != nil {
+		return c.v
+	}
+	v := sc.hs.value(ratehdr.AppendRate(sc.buf[:0], ph.rPrefix, r, t))
+	sc.rate = rateCache{ph: ph, r: r, t: t, v: v}
+	return v
+}
+
+var scratchPool = sync.Pool{New: func() any { return newHeaderScratch() }}
+
+func newHeaderScratch() *headerScratch {
 	sc := new(headerScratch)
 	sc.ws.visit = func(k, v []byte) { sc.ws.note(k, v) }
 	sc.ws.yield = func(k, v []byte) bool { sc.ws.note(k, v); return true }
 	return sc
-}}
+}
 
 func (s *writerSink) set(name string, v []string) {
 	if s.cs != nil && len(v) == 1 {
@@ -493,7 +521,11 @@ func (e *Engine) writeRateHeaders(h headerSink, res *Result, buf []byte) {
 	}
 	if style&IETFHeaders != 0 {
 		h.add(hRateLimitPolicy, ph.ietf)
-		h.addBytes(hRateLimit, ratehdr.AppendRate(buf[:0], ph.rPrefix, r, t))
+		if hs, ok := h.(*httpSink); ok && hs.sc != nil {
+			hs.add(hRateLimit, hs.sc.rateValue(ph, r, t))
+		} else {
+			h.addBytes(hRateLimit, ratehdr.AppendRate(buf[:0], ph.rPrefix, r, t))
+		}
 	}
 	if style&LegacyHeaders != 0 {
 		h.set(hLimit, ph.limit)

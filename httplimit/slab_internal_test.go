@@ -6,6 +6,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/ratekit/ratekit/core"
 )
 
 // Every value carved from the slabs keeps its bytes while thousands more
@@ -97,5 +100,38 @@ func TestSlabConcurrentHeaders(t *testing.T) {
 				t.Fatalf("goroutine %d header %d: %q, want %q", g, i, got, want)
 			}
 		}
+	}
+}
+
+// The RateLimit value carved last serves the next response of the same
+// policy, r and t as it is, and any other one is formatted anew.
+func TestRateValueCache(t *testing.T) {
+	sc := newHeaderScratch()
+	sc.hs.reset(make(http.Header), sc)
+	a := newPolicyHeaders(core.Policy{Name: "a", Limit: 10, Window: time.Minute})
+	b := newPolicyHeaders(core.Policy{Name: "b", Limit: 10, Window: time.Minute})
+	first := sc.rateValue(a, 9, 6)
+	for _, tc := range []struct {
+		ph     *policyHeaders
+		r, t   int64
+		want   string
+		reused bool
+	}{
+		{a, 9, 6, `"a";r=9;t=6`, true},
+		{a, 8, 6, `"a";r=8;t=6`, false},
+		{a, 8, 12, `"a";r=8;t=12`, false},
+		{b, 8, 12, `"b";r=8;t=12`, false},
+		{a, 9, 6, `"a";r=9;t=6`, false},
+	} {
+		v := sc.rateValue(tc.ph, tc.r, tc.t)
+		if len(v) != 1 || v[0] != tc.want {
+			t.Fatalf("rateValue(%s, %d, %d) = %q, want [%q]", tc.ph.policy.Name, tc.r, tc.t, v, tc.want)
+		}
+		if reused := &v[0] == &first[0]; reused != tc.reused {
+			t.Errorf("rateValue(%s, %d, %d): the first value reused %v, want %v", tc.ph.policy.Name, tc.r, tc.t, reused, tc.reused)
+		}
+	}
+	if first[0] != `"a";r=9;t=6` {
+		t.Errorf("the first value changed to %q", first[0])
 	}
 }

@@ -39,13 +39,19 @@ type Request struct {
 	// ginlimit), set by an adapter whose native options read it with
 	// [NativeOf]; nil otherwise.
 	Native any
+
+	// Scratch is the memory httplimit writes a response's headers with,
+	// kept with the pooled view across requests (Reset keeps it) so that
+	// writing them takes nothing from a pool of its own. It holds no
+	// reference to any request.
+	Scratch any
 }
 
 // Reset makes v the view of r, as [New] (route) or [NewFunc] (routeFunc)
-// would build it; Reset(nil, "", nil) drops every reference v holds, before
-// v goes back to a pool.
+// would build it, keeping its Scratch; Reset(nil, "", nil) drops every
+// reference v holds to a request, before v goes back to a pool.
 func (v *Request) Reset(r *http.Request, route string, routeFunc func(*http.Request) string) {
-	*v = Request{r: r, route: route, routeFunc: routeFunc}
+	*v = Request{r: r, route: route, routeFunc: routeFunc, Scratch: v.Scratch}
 }
 
 // NativeOf returns the framework context of type T that an adapter set on

@@ -25,8 +25,11 @@ type Writer[V any] struct {
 	View   Request
 }
 
-// Reset makes w a writer over rw with the zero Value and View.
-func (w *Writer[V]) Reset(rw http.ResponseWriter) { *w = Writer[V]{ResponseWriter: rw} }
+// Reset makes w a writer over rw with the zero Value and a View of no
+// request, which keeps its Scratch.
+func (w *Writer[V]) Reset(rw http.ResponseWriter) {
+	*w = Writer[V]{ResponseWriter: rw, View: Request{Scratch: w.View.Scratch}}
+}
 
 // Outer returns the Value of the nearest Writer[V] around rw, found along
 // rw's Unwrap chain, or nil.
