@@ -403,20 +403,24 @@ func (r *Result) Done(status int) {
 // failing limiter only. With [WithInFlight], the request takes its lease
 // before the limiter is asked, and a request Check refuses holds none.
 func (e *Engine) Check(req keyfunc.Request) Result {
-	var res Result
-	e.check(&res, req)
+	res := Result{e: e, req: req}
+	e.check(&res)
 	return res
 }
 
 func init() {
 	// The adapters decide into the Result their pooled writer holds:
 	// returned by value, a Result is copied twice on every request.
-	httpview.CheckInto = func(e *Engine, res *Result, req keyfunc.Request) { e.check(res, req) }
+	httpview.CheckInto = func(e *Engine, res *Result, req keyfunc.Request) {
+		res.e, res.req = e, req
+		e.check(res)
+	}
 }
 
-// check is Check deciding into *res, which it overwrites.
-func (e *Engine) check(res *Result, req keyfunc.Request) {
-	*res = Result{e: e, req: req}
+// check is Check deciding into *res, the zero Result but for its engine
+// and request: a new one, or an adapter's pooled one, put back zero.
+func (e *Engine) check(res *Result) {
+	req := res.req
 	// The view of the net/http adapters keeps the body bound and the
 	// header slots; any other view brings its own bound.
 	if hr, ok := req.(*httpview.Request); ok {
@@ -437,8 +441,10 @@ func (e *Engine) check(res *Result, req keyfunc.Request) {
 	if res.key, ok = e.key(res); !ok {
 		return
 	}
-	if res.cost, ok = e.cost(res); !ok {
-		return
+	if res.cost = 1; e.cfg.cost != nil {
+		if res.cost, ok = e.cost(res); !ok {
+			return
+		}
 	}
 	if e.cfg.inflight != nil && !e.acquire(res) {
 		return

@@ -67,7 +67,8 @@ func (e *Engine) Handler(next http.Handler, route func(*http.Request) string) ht
 		l := limitedPool.Get().(*httpview.Writer[Result])
 		l.ResponseWriter = w
 		l.View.Reset(r, "", route)
-		e.check(&l.Value, &l.View)
+		l.Value.e, l.Value.req = e, &l.View // l.Value is zero, as pooled
+		e.check(&l.Value)
 		l.Value.After(httpview.Outer[Result](w))
 		if l.Value.WriteHTTP(w) {
 			// The handler writes through l, where a limit further down

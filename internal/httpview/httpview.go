@@ -72,7 +72,8 @@ var _ keyfunc.Request = (*Request)(nil)
 // CheckInto is httplimit's Engine.Check deciding into a Result of the
 // caller's, a func(*httplimit.Engine, *httplimit.Result, keyfunc.Request)
 // set by httplimit: an adapter decides into the Result its pooled Writer
-// holds, which Check, returning it by value, would copy twice.
+// holds, which Check, returning it by value, would copy twice. The Result
+// must be the zero Result, as a pooled one is, put back only once reset.
 var CheckInto any
 
 // New returns the view of r for routers that keep the matched pattern on
