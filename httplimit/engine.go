@@ -312,9 +312,11 @@ func (r *Result) Counting() bool { return r.charge }
 func (r *Result) WriteHeaders(h HeaderWriter) {
 	sc, pooled := r.headerScratch()
 	if hh, ok := h.(http.Header); ok {
-		sc.hs.reset(hh, sc)
-		r.writeHeaders(&sc.hs, sc.buf[:0])
-		sc.hs = httpSink{}
+		if !r.writeFresh(hh, sc) {
+			sc.hs.reset(hh, sc)
+			r.writeHeaders(&sc.hs, sc.buf[:0])
+			sc.hs = httpSink{}
+		}
 	} else {
 		sc.ws.reset(h)
 		r.writeHeaders(&sc.ws, sc.buf[:0])
@@ -586,24 +588,27 @@ var closedOf = failover.Closed.(func(*core.Failover) bool)
 // policy decided alone). It reports the errors met, and returns false when
 // the request was not decided: res is then refused.
 func (e *Engine) decide(res *Result) bool {
-	ctx := res.req.Context()
-	if res.fallback {
-		ctx = keyfallback.With(ctx) // one allocation, on this path only
-	}
 	// res.start is the time before counting, for a refund after: with
 	// WithCountIf, or when a limit checked later refuses the request.
 	var err error
+	var ctx context.Context // the request's, read only when a limiter takes it
 	switch {
 	case e.memTime:
 		// The limiter's own reading of the system clock: one clock read
 		// per request, not two.
 		res.d, res.start, err = memAllow(e.mem, res.key, res.cost)
 		res.lim = e.mem
+		if err == nil {
+			return true
+		}
+		ctx = limiterContext(res)
 	case e.mem != nil:
+		ctx = limiterContext(res)
 		res.start = e.now()
 		res.d, err = e.mem.AllowN(ctx, res.key, res.cost)
 		res.lim = e.mem
 	default:
+		ctx = limiterContext(res)
 		res.start = e.now()
 		var ld core.LayeredDecision
 		var outage error
@@ -626,6 +631,16 @@ func (e *Engine) decide(res *Result) bool {
 	}
 	refuseError(res, ctx, err)
 	return false
+}
+
+// limiterContext returns the context the limiter is asked with: the
+// request's, which says so when the request is keyed by its FallbackKey.
+func limiterContext(res *Result) context.Context {
+	ctx := res.req.Context()
+	if res.fallback {
+		ctx = keyfallback.With(ctx) // one allocation, on this path only
+	}
+	return ctx
 }
 
 // refuseError refuses res for err, a limiter's error other than a cost

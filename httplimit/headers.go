@@ -182,13 +182,23 @@ func (s *httpSink) add(name string, v []string) {
 // value returns b as the value of an http.Header field, in memory of its
 // own: carved from the scratch's slab, which is replaced when full.
 func (s *httpSink) value(b []byte) []string {
-	if s.sc == nil || len(b) > maxSlabValue {
+	if s.sc == nil {
 		return []string{string(b)}
 	}
-	sl := s.sc.slab
+	return s.sc.value(b)
+}
+
+// value returns b as the value of an http.Header field, carved from sc's
+// slab, which is replaced when full; a value too long for a slab is
+// allocated alone.
+func (sc *headerScratch) value(b []byte) []string {
+	if len(b) > maxSlabValue {
+		return []string{string(b)}
+	}
+	sl := sc.slab
 	if sl == nil || !sl.fits(b) {
 		sl = new(valueSlab)
-		s.sc.slab = sl
+		sc.slab = sl
 	}
 	return sl.carve(b)
 }
@@ -425,7 +435,7 @@ func (sc *headerScratch) rateValue(ph *policyHeaders, r, t int64) []string {
 	if c := &sc.rate; c.ph == ph && c.r == r && c.t == t && c.v != nil {
 		return c.v
 	}
-	v := sc.hs.value(ratehdr.AppendRate(sc.buf[:0], ph.rPrefix, r, t))
+	v := sc.value(ratehdr.AppendRate(sc.buf[:0], ph.rPrefix, r, t))
 	sc.rate = rateCache{ph: ph, r: r, t: t, v: v}
 	return v
 }
@@ -506,19 +516,7 @@ func (e *Engine) writeRateHeaders(h headerSink, res *Result, buf []byte) {
 	} else {
 		ph = e.headersFor(&d.Policy)
 	}
-	r := d.Remaining
-	if r > d.Limit {
-		r = d.Limit
-	}
-	if r < 0 || denied {
-		r = 0
-	}
-	delta := d.ResetAfter
-	t := ceilSeconds(delta)
-	if denied {
-		delta = d.RetryAfter
-		t = RetryAfterSeconds(delta)
-	}
+	r, t, delta := rateOf(d, denied)
 	if style&IETFHeaders != 0 {
 		h.add(hRateLimitPolicy, ph.ietf)
 		if hs, ok := h.(*httpSink); ok && hs.sc != nil {
@@ -542,6 +540,45 @@ func (e *Engine) writeRateHeaders(h headerSink, res *Result, buf []byte) {
 		h.setBytes(hXRemaining, strconv.AppendInt(buf[:0], r, 10))
 		h.setBytes(hXReset, strconv.AppendInt(buf[:0], epoch, 10))
 	}
+}
+
+// rateOf returns the units left and the seconds until reset that the rate
+// headers give for d, and the time to that reset: when denied, 0 and the
+// Retry-After.
+func rateOf(d *core.Decision, denied bool) (r, t int64, delta time.Duration) {
+	r = d.Remaining
+	if r > d.Limit {
+		r = d.Limit
+	}
+	if r < 0 || denied {
+		r = 0
+	}
+	if denied {
+		return r, RetryAfterSeconds(d.RetryAfter), d.RetryAfter
+	}
+	return r, ceilSeconds(d.ResetAfter), d.ResetAfter
+}
+
+// writeFresh writes the headers of a request served on a single policy's
+// allowance, in the default style, to a response whose headers are empty,
+// as most are when the limit runs: the two IETF fields, set, without the
+// general path's lookups (no field is there to add to, and no CORS field
+// to expose the names in). It reports false, writing nothing, for every
+// other request or response, which the general path writes.
+func (r *Result) writeFresh(h http.Header, sc *headerScratch) bool {
+	e := r.e
+	if len(h) != 0 || !r.serve || !r.rate || r.denied || r.layers != nil || e.cfg.headers != IETFHeaders {
+		return false
+	}
+	d := &r.d
+	ph := e.last.Load()
+	if ph == nil || ph.policy.Limit != d.Policy.Limit || ph.policy.Window != d.Policy.Window || ph.policy.Name != d.Policy.Name {
+		ph = e.headersFor(&d.Policy)
+	}
+	rem := max(min(d.Remaining, d.Limit), 0)
+	h[hRateLimitPolicy] = ph.ietf
+	h[hRateLimit] = sc.rateValue(ph, rem, ceilSeconds(d.ResetAfter))
+	return true
 }
 
 // layerHeaders holds the header values of a layered limiter that depend on
