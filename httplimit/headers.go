@@ -287,6 +287,7 @@ type (
 // writerSink writes to a HeaderWriter; it is used through a pointer, into
 // the pooled [headerScratch], so that passing it costs no allocation.
 type writerSink struct {
+	sc *headerScratch // the scratch the sink is in, set once
 	w  HeaderWriter
 	bw bytesHeaderWriter     // w, when it takes bytes
 	cs canonicalHeaderSetter // w, when it sets canonical names
@@ -345,6 +346,13 @@ func (s *writerSink) list() bool {
 
 // note records field k, of value v, if it is one the sink looks for.
 func (s *writerSink) note(k, v []byte) {
+	// The names' lengths differ: most fields are told apart by theirs,
+	// without comparing their bytes.
+	switch len(k) {
+	case len(hRateLimit), len(hRateLimitPolicy), len(hAllowOrigin):
+	default:
+		return
+	}
 	switch {
 	case bytes.EqualFold(k, bytesOf(hRateLimit)):
 		s.seen |= seenRateLimit
@@ -414,6 +422,33 @@ type headerScratch struct {
 	hs   httpSink
 	slab *valueSlab // the values of http.Header fields are carved here
 	rate rateCache  // the RateLimit value carved last
+	rb   rateBytes  // the RateLimit value formatted last, for a HeaderWriter
+}
+
+// rateBytes is rateCache for a [HeaderWriter], which copies the value it
+// is given: the value is formatted in b and kept there.
+type rateBytes struct {
+	ph   *policyHeaders
+	r, t int64
+	n    int
+	b    [96]byte
+}
+
+// rateBytes returns the single policy ph's RateLimit value for r and t,
+// for a HeaderWriter to copy: the one formatted last when it is the same,
+// else formatted anew (and kept, when it fits).
+func (sc *headerScratch) rateBytes(ph *policyHeaders, r, t int64) []byte {
+	c := &sc.rb
+	if c.ph == ph && c.r == r && c.t == t {
+		return c.b[:c.n]
+	}
+	b := ratehdr.AppendRate(c.b[:0], ph.rPrefix, r, t)
+	if len(b) > len(c.b) {
+		c.ph = nil // formatted elsewhere: not kept
+		return b
+	}
+	c.ph, c.r, c.t, c.n = ph, r, t, len(b)
+	return b
 }
 
 // rateCache is the RateLimit value of one policy's r and t, carved from a
@@ -444,6 +479,7 @@ var scratchPool = sync.Pool{New: func() any { return newHeaderScratch() }}
 
 func newHeaderScratch() *headerScratch {
 	sc := new(headerScratch)
+	sc.ws.sc = sc
 	sc.ws.visit = func(k, v []byte) { sc.ws.note(k, v) }
 	sc.ws.yield = func(k, v []byte) bool { sc.ws.note(k, v); return true }
 	return sc
@@ -519,9 +555,17 @@ func (e *Engine) writeRateHeaders(h headerSink, res *Result, buf []byte) {
 	r, t, delta := rateOf(d, denied)
 	if style&IETFHeaders != 0 {
 		h.add(hRateLimitPolicy, ph.ietf)
-		if hs, ok := h.(*httpSink); ok && hs.sc != nil {
-			hs.add(hRateLimit, hs.sc.rateValue(ph, r, t))
-		} else {
+		switch s := h.(type) {
+		case *httpSink:
+			if s.sc != nil {
+				s.add(hRateLimit, s.sc.rateValue(ph, r, t))
+				break
+			}
+			s.addBytes(hRateLimit, ratehdr.AppendRate(buf[:0], ph.rPrefix, r, t))
+		case *writerSink:
+			// The writer copies the bytes (or makes a string of them).
+			s.addBytes(hRateLimit, s.sc.rateBytes(ph, r, t))
+		default:
 			h.addBytes(hRateLimit, ratehdr.AppendRate(buf[:0], ph.rPrefix, r, t))
 		}
 	}

@@ -138,3 +138,28 @@ func TestRateValueCache(t *testing.T) {
 		t.Errorf("the first value changed to %q", first[0])
 	}
 }
+
+// rateBytes formats a value anew whenever the policy, r or t differ from
+// the last one's, and keeps none that does not fit its buffer.
+func TestRateBytesCache(t *testing.T) {
+	sc := newHeaderScratch()
+	a := newPolicyHeaders(core.Policy{Name: "a", Limit: 10, Window: time.Minute})
+	long := newPolicyHeaders(core.Policy{Name: strings.Repeat("n", 120), Limit: 10, Window: time.Minute})
+	for _, tc := range []struct {
+		ph   *policyHeaders
+		r, t int64
+		want string
+	}{
+		{a, 9, 6, `"a";r=9;t=6`},
+		{a, 9, 6, `"a";r=9;t=6`},
+		{a, 8, 6, `"a";r=8;t=6`},
+		{a, 8, 60, `"a";r=8;t=60`},
+		{long, 8, 60, `"` + strings.Repeat("n", 120) + `";r=8;t=60`},
+		{long, 8, 60, `"` + strings.Repeat("n", 120) + `";r=8;t=60`},
+		{a, 8, 60, `"a";r=8;t=60`},
+	} {
+		if got := sc.rateBytes(tc.ph, tc.r, tc.t); string(got) != tc.want {
+			t.Fatalf("rateBytes(%.5s, %d, %d) = %q, want %q", tc.ph.policy.Name, tc.r, tc.t, got, tc.want)
+		}
+	}
+}
