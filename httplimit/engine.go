@@ -518,6 +518,11 @@ func (r *Result) release() {
 // not at all, is never silent.
 func (e *Engine) key(res *Result) (string, bool) {
 	req := res.req
+	if !e.cfg.keyGiven && res.scratch != nil {
+		if key, ok := res.peerKey(); ok {
+			return key, true
+		}
+	}
 	key, err := e.cfg.key(req)
 	if err == nil && key == "" {
 		err = fmt.Errorf("key function returned an empty key: %w", core.ErrEmptyKey)
@@ -550,6 +555,26 @@ func (e *Engine) key(res *Result) (string, bool) {
 	}
 	res.refuse(invalidKeyResponse())
 	return "", false
+}
+
+// peerKey returns the key of the default key function, [keyfunc.PeerIP],
+// for a request whose view keeps a scratch: a pure function of the peer's
+// address, remembered there for the address it was found for last, which
+// the next request on the view (often of the same connection) has too. It
+// reports false, remembering nothing, when the peer is no IP address: the
+// key function's error is then reported as usual.
+func (res *Result) peerKey() (string, bool) {
+	sc, _ := res.headerScratch()
+	ra := res.req.RemoteAddr()
+	if ra == sc.peer && sc.peerKey != "" {
+		return sc.peerKey, true
+	}
+	key, err := keyfunc.PeerIP(res.req)
+	if err != nil || key == "" {
+		return "", false
+	}
+	sc.peer, sc.peerKey = ra, key
+	return key, true
 }
 
 // cost runs the cost function (1 without one) and returns the request's

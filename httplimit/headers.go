@@ -423,6 +423,10 @@ type headerScratch struct {
 	slab *valueSlab // the values of http.Header fields are carved here
 	rate rateCache  // the RateLimit value carved last
 	rb   rateBytes  // the RateLimit value formatted last, for a HeaderWriter
+
+	// peer and peerKey are the peer address keyed last by the default
+	// key function and its key (Result.peerKey).
+	peer, peerKey string
 }
 
 // rateBytes is rateCache for a [HeaderWriter], which copies the value it

@@ -145,3 +145,36 @@ func TestMiddlewareCountIf(t *testing.T) {
 		}
 	})
 }
+
+// The default key, remembered on the pooled view for the peer address it
+// was found for, is each peer's own: requests from two peers alternating,
+// and one from an address that is none, through one middleware.
+func TestMiddlewarePeerKeyPerPeer(t *testing.T) {
+	l, err := core.New(core.Policy{Limit: 1, Window: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := httplimit.Middleware(l)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for i, tc := range []struct {
+		remote string
+		want   int
+	}{
+		{"192.0.2.1:1000", 200},
+		{"192.0.2.2:1000", 200},
+		{"192.0.2.1:1000", 429},
+		{"192.0.2.1:2000", 429}, // another port, the same address
+		{"192.0.2.2:1000", 429},
+		{"[2001:db8::1]:80", 200},
+		{"not an address", 400},
+		{"192.0.2.3:1000", 200},
+		{"[2001:db8::2]:80", 429}, // the same /64
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = tc.remote
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != tc.want {
+			t.Errorf("request %d from %q: status %d, want %d", i+1, tc.remote, w.Code, tc.want)
+		}
+	}
+}
