@@ -11,9 +11,15 @@ import (
 	"github.com/ratekit/ratekit/httplimit"
 )
 
-// Key is the per-request storage key under which a limit keeps its Result
-// for the limits further down.
-type Key struct{}
+// Key returns the per-request storage key under which a limit keeps its
+// Result for the limits further down. It is a pointer, which an interface
+// holds as it is: looking it up among a request's values compares it
+// without a call, where a struct key costs one per value compared.
+func Key() any { return theKey }
+
+type key struct{ _ byte }
+
+var theKey = &key{}
 
 var pool = sync.Pool{New: func() any { return new(httplimit.Result) }}
 
