@@ -415,7 +415,19 @@ func init() {
 	// returned by value, a Result is copied twice on every request.
 	httpview.CheckInto = func(e *Engine, res *Result, req keyfunc.Request) {
 		res.e, res.req = e, req
+		res.keepScratch()
 		e.check(res)
+	}
+}
+
+// keepScratch makes res write its headers with the scratch its request's
+// view keeps (internal/httpview.Request.Scratch), for an adapter whose
+// pooled view keeps it across requests, as the adapters that decide
+// through internal/httpview.CheckInto do; a view reset on every request
+// would make a scratch for each.
+func (res *Result) keepScratch() {
+	if hr, ok := res.req.(*httpview.Request); ok {
+		res.scratch = &hr.Scratch
 	}
 }
 
@@ -427,7 +439,6 @@ func (e *Engine) check(res *Result) {
 	// header slots; any other view brings its own bound.
 	if hr, ok := req.(*httpview.Request); ok {
 		hr.MaxBody = e.cfg.maxBody
-		res.scratch = &hr.Scratch
 	}
 	if e.cfg.skip != nil && e.cfg.skip(req) {
 		res.serve = true

@@ -68,6 +68,7 @@ func (e *Engine) Handler(next http.Handler, route func(*http.Request) string) ht
 		l.ResponseWriter = w
 		l.View.Reset(r, "", route)
 		l.Value.e, l.Value.req = e, &l.View // l.Value is zero, as pooled
+		l.Value.keepScratch()
 		e.check(&l.Value)
 		l.Value.After(httpview.Outer[Result](w))
 		if l.Value.WriteHTTP(w) {

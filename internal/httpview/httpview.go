@@ -74,6 +74,10 @@ var _ keyfunc.Request = (*Request)(nil)
 // set by httplimit: an adapter decides into the Result its pooled Writer
 // holds, which Check, returning it by value, would copy twice. The Result
 // must be the zero Result, as a pooled one is, put back only once reset.
+// A Result decided through it writes its headers with the view's Scratch,
+// which the adapter's pooled view keeps; one decided by Check takes a
+// scratch from a pool, as an adapter released before CheckInto resets its
+// view's Scratch with the rest.
 var CheckInto any
 
 // New returns the view of r for routers that keep the matched pattern on
