@@ -69,7 +69,7 @@ func New(l core.Limiter, opts ...httplimit.Option) fiber.Handler {
 		// c.Locals, through the fiber.Ctx interface, would allocate its
 		// variadic value: the same storage, asked directly.
 		uv := c.RequestCtx()
-		outer, _ := uv.UserValue(stacked.Key()).(*httplimit.Result)
+		outer, _ := uv.UserValue(stacked.LocalsKey()).(*httplimit.Result)
 		res := stacked.Get()
 		defer stacked.Put(res)
 		checkInto(e, res, req)
@@ -79,8 +79,8 @@ func New(l core.Limiter, opts ...httplimit.Option) fiber.Handler {
 			return refuse(c, res)
 		}
 		// A limit further down finds this one's Result in c.Locals.
-		uv.SetUserValue(stacked.Key(), res)
-		defer uv.SetUserValue(stacked.Key(), outer)
+		uv.SetUserValue(stacked.LocalsKey(), res)
+		defer uv.SetUserValue(stacked.LocalsKey(), outer)
 		if res.Settling() {
 			// The handlers report their cost through c.Context()
 			// (httplimit.SetCost).

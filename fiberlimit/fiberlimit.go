@@ -71,7 +71,7 @@ func New(l core.Limiter, opts ...httplimit.Option) fiber.Handler {
 			// is not the default.
 			req = boundedRequest{request{c}, e.MaxBodyBytes()}
 		}
-		outer, _ := c.Locals(stacked.Key()).(*httplimit.Result)
+		outer, _ := c.Locals(stacked.LocalsKey()).(*httplimit.Result)
 		res := stacked.Get()
 		defer stacked.Put(res)
 		checkInto(e, res, req)
@@ -81,8 +81,8 @@ func New(l core.Limiter, opts ...httplimit.Option) fiber.Handler {
 			return refuse(c, res)
 		}
 		// A limit further down finds this one's Result in c.Locals.
-		c.Locals(stacked.Key(), res)
-		defer c.Locals(stacked.Key(), outer)
+		c.Locals(stacked.LocalsKey(), res)
+		defer c.Locals(stacked.LocalsKey(), outer)
 		if res.Settling() {
 			// The handlers report their cost through c.UserContext()
 			// (httplimit.SetCost).

@@ -11,15 +11,21 @@ import (
 	"github.com/ratekit/ratekit/httplimit"
 )
 
-// Key returns the per-request storage key under which a limit keeps its
-// Result for the limits further down. It is a pointer, which an interface
-// holds as it is: looking it up among a request's values compares it
-// without a call, where a struct key costs one per value compared.
-func Key() any { return theKey }
+// LocalsKey returns the per-request storage key under which a limit keeps
+// its Result for the limits further down. It is a pointer, which an
+// interface holds as it is: looking it up among a request's values
+// compares it without a call, where a struct key costs one per value
+// compared.
+func LocalsKey() any { return theKey }
 
 type key struct{ _ byte }
 
 var theKey = &key{}
+
+// Key is the key adapters released before [LocalsKey] keep their Result
+// under, reading and writing it alike, so that a limit stacked on one of
+// their requests finds the one around it; kept so that they build.
+type Key struct{}
 
 var pool = sync.Pool{New: func() any { return new(httplimit.Result) }}
 
