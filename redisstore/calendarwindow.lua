@@ -72,6 +72,19 @@ if v then
 end
 
 local untilEnd = wend - now
+if elapsed == -2 then
+	-- A charge (Settle, prelude.lua): as fixedwindow.lua's, in the period.
+	local room = 2 * L - count
+	if room > 0 then
+		if n > room then
+			n = room
+		end
+		redis.call('SET', KEYS[1], bpack(fmt, idx, count + n, wend, CID), 'PX', arg(ceil(untilEnd / 1000) + margin))
+	elseif moved then
+		redis.call('SET', KEYS[1], bpack(fmt, idx, count, wend, CID), 'PX', arg(ceil(untilEnd / 1000) + margin))
+	end
+	return 0
+end
 if elapsed then
 	-- A refund: if s = now - elapsed lies in the current window (s >=
 	-- idx), the count loses n, not below 0, as fixedwindow.lua.

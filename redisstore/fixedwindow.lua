@@ -77,6 +77,21 @@ if v then
 end
 
 local untilEnd = (idx + 1) * W - now
+if elapsed == -2 then
+	-- A charge (Settle, prelude.lua): the current window's count grows by
+	-- n, up to 2·L, as core's fixedWindow.charge; it expires with the
+	-- window, where the debt is forgotten.
+	local room = 2 * L - count
+	if room > 0 then
+		if n > room then
+			n = room
+		end
+		redis.call('SET', KEYS[1], bpack(fmt, idx, count + n, W), 'PX', arg(ceil(untilEnd / 1000) + margin))
+	elseif moved then
+		redis.call('SET', KEYS[1], bpack(fmt, idx, count, W), 'PX', arg(ceil(untilEnd / 1000) + margin))
+	end
+	return 0
+end
 if elapsed then
 	-- A refund: if s = now - elapsed lies in the current window (s >=
 	-- idx·W; it is never past its end), the count loses n, not below 0, and

@@ -168,6 +168,24 @@ local function set(b)
 	end
 end
 
+if elapsed == -2 then
+	-- A charge (Settle, prelude.lua): n more units at now, unconditionally,
+	-- the backlog growing by n·T up to 2·C (one capacity of debt), as
+	-- core's bucket.charge; at the bound, or beyond it, nothing is added.
+	-- The expiry is the backlog's, so the key lives while it owes.
+	local most = 2 * C
+	if d < most then
+		if n >= ceil((most - d) / T) then
+			d = most
+		else
+			d = d + n * T
+		end
+		set(d)
+	elseif moved then
+		set(d)
+	end
+	return 0
+end
 if elapsed then
 	-- A refund: the refill has already returned elapsed·q of the n·T
 	-- counted, so at most g = n·T - elapsed·q still count; the backlog

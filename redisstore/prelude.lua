@@ -10,6 +10,13 @@
 -- that is at s = now - elapsed or later, by the algorithm's rule (core's
 -- refund.go). Elapsed is at most 2^52; a refund decides nothing, never
 -- creates a key, and returns 0.
+-- Two values of ARGV[3] below 0 make other calls of one key (they too
+-- never come without ARGV, so the common call pays nothing for them):
+-- -1 a partial grant (core.PartialLimiter: the n is the most to count;
+-- see scripts.go's singleLua), -2 a charge (core.Settler: count n more
+-- units at now, unconditionally, up to one capacity of debt past the
+-- limit, as core's per-algorithm charge; returns 0, creating the key if
+-- it is missing, with an expiry that covers the debt).
 -- ARGV[4] is, for a named policy, since: the time the limiter took its
 -- policy (see convert.lua's changedAt), read only to convert a state
 -- written under another policy. An unnamed policy's calls, whose keys

@@ -43,8 +43,24 @@ var preludeLua = clockLua + argsLua
 
 // singleLua ends a script of one call: it runs decide, and packs its
 // decision, or returns a fresh one's resetAfter alone (see prelude.lua; a
-// refund returns 0). pre is what the fast part read, for decide.
+// refund or a charge returns 0). pre is what the fast part read, for
+// decide. A partial grant (elapsed -1, see prelude.lua) decides twice, as
+// core's decideAtMost: a Peek of one unit, whose Remaining is the largest
+// cost allowed now, then a request of min(n, Remaining) to count; it
+// answers the decision and the units granted, six numbers, or the Peek's
+// denial and 0, or a calendar's resync (2, now) as is.
 const singleLua = `if elapsed then
+	if elapsed == -1 then
+		local a, b, c, d, e = decide(KEYS, now, 1, false, nil, since)
+		if a ~= 1 or b <= 0 then
+			return bpack('>i8i8i8i8i8i8', a, b, c, d, e, 0)
+		end
+		if b < n then
+			n = b
+		end
+		a, b, c, d, e = decide(KEYS, now, n, true, nil, since)
+		return bpack('>i8i8i8i8i8i8', a, b, c, d, e, n)
+	end
 	return decide(KEYS, now, n, commit, elapsed, since)
 end
 local a, b, c, d, e, fresh = decide(KEYS, now, n, commit, nil, since, pre)

@@ -84,6 +84,15 @@ local hdr = pre or redis.call('GETRANGE', key, '0', hend) -- 0 to H - 1
 if #hdr < H then
 	-- No log: nothing to refund; a request is allowed (n <= L) and, if
 	-- counted, the log's first record, the common case, written at once.
+	if elapsed == -2 then
+		-- A charge (Settle, prelude.lua) on no log: its first record, of
+		-- up to 2·L units.
+		if n > 2 * L then
+			n = 2 * L
+		end
+		redis.call('SET', key, newlog(now, n), 'PX', wpx)
+		return 0
+	end
 	if elapsed then
 		return 0
 	end
@@ -402,6 +411,37 @@ if f > h then
 	uf = U(f - 1)
 end
 
+if elapsed == -2 then
+	-- A charge (Settle, prelude.lua): n units recorded as an allowed
+	-- request's are (below), whatever room is left, up to 2·L units live
+	-- in the log, as core's slidingLog.charge; the key expires with its
+	-- last record.
+	local sum = total - uf
+	if n > 2 * L - sum then
+		n = 2 * L - sum
+	end
+	if n <= 0 then
+		return 0
+	end
+	local t = now
+	if last > t then
+		t = last
+	end
+	local px = ceil((t + W - now) / 1000) + margin
+	if f > k then
+		redis.call('SET', key, newlog(t, n), 'PX', arg(px))
+	else
+		h, dead = f, uf
+		if last == t then
+			add(k, n)
+		else
+			append(t, n)
+		end
+		total, last = total + n, t
+		store(px, false)
+	end
+	return 0
+end
 if elapsed then
 	-- A refund: the request's record is at since = now - elapsed or later.
 	-- If since is still in the window, up to n units are taken from the

@@ -1,0 +1,239 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/limitertest"
+)
+
+// The settle suite on a single node, for a Limiter.
+func TestSettleConformance(t *testing.T) {
+	t.Parallel()
+	client := newClient(t, singleNode(t))
+	limitertest.RunSettle(t, func(t *testing.T, p core.Policy, clock *core.ManualClock) core.Limiter {
+		return mustNew(t, client, p, WithClock(clock), WithPrefix(uniquePrefix(t.Name())))
+	})
+}
+
+// settlePolicies are parityPolicies and a named one, and two calendar ones, run with every
+// algorithm (the calendar with the fixed window only).
+func settlePolicies() []core.Policy {
+	var ps []core.Policy
+	bases := append(parityPolicies[:len(parityPolicies):len(parityPolicies)], core.Policy{Name: "named", Limit: 7, Window: time.Second, Burst: 11})
+	for _, base := range bases {
+		for _, a := range core.Algorithms() {
+			p := base
+			p.Algorithm = a
+			if !a.Burstable() {
+				p.Burst = 0
+			}
+			ps = append(ps, p)
+		}
+	}
+	return append(ps,
+		core.Policy{Algorithm: core.FixedWindow, Limit: 50, Window: 24 * time.Hour, Calendar: core.CalendarDay},
+		core.Policy{Name: "named", Algorithm: core.FixedWindow, Limit: 50, Window: 24 * time.Hour, Calendar: core.CalendarDay})
+}
+
+// Random requests, settles (below, above and at the estimate, from a
+// request made or from anything), partial grants and a clock that steps
+// back, on the memory store and on Redis, each on its manual clock: after
+// every settle and for every request and partial grant, every Decision
+// (and every grant) is equal.
+func TestSettleSameAsMemory(t *testing.T) {
+	client := newClient(t, singleNode(t))
+	ctx := context.Background()
+	for _, p := range settlePolicies() {
+		t.Run(p.String(), func(t *testing.T) {
+			start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+			mc, rc := core.NewManualClock(start), core.NewManualClock(start)
+			mem, err := core.New(p, core.WithClock(mc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			red := mustNew(t, client, p, WithClock(rc), WithPrefix(uniquePrefix(t.Name())))
+			W := int64(p.Window / time.Microsecond)
+			tr := &refundTraffic{
+				rng:    rand.New(rand.NewPCG(uint64(p.Limit), uint64(p.Algorithm)+11)),
+				w:      W,
+				start:  start,
+				clocks: []*core.ManualClock{mc, rc},
+			}
+			key := []string{"k"}
+			C := p.Capacity()
+			peek := func(i int, what string, n int64) {
+				t.Helper()
+				md, merr := mem.Peek(ctx, "k", n)
+				rd, rerr := red.Peek(ctx, "k", n)
+				if merr != nil || rerr != nil {
+					t.Fatalf("op %d, %s: memory err %v, redis err %v", i, what, merr, rerr)
+				}
+				if md != rd {
+					t.Fatalf("op %d, %s (Peek %d, at %v):\nmemory %+v\n redis %+v", i, what, n, mc.Now().Sub(start), md, rd)
+				}
+			}
+			for i := range 500 {
+				tr.step(max(W/p.Limit, 1))
+				n := 1 + tr.rng.Int64N(min(C, 3))
+				if tr.rng.IntN(3) == 0 {
+					n = 1 + tr.rng.Int64N(C)
+				}
+				switch tr.rng.IntN(4) {
+				case 0, 1:
+					md, merr := mem.AllowN(ctx, "k", n)
+					rd, rerr := red.AllowN(ctx, "k", n)
+					if merr != nil || rerr != nil {
+						t.Fatalf("op %d: AllowN(%d): memory err %v, redis err %v", i, n, merr, rerr)
+					}
+					if md != rd {
+						t.Fatalf("op %d, AllowN(%d) at %v:\nmemory %+v\n redis %+v", i, n, mc.Now().Sub(start), md, rd)
+					}
+					if md.Allowed {
+						tr.allowed(key, n)
+					}
+				case 2:
+					if tr.rng.IntN(2) == 0 {
+						n = 1 + tr.rng.Int64N(2*C)
+					}
+					md, mg, merr := mem.AllowAtMost(ctx, "k", n)
+					rd, rg, rerr := red.AllowAtMost(ctx, "k", n)
+					if merr != nil || rerr != nil {
+						t.Fatalf("op %d: AllowAtMost(%d): memory err %v, redis err %v", i, n, merr, rerr)
+					}
+					if md != rd || mg != rg {
+						t.Fatalf("op %d, AllowAtMost(%d) at %v:\nmemory %d %+v\n redis %d %+v", i, n, mc.Now().Sub(start), mg, md, rg, rd)
+					}
+					if mg > 0 {
+						tr.allowed(key, mg)
+					}
+				default:
+					_, est, elapsed := tr.refund(key, C)
+					var actual int64
+					switch tr.rng.IntN(4) {
+					case 0:
+						actual = tr.rng.Int64N(est + 1)
+					case 1:
+						actual = est + 1 + tr.rng.Int64N(3)
+					case 2:
+						actual = est + 1 + tr.rng.Int64N(3*C)
+					default:
+						actual = est
+					}
+					merr := mem.Settle(ctx, "k", est, actual, elapsed)
+					rerr := red.Settle(ctx, "k", est, actual, elapsed)
+					if merr != nil || rerr != nil {
+						t.Fatalf("op %d: Settle(%d, %d, %v): memory err %v, redis err %v", i, est, actual, elapsed, merr, rerr)
+					}
+					what := fmt.Sprintf("after Settle(%d, %d, %v)", est, actual, elapsed)
+					peek(i, what, 1)
+					peek(i, what, n)
+					peek(i, what, C)
+				}
+			}
+		})
+	}
+}
+
+// A key charged into debt keeps its state until the debt is repaid: its
+// expiry covers what it owes (the bucket's refill of 2·C, a window's end).
+func TestSettleDebtExpiry(t *testing.T) {
+	client := newClient(t, singleNode(t))
+	ctx := context.Background()
+	for _, a := range core.Algorithms() {
+		p := core.Policy{Algorithm: a, Limit: 10, Window: 10 * time.Second}
+		t.Run(a.String(), func(t *testing.T) {
+			clock := core.NewManualClock(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))
+			l := mustNew(t, client, p, WithClock(clock), WithPrefix(uniquePrefix(t.Name())), WithExpiryMargin(0))
+			if _, err := l.AllowN(ctx, "k", 1); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Settle(ctx, "k", 1, 25, 0); err != nil {
+				t.Fatal(err)
+			}
+			ttl, err := client.PTTL(ctx, l.key("k")).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The debt of 10 past the limit: 20 units to free in a bucket
+			// (20 s); a sliding window's counter weighs until the end of
+			// the next window (20 s); the end of the window, or of the
+			// charge's record, otherwise (10 s).
+			want := 10 * time.Second
+			if a != core.FixedWindow && a != core.SlidingLog {
+				want = 20 * time.Second
+			}
+			if ttl < want-time.Millisecond || ttl > want+time.Millisecond {
+				t.Fatalf("PTTL %v, want %v", ttl, want)
+			}
+			d, err := l.Peek(ctx, "k", 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Allowed {
+				t.Fatalf("in debt: %+v, want a denial", d)
+			}
+		})
+	}
+}
+
+// Partial and whole requests racing on one key of a standing clock:
+// exactly the limit is granted in all, and never more than asked.
+func TestAllowAtMostConcurrent(t *testing.T) {
+	client := newClient(t, singleNode(t))
+	ctx := context.Background()
+	for _, a := range core.Algorithms() {
+		p := core.Policy{Algorithm: a, Limit: 500, Window: time.Hour}
+		t.Run(a.String(), func(t *testing.T) {
+			clock := core.NewManualClock(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))
+			l := mustNew(t, client, p, WithClock(clock), WithPrefix(uniquePrefix(t.Name())))
+			var mu sync.Mutex
+			var granted int64
+			var wg sync.WaitGroup
+			for g := range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					rng := rand.New(rand.NewPCG(uint64(g), 1))
+					for range 60 {
+						n := 1 + rng.Int64N(20)
+						var got int64
+						if g%2 == 0 {
+							_, k, err := l.AllowAtMost(ctx, "k", n)
+							if err != nil {
+								t.Error(err)
+								return
+							}
+							if k > n {
+								t.Errorf("granted %d of %d", k, n)
+							}
+							got = k
+						} else {
+							d, err := l.AllowN(ctx, "k", n)
+							if err != nil {
+								t.Error(err)
+								return
+							}
+							if d.Allowed {
+								got = n
+							}
+						}
+						mu.Lock()
+						granted += got
+						mu.Unlock()
+					}
+				}()
+			}
+			wg.Wait()
+			if granted != p.Limit {
+				t.Fatalf("granted %d in all, want %d", granted, p.Limit)
+			}
+			t.Logf("%v: granted %d of a limit of %d", a, granted, p.Limit)
+		})
+	}
+}
