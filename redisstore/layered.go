@@ -449,12 +449,22 @@ func (l *Layered) decideAt(ctx context.Context, keys []string, costs []int64, si
 	if !ok || len(v) != 5*len(l.layers) {
 		return ld, fmt.Errorf("redisstore: eval: script returned %v, want %d integers", cmd.Val(), 5*len(l.layers))
 	}
-	ds := dst[:0]
-	for i, p := range c.policies {
+	ds, err := layerDecisions(c.policies, v, dst[:0])
+	if err != nil {
+		return ld, err
+	}
+	return core.MostRestrictive(ds), nil
+}
+
+// layerDecisions appends to ds the layers' Decisions that v, a layered
+// script's answer, holds: five integers per layer, in layer order.
+func layerDecisions(policies []core.Policy, v []any, ds []core.Decision) ([]core.Decision, error) {
+	for i, p := range policies {
 		var r [5]int64
 		for j := range r {
+			var ok bool
 			if r[j], ok = v[5*i+j].(int64); !ok {
-				return ld, fmt.Errorf("redisstore: eval: script returned %v, want %d integers", v, 5*len(l.layers))
+				return ds, fmt.Errorf("redisstore: eval: script returned %v, want %d integers", v, 5*len(policies))
 			}
 		}
 		ds = append(ds, core.Decision{
@@ -467,7 +477,7 @@ func (l *Layered) decideAt(ctx context.Context, keys []string, costs []int64, si
 			Policy:     p,
 		})
 	}
-	return core.MostRestrictive(ds), nil
+	return ds, nil
 }
 
 // layerCost returns layer i's cost among costs, one per layer or one for

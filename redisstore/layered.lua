@@ -21,14 +21,43 @@
 -- layer or in none, and one layer decides exactly as its own script.
 --
 -- Returns every layer's {allowed, remaining, retryAfter, resetAfter,
--- delay}, one after the other. A refund (elapsed given) is made in every
--- layer and returns 0.
+-- delay}, one after the other. A refund or a charge (elapsed given, see
+-- prelude.lua) is made in every layer and returns 0.
+--
+-- A partial grant (elapsed -1) grants g, the least of n and every layer's
+-- Remaining for a Peek of one unit, as core.Layered's decideAtMost: when a
+-- layer denies one unit, or g is 0, it returns those Peeks' decisions and
+-- 0; else it decides g in every layer as a request of cost g, and returns
+-- its decisions and g, one number more.
 local count = #layers
 local costs, sinces = {}, {}
 for i = 1, count do
 	local c, s = ARGV[4 + i], ARGV[4 + count + i]
 	costs[i] = c and tonumber(c) or n
 	sinces[i] = s or since
+end
+local granted
+if elapsed == -1 then
+	elapsed = nil -- the layers decide as for a request (see singleLua)
+	local g, out = n, {}
+	for i = 1, count do
+		local a, b, c, d, e = bunpack(answer, layers[i](keys[i], 1, false, sinces[i]))
+		if a ~= 1 then
+			g = 0
+		elseif b < g then
+			g = b
+		end
+		local o = 5 * (i - 1)
+		out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = a, b, c, d, e
+	end
+	if g <= 0 then
+		out[5 * count + 1] = 0
+		return out
+	end
+	for i = 1, count do
+		costs[i] = g
+	end
+	granted = g
 end
 if elapsed then
 	for i = 1, count do
@@ -53,5 +82,11 @@ for i = 1, count do
 	for j = 1, 5 do
 		out[#out + 1] = ds[i][j]
 	end
+end
+if granted then
+	if not pass then
+		granted = 0
+	end
+	out[#out + 1] = granted
 end
 return out

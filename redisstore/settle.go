@@ -136,3 +136,98 @@ func (l *Limiter) AllowAtMost(ctx context.Context, key string, n int64) (core.De
 	}
 	return d, 0, fmt.Errorf("redisstore: eval: the server's time left the calendar period it gave")
 }
+
+var (
+	_ core.Settler        = (*Layered)(nil)
+	_ core.PartialLimiter = (*Layered)(nil)
+)
+
+// Settle settles the request in every layer, in one round trip and
+// atomically, each layer exactly as a [Limiter] of its policy settles (and
+// [core.Layered.Settle]); see [core.Settler]. A charge is counted in every
+// layer, up to each one's bound; a refund gives back up to each layer's
+// capacity.
+func (l *Layered) Settle(ctx context.Context, key string, estimate, actual int64, elapsed time.Duration) error {
+	return l.SettleKeys(ctx, []string{key}, estimate, actual, elapsed)
+}
+
+// SettleKeys is Settle with a key per layer, as for [Layered.AllowKeys].
+func (l *Layered) SettleKeys(ctx context.Context, keys []string, estimate, actual int64, elapsed time.Duration) error {
+	if err := l.checkKeys(keys); err != nil {
+		return err
+	}
+	for i := range l.layers {
+		if err := checkSettle(layerKey(keys, i), estimate, actual, elapsed); err != nil {
+			return err
+		}
+	}
+	if actual == estimate {
+		return nil
+	}
+	rkeys, err := l.redisKeys(keys)
+	if err != nil {
+		return err
+	}
+	now, err := l.run.now()
+	if err != nil {
+		return err
+	}
+	c := l.cur.Load()
+	costs, mode := []int64{actual - estimate}, modeCharge
+	if actual < estimate {
+		costs = make([]int64, len(l.layers))
+		for i := range costs {
+			costs[i] = min(estimate-actual, c.costs[i])
+		}
+		mode = elapsedMicros(l.run.padded(elapsed))
+	}
+	cmd, err := l.eval(ctx, c, rkeys, now, costs, nil, true, mode)
+	if err != nil {
+		return l.wrap("eval", err)
+	}
+	return refunded(cmd)
+}
+
+// AllowAtMost counts, in every layer, as many of n units as fit in all of
+// them for key now, and returns how many, in one round trip and
+// atomically, exactly as [core.Layered.AllowAtMost] does; see
+// [core.PartialLimiter]. The Decision is the most restrictive layer's for
+// the units counted, or, when not even one unit fits, the denial of one
+// unit.
+func (l *Layered) AllowAtMost(ctx context.Context, key string, n int64) (core.Decision, int64, error) {
+	c := l.cur.Load()
+	first := c.policies[0]
+	d := core.Decision{Limit: first.Limit, Policy: first}
+	if err := checkCost(key, n, n, -1); err != nil {
+		return d, 0, err
+	}
+	for i := range l.layers {
+		n = min(n, c.costs[i])
+	}
+	rkeys, err := l.redisKeys([]string{key})
+	if err != nil {
+		return d, 0, err
+	}
+	now, err := l.run.now()
+	if err != nil {
+		return d, 0, err
+	}
+	cmd, err := l.eval(ctx, c, rkeys, now, []int64{n}, nil, true, modeAtMost)
+	if err != nil {
+		return d, 0, l.wrap("eval", err)
+	}
+	v, ok := cmd.Val().([]any)
+	if !ok || len(v) != 5*len(l.layers)+1 {
+		return d, 0, fmt.Errorf("redisstore: eval: partial grant script returned %v, want %d integers", cmd.Val(), 5*len(l.layers)+1)
+	}
+	var buf [4]core.Decision
+	ds, err := layerDecisions(c.policies, v, buf[:0])
+	if err != nil {
+		return d, 0, err
+	}
+	granted, ok := v[len(v)-1].(int64)
+	if !ok {
+		return d, 0, fmt.Errorf("redisstore: eval: partial grant script returned %v, want integers", v)
+	}
+	return core.MostRestrictive(ds).Decision, granted, nil
+}

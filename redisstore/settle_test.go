@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -10,14 +11,31 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/limitertest"
+	"github.com/ratekit/ratekit/internal/limitercheck"
 )
 
-// The settle suite on a single node, for a Limiter.
+// The settle suite on a single node, for a Limiter and for a Layered of
+// one layer, which settles as a Limiter of its policy; the Limiter by FCALL
+// and by EVALSHA.
 func TestSettleConformance(t *testing.T) {
 	t.Parallel()
 	client := newClient(t, singleNode(t))
-	limitertest.RunSettle(t, func(t *testing.T, p core.Policy, clock *core.ManualClock) core.Limiter {
-		return mustNew(t, client, p, WithClock(clock), WithPrefix(uniquePrefix(t.Name())))
+	t.Run("Limiter", func(t *testing.T) {
+		limitertest.RunSettle(t, func(t *testing.T, p core.Policy, clock *core.ManualClock) core.Limiter {
+			return mustNew(t, client, p, WithClock(clock), WithPrefix(uniquePrefix(t.Name())))
+		})
+	})
+	t.Run("EVALSHA", func(t *testing.T) {
+		limitertest.RunSettle(t, func(t *testing.T, p core.Policy, clock *core.ManualClock) core.Limiter {
+			l := mustNew(t, client, p, WithClock(clock), WithPrefix(uniquePrefix(t.Name())))
+			l.fmode.Store(modeScripts)
+			return l
+		})
+	})
+	t.Run("Layered", func(t *testing.T) {
+		limitertest.RunSettle(t, func(t *testing.T, p core.Policy, clock *core.ManualClock) core.Limiter {
+			return mustLayered(t, client, []core.Policy{p}, WithClock(clock), WithPrefix(uniquePrefix(t.Name())))
+		})
 	})
 }
 
@@ -234,6 +252,107 @@ func TestAllowAtMostConcurrent(t *testing.T) {
 				t.Fatalf("granted %d in all, want %d", granted, p.Limit)
 			}
 			t.Logf("%v: granted %d of a limit of %d", a, granted, p.Limit)
+		})
+	}
+}
+
+// Settles and partial grants on a core.Layered of Memory layers and on a
+// Redis Layered of the same policies, with a clock that steps back: every
+// LayeredDecision, every partial grant's Decision and count, is equal.
+func TestLayeredSettleSameAsMemory(t *testing.T) {
+	client := newClient(t, singleNode(t))
+	ctx := context.Background()
+	for cfg := range 40 {
+		rng := rand.New(rand.NewPCG(uint64(cfg), 4321))
+		ps := randomLayers(rng)
+		t.Run(fmt.Sprint(cfg), func(t *testing.T) {
+			start := time.Unix(1_700_000_040, 0)
+			mc, rc := core.NewManualClock(start), core.NewManualClock(start)
+			var mems []*core.Memory
+			var w int64
+			maxCost := int64(math.MaxInt64)
+			for _, p := range ps {
+				m, err := core.New(p, core.WithClock(mc))
+				if err != nil {
+					t.Fatal(err)
+				}
+				mems = append(mems, m)
+				w = max(w, int64(p.Window/time.Microsecond))
+				maxCost = min(maxCost, p.Capacity())
+			}
+			mem, err := core.NewLayered(mems...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			red := mustLayered(t, client, ps, WithClock(rc), WithPrefix(uniquePrefix(t.Name())))
+			tr := &refundTraffic{rng: rng, w: w, start: start, clocks: []*core.ManualClock{mc, rc}}
+			key := []string{"k"}
+			var granted int64
+			defer func() {
+				if granted == 0 && !t.Failed() {
+					t.Error("no partial grant granted anything")
+				}
+			}()
+			peek := func(i int, what string, n int64) {
+				t.Helper()
+				md, merr := mem.PeekKeys(ctx, key, n)
+				rd, rerr := red.PeekKeys(ctx, key, n)
+				if merr != nil || rerr != nil {
+					t.Fatalf("op %d, %s (n=%d): memory err %v, redis err %v", i, what, n, merr, rerr)
+				}
+				if !limitercheck.SameLayered(md, rd) {
+					t.Fatalf("op %d, %s (Peek %d, policies %v):\nmemory %+v\n redis %+v", i, what, n, ps, md, rd)
+				}
+			}
+			for i := range 200 {
+				tr.step(w / 8)
+				n := 1 + rng.Int64N(min(maxCost, 3))
+				if rng.IntN(3) == 0 {
+					n = 1 + rng.Int64N(maxCost)
+				}
+				switch rng.IntN(4) {
+				case 0:
+					md, merr := mem.AllowKeys(ctx, key, n)
+					rd, rerr := red.AllowKeys(ctx, key, n)
+					if merr != nil || rerr != nil {
+						t.Fatalf("op %d: AllowN(%d): memory err %v, redis err %v", i, n, merr, rerr)
+					}
+					if !limitercheck.SameLayered(md, rd) {
+						t.Fatalf("op %d, AllowN(%d), policies %v:\nmemory %+v\n redis %+v", i, n, ps, md, rd)
+					}
+					if md.Allowed {
+						tr.allowed(key, n)
+					}
+				case 1:
+					n = 1 + rng.Int64N(2*maxCost)
+					md, mg, merr := mem.AllowAtMost(ctx, "k", n)
+					rd, rg, rerr := red.AllowAtMost(ctx, "k", n)
+					if merr != nil || rerr != nil {
+						t.Fatalf("op %d: AllowAtMost(%d): memory err %v, redis err %v", i, n, merr, rerr)
+					}
+					if md != rd || mg != rg {
+						t.Fatalf("op %d, AllowAtMost(%d), policies %v:\nmemory %d %+v\n redis %d %+v", i, n, ps, mg, md, rg, rd)
+					}
+					if mg > 0 {
+						tr.allowed(key, mg)
+						granted += mg
+					}
+				default:
+					_, est, elapsed := tr.refund(key, maxCost)
+					actual := est + 1 + rng.Int64N(2*maxCost)
+					if rng.IntN(2) == 0 {
+						actual = rng.Int64N(est + 1)
+					}
+					merr := mem.SettleKeys(ctx, key, est, actual, elapsed)
+					rerr := red.SettleKeys(ctx, key, est, actual, elapsed)
+					if merr != nil || rerr != nil {
+						t.Fatalf("op %d: Settle(%d, %d, %v): memory err %v, redis err %v", i, est, actual, elapsed, merr, rerr)
+					}
+					what := fmt.Sprintf("after Settle(%d, %d, %v)", est, actual, elapsed)
+					peek(i, what, 1)
+					peek(i, what, maxCost)
+				}
+			}
 		})
 	}
 }
