@@ -9,7 +9,8 @@ import "context"
 // does. A job that works through a queue takes what it may and leaves the
 // rest for later, rather than waiting until the whole batch fits.
 //
-// The memory store ([Memory], [Layered], [Tiered]) implements it.
+// The memory store ([Memory], [Layered], [Tiered]) implements it, and so
+// do the Redis store's Limiter and Layered (redisstore).
 type PartialLimiter interface {
 	Limiter
 

@@ -48,8 +48,8 @@ import (
 // model used, the rows an export wrote) takes an estimate with AllowN
 // before it runs and reports its actual cost after.
 //
-// The memory store ([Memory], [Layered], [Tiered]) implements it. The
-// wrappers ([Failover], hotkey.DenialCache, hotkey.Leased,
+// The memory store ([Memory], [Layered], [Tiered]) implements it, and so
+// do the Redis store's Limiter and Layered (redisstore). The wrappers ([Failover], hotkey.DenialCache, hotkey.Leased,
 // observe.Limiter, observe.Shadow) do not pass it on yet: [As] finds no
 // Settler through them.
 type Settler interface {

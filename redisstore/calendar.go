@@ -83,7 +83,8 @@ func resync(r string) (now int64, ok bool) {
 }
 
 // refundCalendar is Refund for a calendar policy under c: the periods
-// follow the elapsed time, and a resync (-now) calls once more.
+// follow the elapsed time, and a resync (-now) calls once more. Settle's
+// charge calls it too, elapsed then modeCharge.
 func (l *Limiter) refundCalendar(ctx context.Context, c *conf, k string, now any, n, elapsed int64) error {
 	w := c.cal.at(now)
 	for range 2 {

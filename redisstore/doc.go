@@ -11,7 +11,11 @@
 //
 // Each algorithm is one Lua script that reads the key's state, decides,
 // writes the new state and its expiry in one atomic step (or, for a
-// refund, gives units back, as [core.Memory.Refund] does). On Redis 7 and
+// refund, gives units back, as [core.Memory.Refund] does; for a settle
+// ([Limiter.Settle], a [core.Settler]) gives back or charges the rest of a
+// request's actual cost, as [core.Memory.Settle] does; for a partial grant
+// ([Limiter.AllowAtMost], a [core.PartialLimiter]) counts as many units as
+// fit, as [core.Memory.AllowAtMost] does). On Redis 7 and
 // later it runs as a Redis Function, by FCALL, which costs Redis less per
 // call than EVALSHA; the library is named "ratekit_" and the SHA-1 of its
 // code, so that two versions never replace each other's. It runs by

@@ -26,7 +26,9 @@ const DefaultExpiryMargin = time.Second
 // enforced over any number of keys, shared by every process that builds a
 // Limiter with the same policy (for a named one, the same Name and
 // algorithm), prefix and Redis. It is a [core.Refunder]
-// too: it gives back units it counted.
+// too: it gives back units it counted; a [core.Settler], settling a
+// request's cost after it ran; and a [core.PartialLimiter], granting part
+// of a request.
 //
 // Each decision, and each refund, is one atomic round trip, so concurrent
 // requests from any number of servers are counted exactly. The decisions and
