@@ -200,16 +200,30 @@ func TestSettleDebtExpiry(t *testing.T) {
 	}
 }
 
-// Partial and whole requests racing on one key of a standing clock:
-// exactly the limit is granted in all, and never more than asked.
+// Partial and whole requests racing on one key of a standing clock, on a
+// Limiter of each algorithm and on a Layered: exactly the limit is granted
+// in all, and never more than asked.
 func TestAllowAtMostConcurrent(t *testing.T) {
 	client := newClient(t, singleNode(t))
 	ctx := context.Background()
-	for _, a := range core.Algorithms() {
+	algs := core.Algorithms()
+	for i := range len(algs) + 1 {
+		layered := i == len(algs)
+		a, name := core.SlidingLog, "layered"
+		if !layered {
+			a, name = algs[i], algs[i].String()
+		}
 		p := core.Policy{Algorithm: a, Limit: 500, Window: time.Hour}
-		t.Run(a.String(), func(t *testing.T) {
+		t.Run(name, func(t *testing.T) {
 			clock := core.NewManualClock(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))
-			l := mustNew(t, client, p, WithClock(clock), WithPrefix(uniquePrefix(t.Name())))
+			var l core.PartialLimiter
+			if layered {
+				// 500 an hour beside 800 a day: the hour's room binds.
+				l = mustLayered(t, client, []core.Policy{p, {Algorithm: core.FixedWindow, Limit: 800, Window: 24 * time.Hour}},
+					WithClock(clock), WithPrefix(uniquePrefix(t.Name())))
+			} else {
+				l = mustNew(t, client, p, WithClock(clock), WithPrefix(uniquePrefix(t.Name())))
+			}
 			var mu sync.Mutex
 			var granted int64
 			var wg sync.WaitGroup
@@ -251,7 +265,7 @@ func TestAllowAtMostConcurrent(t *testing.T) {
 			if granted != p.Limit {
 				t.Fatalf("granted %d in all, want %d", granted, p.Limit)
 			}
-			t.Logf("%v: granted %d of a limit of %d", a, granted, p.Limit)
+			t.Logf("%s: granted %d of a limit of %d", name, granted, p.Limit)
 		})
 	}
 }
@@ -352,6 +366,63 @@ func TestLayeredSettleSameAsMemory(t *testing.T) {
 					peek(i, what, 1)
 					peek(i, what, maxCost)
 				}
+			}
+		})
+	}
+}
+
+// Requests of estimates 1 to 4 settled concurrently at 0 to estimate + 2,
+// 8 clients on one key of a standing clock, room for all of them: the key
+// holds exactly the sum of the actual costs (Capacity - Remaining), every
+// charge and refund counted once.
+func TestSettleConcurrent(t *testing.T) {
+	client := newClient(t, singleNode(t))
+	ctx := context.Background()
+	for _, a := range core.Algorithms() {
+		p := core.Policy{Algorithm: a, Limit: 20_000, Window: time.Hour}
+		t.Run(a.String(), func(t *testing.T) {
+			clock := core.NewManualClock(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))
+			l := mustNew(t, client, p, WithClock(clock), WithPrefix(uniquePrefix(t.Name())))
+			var mu sync.Mutex
+			var sum, charged, back int64
+			var wg sync.WaitGroup
+			for g := range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					rng := rand.New(rand.NewPCG(uint64(g), 9))
+					for range 150 {
+						est := 1 + rng.Int64N(4)
+						d, err := l.AllowN(ctx, "hot", est)
+						if err != nil || !d.Allowed {
+							t.Errorf("AllowN(%d): %+v, %v", est, d, err)
+							return
+						}
+						actual := rng.Int64N(est + 3)
+						if err := l.Settle(ctx, "hot", est, actual, 0); err != nil {
+							t.Error(err)
+							return
+						}
+						mu.Lock()
+						sum += actual
+						if actual > est {
+							charged += actual - est
+						} else {
+							back += est - actual
+						}
+						mu.Unlock()
+					}
+				}()
+			}
+			wg.Wait()
+			d, err := l.Peek(ctx, "hot", 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			held := p.Capacity() - d.Remaining
+			t.Logf("%v: %d units charged after, %d given back; the key holds %d, the sum of actual costs %d", a, charged, back, held, sum)
+			if held != sum {
+				t.Fatalf("the key holds %d, want the sum of actual costs %d", held, sum)
 			}
 		})
 	}
