@@ -427,3 +427,39 @@ func TestSettleConcurrent(t *testing.T) {
 		})
 	}
 }
+
+// Settles and partial grants on Cluster, on the server's TIME, for a
+// Limiter and a Layered (whose layers share the key's slot), keys with
+// braces and escapes included: an overspend of 3 past a limit of 5 leaves
+// the key denied, and a partial grant of 10 on a fresh key grants 5.
+func TestSettleCluster(t *testing.T) {
+	client := newClusterClient(t, cluster(t))
+	users := []string{"alice", "{bob}", "c}a{rol", "dave%7B"}
+	limitercheck.ForEachAlgorithm(t, core.Policy{Limit: 5, Window: time.Hour}, func(t *testing.T, p core.Policy) {
+		prefix := uniquePrefix(t.Name())
+		l := mustNew(t, client, p, WithPrefix(prefix))
+		ll := mustLayered(t, client, []core.Policy{p, {Name: "day", Algorithm: core.SlidingLog, Limit: 50, Window: 24 * time.Hour}},
+			WithPrefix(prefix+"-layered"))
+		type settlePartial interface {
+			core.Settler
+			core.PartialLimiter
+		}
+		for _, s := range []settlePartial{l, ll} {
+			for _, u := range users {
+				if d, err := s.AllowN(ctx, u, 2); err != nil || !d.Allowed {
+					t.Fatalf("%T %q: %+v, %v", s, u, d, err)
+				}
+				if err := s.Settle(ctx, u, 2, 8, 0); err != nil {
+					t.Fatalf("%T %q: %v", s, u, err)
+				}
+				if d, err := s.Peek(ctx, u, 1); err != nil || d.Allowed || d.RetryAfter <= 0 {
+					t.Errorf("%T %q: Peek after an overspend: %+v, %v; want a denial", s, u, d, err)
+				}
+				d, g, err := s.AllowAtMost(ctx, "fresh-"+u, 10)
+				if err != nil || g != 5 || !d.Allowed || d.Remaining != 0 {
+					t.Errorf("%T %q: AllowAtMost(10): %d, %+v, %v; want 5 granted", s, u, g, d, err)
+				}
+			}
+		}
+	})
+}
