@@ -186,8 +186,10 @@ func TestSettleDebtExpiry(t *testing.T) {
 			if a != core.FixedWindow && a != core.SlidingLog {
 				want = 20 * time.Second
 			}
-			if ttl < want-time.Millisecond || ttl > want+time.Millisecond {
-				t.Fatalf("PTTL %v, want %v", ttl, want)
+			// (PTTL counts down in real time since the settle: a loaded
+			// machine may take a while to ask.)
+			if ttl > want || ttl < want-time.Second {
+				t.Fatalf("PTTL %v, want %v (or a little less)", ttl, want)
 			}
 			d, err := l.Peek(ctx, "k", 1)
 			if err != nil {
@@ -227,11 +229,13 @@ func TestAllowAtMostConcurrent(t *testing.T) {
 			var mu sync.Mutex
 			var granted int64
 			var wg sync.WaitGroup
+			start := make(chan struct{})
 			for g := range 8 {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					rng := rand.New(rand.NewPCG(uint64(g), 1))
+					<-start
 					for range 60 {
 						n := 1 + rng.Int64N(20)
 						var got int64
@@ -261,6 +265,7 @@ func TestAllowAtMostConcurrent(t *testing.T) {
 					}
 				}()
 			}
+			close(start)
 			wg.Wait()
 			if granted != p.Limit {
 				t.Fatalf("granted %d in all, want %d", granted, p.Limit)
@@ -386,11 +391,13 @@ func TestSettleConcurrent(t *testing.T) {
 			var mu sync.Mutex
 			var sum, charged, back int64
 			var wg sync.WaitGroup
+			start := make(chan struct{})
 			for g := range 8 {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					rng := rand.New(rand.NewPCG(uint64(g), 9))
+					<-start
 					for range 150 {
 						est := 1 + rng.Int64N(4)
 						d, err := l.AllowN(ctx, "hot", est)
@@ -414,6 +421,7 @@ func TestSettleConcurrent(t *testing.T) {
 					}
 				}()
 			}
+			close(start)
 			wg.Wait()
 			d, err := l.Peek(ctx, "hot", 1)
 			if err != nil {
