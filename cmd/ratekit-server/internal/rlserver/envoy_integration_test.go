@@ -239,6 +239,58 @@ func TestEnvoyCluster(t *testing.T) {
 	runOnRedis(t, c)
 }
 
+// redisPassword is the auth tests' password (envoyproxy/ratelimit's
+// REDIS_AUTH there; -redis-auth here).
+const redisPassword = "password123"
+
+// requirePass makes the Redis servers at addrs require redisPassword, and
+// checks that a client without it is refused.
+func requirePass(t *testing.T, addrs ...string) {
+	t.Helper()
+	for _, a := range addrs {
+		if _, err := redisserver.Do(a, 5*time.Second, "CONFIG", "SET", "requirepass", redisPassword); err != nil {
+			t.Fatal(err)
+		}
+		if err := redisserver.Ping(a, 5*time.Second); err == nil {
+			t.Fatalf("%s answers PING without the password", a)
+		}
+	}
+}
+
+// TestBasicAuthConfig: the cases on a redis-server requiring a password.
+func TestEnvoyRedisAuth(t *testing.T) {
+	redisserver.Need(t)
+	addr := redisserver.StartT(t)
+	requirePass(t, addr)
+	c := redis.NewClient(&redis.Options{Addr: addr, Password: redisPassword})
+	defer c.Close()
+	runOnRedis(t, c)
+}
+
+// TestBasicAuthConfigWithRedisSentinel: the master requires the password;
+// the Sentinel, told it (auth-pass), does not.
+func TestEnvoySentinelAuth(t *testing.T) {
+	s := redisserver.StartSentinelT(t, redisserver.SentinelConfig{})
+	for _, a := range s.Addrs {
+		if _, err := redisserver.Do(a, 5*time.Second, "SENTINEL", "SET", s.Name, "auth-pass", redisPassword); err != nil {
+			t.Fatal(err)
+		}
+	}
+	requirePass(t, s.Master.Addr)
+	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.Name, SentinelAddrs: s.Addrs, Password: redisPassword, MaxRetries: -1})
+	defer c.Close()
+	runOnRedis(t, c)
+}
+
+// TestBasicAuthConfigWithRedisCluster: every node requires the password.
+func TestEnvoyClusterAuth(t *testing.T) {
+	cl := redisserver.StartClusterT(t, redisserver.ClusterConfig{Masters: 3})
+	requirePass(t, cl.Addrs...)
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs, Password: redisPassword, MaxRetries: -1})
+	defer c.Close()
+	runOnRedis(t, c)
+}
+
 // runOnRedis runs the integration cases with their counts in c.
 func runOnRedis(t *testing.T, c redis.UniversalClient) {
 	integrationRedis = c
