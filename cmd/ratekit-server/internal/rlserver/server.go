@@ -26,6 +26,7 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/fsnotify/fsnotify"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -54,6 +55,9 @@ type Options struct {
 	// bounds (GRPC_MAX_CONNECTION_AGE, GRPC_MAX_CONNECTION_AGE_GRACE); 0
 	// is gRPC's default, no bound.
 	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
+	// TLS, when set, serves over TLS; [Server.ReloadTLS] and
+	// [Server.WatchTLS] read its files again.
+	TLS *TLS
 }
 
 // A Server is the service with its configuration source.
@@ -63,7 +67,10 @@ type Server struct {
 	health  *health.Server
 	mu      sync.Mutex // serializes reloads
 
-	reloaded func(error) // told of each reload's outcome; for tests
+	certs *certs // nil without TLS
+
+	reloaded    func(error) // told of each reload's outcome; for tests
+	tlsReloaded func(error) // told of each TLS reload's outcome; for tests
 }
 
 // New loads the configuration and returns a Server deciding by it.
@@ -86,7 +93,16 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	o.Log.Info("configuration loaded", "path", o.Config, "domains", cfg.Domains(), "limits", len(cfg.Limits()))
-	return &Server{o: o, limiter: l, health: health.NewServer()}, nil
+	srv := &Server{o: o, limiter: l, health: health.NewServer()}
+	if o.TLS != nil {
+		tc, err := o.TLS.load(time.Now())
+		if err != nil {
+			return nil, err
+		}
+		srv.certs = &certs{o: *o.TLS}
+		srv.certs.current.Store(tc)
+	}
+	return srv, nil
 }
 
 // Limiter returns the server's limiter.
@@ -170,6 +186,9 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	if s.o.MaxConnectionAge > 0 || s.o.MaxConnectionAgeGrace > 0 {
 		opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: s.o.MaxConnectionAge, MaxConnectionAgeGrace: s.o.MaxConnectionAgeGrace}))
 	}
+	if s.certs != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(s.certs.config())))
+	}
 	g := grpc.NewServer(opts...)
 	pb.RegisterRateLimitServiceServer(g, s.limiter)
 	healthpb.RegisterHealthServer(g, s.health)
@@ -177,7 +196,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	s.health.SetServingStatus(pb.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	errc := make(chan error, 1)
 	go func() { errc <- g.Serve(lis) }()
-	s.o.Log.Info("serving", "addr", lis.Addr().String())
+	s.o.Log.Info("serving", "addr", lis.Addr().String(), "tls", s.certs != nil)
 	select {
 	case err := <-errc:
 		s.health.Shutdown()
