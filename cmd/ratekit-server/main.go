@@ -14,15 +14,23 @@
 // GRPC_MAX_CONNECTION_AGE_GRACE mean what they mean there. With
 // -metrics-addr (USE_PROMETHEUS) it serves Prometheus metrics, with
 // -otlp-endpoint (OTEL_EXPORTER_OTLP_METRICS_ENDPOINT or
-// OTEL_EXPORTER_OTLP_ENDPOINT) it exports them over OTLP/HTTP.
+// OTEL_EXPORTER_OTLP_ENDPOINT) it exports them over OTLP/HTTP. With
+// -grpc-tls (GRPC_SERVER_USE_TLS, GRPC_SERVER_TLS_CERT, GRPC_SERVER_TLS_KEY)
+// it serves over TLS, with -grpc-client-ca (GRPC_CLIENT_TLS_CACERT,
+// GRPC_CLIENT_TLS_SAN) requiring client certificates; -redis-tls (REDIS_TLS
+// and its REDIS_TLS_ variables) and -redis-auth (REDIS_AUTH) reach Redis.
 //
 // SIGHUP, or a change in the configuration's directory, reloads it; a
-// configuration that does not load changes nothing. SIGTERM and SIGINT stop
+// configuration that does not load changes nothing. SIGHUP, or a change of
+// the TLS files, reads them again for new connections; a certificate that
+// does not load changes nothing. SIGTERM and SIGINT stop
 // the server gracefully.
 package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -57,7 +65,11 @@ import (
 // or Cluster.
 func redisClient(s settings) (redis.UniversalClient, error) {
 	addrs := strings.Split(s.redisAddr, ",")
-	o := &redis.UniversalOptions{Addrs: addrs}
+	tc, err := redisTLSConfig(s)
+	if err != nil {
+		return nil, err
+	}
+	o := &redis.UniversalOptions{Addrs: addrs, TLSConfig: tc}
 	if user, pass, ok := strings.Cut(s.redisAuth, ":"); ok {
 		o.Username, o.Password = user, pass
 	} else {
@@ -108,6 +120,11 @@ func main() {
 type settings struct {
 	config, grpcAddr, redisAddr, logLevel string
 	redisType, redisAuth                  string
+	grpcTLS                               bool   // -grpc-tls
+	grpcCert, grpcKey, grpcClientCA       string // -grpc-tls-cert, -grpc-tls-key, -grpc-client-ca
+	grpcClientSAN                         string // -grpc-client-san
+	redisTLS, redisTLSSkipHostname        bool   // -redis-tls, -redis-tls-skip-hostname-verification
+	redisCA, redisCert, redisKey          string // -redis-tls-ca, -redis-tls-client-cert, -redis-tls-client-key
 	metricsAddr, metricsPath              string
 	otlp                                  string // -otlp-endpoint
 	otlpFromEnv                           bool   // -otlp-endpoint is the environment's
@@ -177,6 +194,28 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (setting
 	fs.StringVar(&s.redisAddr, "redis-addr", defRedis, "the Redis address; empty: the limits live in this process's memory (env REDIS_URL)")
 	fs.StringVar(&s.redisType, "redis-type", strings.ToLower(env("REDIS_TYPE", "single")), "single, sentinel (-redis-addr is master,host:port,...) or cluster (host:port,...) (env REDIS_TYPE)")
 	fs.StringVar(&s.redisAuth, "redis-auth", getenv("REDIS_AUTH"), "the Redis password, or user:password (env REDIS_AUTH)")
+	useTLS, err := envBool("GRPC_SERVER_USE_TLS")
+	if err != nil {
+		return s, err
+	}
+	fs.BoolVar(&s.grpcTLS, "grpc-tls", useTLS, "serve gRPC over TLS with -grpc-tls-cert and -grpc-tls-key, read again on their change and on SIGHUP (env GRPC_SERVER_USE_TLS)")
+	fs.StringVar(&s.grpcCert, "grpc-tls-cert", getenv("GRPC_SERVER_TLS_CERT"), "the server's certificate chain, PEM (env GRPC_SERVER_TLS_CERT)")
+	fs.StringVar(&s.grpcKey, "grpc-tls-key", getenv("GRPC_SERVER_TLS_KEY"), "the server's private key, PEM (env GRPC_SERVER_TLS_KEY)")
+	fs.StringVar(&s.grpcClientCA, "grpc-client-ca", getenv("GRPC_CLIENT_TLS_CACERT"), "require client certificates signed by these CAs, PEM (mTLS) (env GRPC_CLIENT_TLS_CACERT)")
+	fs.StringVar(&s.grpcClientSAN, "grpc-client-san", getenv("GRPC_CLIENT_TLS_SAN"), "with -grpc-client-ca, the DNS name a client certificate must carry (env GRPC_CLIENT_TLS_SAN)")
+	redisTLS, err := envBool("REDIS_TLS")
+	if err != nil {
+		return s, err
+	}
+	redisSkip, err := envBool("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION")
+	if err != nil {
+		return s, err
+	}
+	fs.BoolVar(&s.redisTLS, "redis-tls", redisTLS, "connect to Redis over TLS (env REDIS_TLS)")
+	fs.StringVar(&s.redisCA, "redis-tls-ca", getenv("REDIS_TLS_CACERT"), "with -redis-tls, the CAs Redis's certificate is checked against, PEM; empty: the system's (env REDIS_TLS_CACERT)")
+	fs.StringVar(&s.redisCert, "redis-tls-client-cert", getenv("REDIS_TLS_CLIENT_CERT"), "with -redis-tls, a client certificate to present, PEM (env REDIS_TLS_CLIENT_CERT)")
+	fs.StringVar(&s.redisKey, "redis-tls-client-key", getenv("REDIS_TLS_CLIENT_KEY"), "its private key, PEM (env REDIS_TLS_CLIENT_KEY)")
+	fs.BoolVar(&s.redisTLSSkipHostname, "redis-tls-skip-hostname-verification", redisSkip, "check Redis's certificate against the CAs but not its name (env REDIS_TLS_SKIP_HOSTNAME_VERIFICATION)")
 	defMetrics := ""
 	if prom, err := envBool("USE_PROMETHEUS"); err != nil {
 		return s, err
@@ -210,7 +249,56 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (setting
 	if s.config == "" {
 		return s, errors.New("no configuration: give -config (or RUNTIME_ROOT)")
 	}
+	if s.grpcTLS && (s.grpcCert == "" || s.grpcKey == "") {
+		return s, errors.New("-grpc-tls: give -grpc-tls-cert and -grpc-tls-key (GRPC_SERVER_TLS_CERT, GRPC_SERVER_TLS_KEY)")
+	}
+	if (s.redisCert == "") != (s.redisKey == "") {
+		return s, errors.New("-redis-tls-client-cert and -redis-tls-client-key go together")
+	}
 	return s, nil
+}
+
+// redisTLSConfig returns the TLS configuration of -redis-tls, nil without
+// it.
+func redisTLSConfig(s settings) (*tls.Config, error) {
+	if !s.redisTLS {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if s.redisCert != "" {
+		pair, err := tls.LoadX509KeyPair(s.redisCert, s.redisKey)
+		if err != nil {
+			return nil, fmt.Errorf("-redis-tls-client-cert: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	if s.redisCA != "" {
+		pem, err := os.ReadFile(s.redisCA)
+		if err != nil {
+			return nil, fmt.Errorf("-redis-tls-ca: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("-redis-tls-ca %s: no PEM certificate", s.redisCA)
+		}
+	}
+	if s.redisTLSSkipHostname {
+		// The chain is still checked, against the CAs, without the name.
+		roots := cfg.RootCAs
+		cfg.InsecureSkipVerify = true
+		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return errors.New("redis: no server certificate")
+			}
+			opts := x509.VerifyOptions{Roots: roots, Intermediates: x509.NewCertPool()}
+			for _, c := range cs.PeerCertificates[1:] {
+				opts.Intermediates.AddCert(c)
+			}
+			_, err := cs.PeerCertificates[0].Verify(opts)
+			return err
+		}
+	}
+	return cfg, nil
 }
 
 func run(args []string, getenv func(string) string, stderr io.Writer) error {
@@ -278,7 +366,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer) error {
 		}
 	}
 	srv, err := rlserver.New(rlserver.Options{Config: s.config, Merge: s.merge, Log: log, Drain: s.drain, Service: so,
-		MaxConnectionAge: s.maxAge, MaxConnectionAgeGrace: s.maxAgeGrace})
+		MaxConnectionAge: s.maxAge, MaxConnectionAgeGrace: s.maxAgeGrace, TLS: grpcTLS(s)})
 	if err != nil {
 		return err
 	}
@@ -302,6 +390,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer) error {
 				return
 			case <-hup:
 				_ = srv.Reload()
+				_ = srv.ReloadTLS()
 			}
 		}
 	}()
@@ -319,5 +408,20 @@ func run(args []string, getenv func(string) string, stderr io.Writer) error {
 			log.Error("not watching the configuration; SIGHUP still reloads it", "error", err)
 		}
 	}()
+	if s.grpcTLS {
+		go func() {
+			if err := srv.WatchTLS(ctx); err != nil {
+				log.Error("not watching the TLS files; SIGHUP still reloads them", "error", err)
+			}
+		}()
+	}
 	return srv.Serve(ctx, lis)
+}
+
+// grpcTLS returns the server's TLS options, nil without -grpc-tls.
+func grpcTLS(s settings) *rlserver.TLS {
+	if !s.grpcTLS {
+		return nil
+	}
+	return &rlserver.TLS{CertFile: s.grpcCert, KeyFile: s.grpcKey, ClientCAFile: s.grpcClientCA, ClientSAN: s.grpcClientSAN}
 }
