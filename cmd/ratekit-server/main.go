@@ -126,6 +126,7 @@ type settings struct {
 	redisTLS, redisTLSSkipHostname        bool   // -redis-tls, -redis-tls-skip-hostname-verification
 	redisCA, redisCert, redisKey          string // -redis-tls-ca, -redis-tls-client-cert, -redis-tls-client-key
 	metricsAddr, metricsPath              string
+	extraTags                             string // -extra-tags
 	otlp                                  string // -otlp-endpoint
 	otlpFromEnv                           bool   // -otlp-endpoint is the environment's
 	nearLimitRatio                        float64
@@ -232,6 +233,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (setting
 	fs.Float64Var(&s.nearLimitRatio, "near-limit-ratio", ratio, "units admitted past this part of a limit count in near_limit (and a call leaving less than 1-ratio of it in ratekit_near_limit_total) (env NEAR_LIMIT_RATIO)")
 	defOTLP := env("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", getenv("OTEL_EXPORTER_OTLP_ENDPOINT"))
 	fs.StringVar(&s.otlp, "otlp-endpoint", defOTLP, "export the metrics (the per descriptor statistics and ratekitotel's) over OTLP/HTTP to this URL (http://collector:4318/v1/metrics); empty: no OTel export (env OTEL_EXPORTER_OTLP_METRICS_ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT and the exporter's other OTEL_ variables)")
+	fs.StringVar(&s.extraTags, "extra-tags", getenv("EXTRA_TAGS"), "labels added to every Prometheus metric, name:value,name:value (env EXTRA_TAGS; on OTel, OTEL_RESOURCE_ATTRIBUTES)")
 	fs.StringVar(&s.metricsPath, "metrics-path", env("PROMETHEUS_PATH", "/metrics"), "the metrics' path (env PROMETHEUS_PATH)")
 	fs.BoolVar(&s.merge, "merge", merge, "merge files of one domain instead of refusing them (env MERGE_DOMAIN_CONFIG)")
 	fs.BoolVar(&s.noHeaders, "no-headers", false, "leave RateLimit, RateLimit-Policy and Retry-After out of the responses")
@@ -252,10 +254,38 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (setting
 	if s.grpcTLS && (s.grpcCert == "" || s.grpcKey == "") {
 		return s, errors.New("-grpc-tls: give -grpc-tls-cert and -grpc-tls-key (GRPC_SERVER_TLS_CERT, GRPC_SERVER_TLS_KEY)")
 	}
+	if _, err := extraLabels(s.extraTags); err != nil {
+		return s, err
+	}
 	if (s.redisCert == "") != (s.redisKey == "") {
 		return s, errors.New("-redis-tls-client-cert and -redis-tls-client-key go together")
 	}
 	return s, nil
+}
+
+// extraLabels parses -extra-tags, name:value pairs separated by commas as
+// envoyproxy/ratelimit's EXTRA_TAGS.
+func extraLabels(tags string) (prometheus.Labels, error) {
+	if tags == "" {
+		return nil, nil
+	}
+	l := prometheus.Labels{}
+	for _, kv := range strings.Split(tags, ",") {
+		k, v, ok := strings.Cut(kv, ":")
+		if k = strings.TrimSpace(k); !ok || k == "" {
+			return nil, fmt.Errorf("-extra-tags %q: want name:value,name:value", tags)
+		}
+		l[k] = strings.TrimSpace(v)
+	}
+	return l, nil
+}
+
+// registerer returns reg, its metrics labelled by -extra-tags.
+func registerer(s settings, reg prometheus.Registerer) prometheus.Registerer {
+	if l, _ := extraLabels(s.extraTags); l != nil { // parse checked them
+		return prometheus.WrapRegistererWith(l, reg)
+	}
+	return reg
 }
 
 // redisTLSConfig returns the TLS configuration of -redis-tls, nil without
@@ -336,11 +366,11 @@ func run(args []string, getenv func(string) string, stderr io.Writer) error {
 	var metrics *http.Server
 	if s.metricsAddr != "" {
 		reg := prometheus.NewRegistry()
-		m, err := ratekitprom.New(reg, ratekitprom.WithNearLimit(1-s.nearLimitRatio))
+		so.Registerer = registerer(s, reg)
+		m, err := ratekitprom.New(so.Registerer, ratekitprom.WithNearLimit(1-s.nearLimitRatio))
 		if err != nil {
 			return err
 		}
-		so.Registerer = reg
 		if so.Observer != nil {
 			so.Observer = observe.Observers(so.Observer, m)
 		} else {
