@@ -9,12 +9,14 @@ package rlserver
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -26,6 +28,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/rlservice"
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/testpki"
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/redisserver"
 	"github.com/redis/go-redis/v9"
@@ -287,6 +290,25 @@ func TestEnvoyClusterAuth(t *testing.T) {
 	cl := redisserver.StartClusterT(t, redisserver.ClusterConfig{Masters: 3})
 	requirePass(t, cl.Addrs...)
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs, Password: redisPassword, MaxRetries: -1})
+	defer c.Close()
+	runOnRedis(t, c)
+}
+
+// TestBasicTLSConfig (testBasicConfigAuthTLS): the cases on a redis-server
+// over TLS, requiring a password.
+func TestEnvoyRedisTLS(t *testing.T) {
+	redisserver.Need(t)
+	ca := testpki.NewCA(t, "redis")
+	p := ca.Server("redis")
+	port, err := redisserver.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := redisserver.StartT(t, "--tls-port", strconv.Itoa(port), "--tls-cert-file", p.CertFile, "--tls-key-file", p.KeyFile,
+		"--tls-ca-cert-file", ca.CertFile, "--tls-auth-clients", "no")
+	requirePass(t, plain)
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port), Password: redisPassword,
+		TLSConfig: &tls.Config{RootCAs: ca.Pool, ServerName: "localhost", MinVersion: tls.VersionTLS12}})
 	defer c.Close()
 	runOnRedis(t, c)
 }

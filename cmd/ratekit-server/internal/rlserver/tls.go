@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -33,6 +34,7 @@ type TLS struct {
 // CA pool.
 type certs struct {
 	o       TLS
+	mu      sync.Mutex // serializes reloads
 	current atomic.Pointer[tls.Config]
 }
 
@@ -89,6 +91,8 @@ func (s *Server) ReloadTLS() error {
 	if s.certs == nil {
 		return nil
 	}
+	s.certs.mu.Lock()
+	defer s.certs.mu.Unlock()
 	cfg, err := s.certs.o.load(time.Now())
 	if s.tlsReloaded != nil {
 		defer s.tlsReloaded(err)
