@@ -112,51 +112,42 @@ if e < 0 then
 	e, lag = 0, -into
 end
 
-if elapsed == -2 then
-	-- A charge (Settle, prelude.lua): cur grows by n, up to 2·L, as core's
-	-- slidingWindow.charge; the rolled state is stored, expiring at its
-	-- ResetAfter plus the margin, so the key lives while it owes.
-	local room = 2 * L - cur
-	if room > 0 or moved then
+if elapsed then
+	local write
+	if elapsed == -2 then
+		-- A charge (Settle, prelude.lua): cur grows by n, up to 2·L, as core's
+		-- slidingWindow.charge; the rolled state is stored, expiring at its
+		-- ResetAfter plus the margin, so the key lives while it owes.
+		local room = 2 * L - cur
+		write = room > 0 or moved
 		if room > 0 then
 			if n > room then
 				n = room
 			end
 			cur = cur + n
 		end
-		local reset = 0
-		if cur > 0 then
-			reset = lag + 2 * W - e
-		elseif prev > 0 then
-			reset = lag + W - e
-		end
-		local px = ceil(reset / 1000) + margin
-		if px > 0 then
-			redis.call('SET', KEYS[1], bpack(fmt, sidx, prev, cur, W), 'PX', arg(px))
-		else
-			redis.call('DEL', KEYS[1])
+	else
+		-- A refund: s = now - elapsed in the current window (s >= sidx·W; it is
+		-- never past its end): cur loses n; in the previous one: prev loses n
+		-- (the units may be in cur, which weighs more, so this gives back
+		-- less); older: nothing. Neither goes below 0. The rolled state is
+		-- stored, as core keeps it, expiring at its ResetAfter plus the margin.
+		write = v and elapsed <= into + W
+		if write then
+			if elapsed <= into then
+				cur = cur - n
+				if cur < 0 then
+					cur = 0
+				end
+			else
+				prev = prev - n
+				if prev < 0 then
+					prev = 0
+				end
+			end
 		end
 	end
-	return 0
-end
-if elapsed then
-	-- A refund: s = now - elapsed in the current window (s >= sidx·W; it is
-	-- never past its end): cur loses n; in the previous one: prev loses n
-	-- (the units may be in cur, which weighs more, so this gives back
-	-- less); older: nothing. Neither goes below 0. The rolled state is
-	-- stored, as core keeps it, expiring at its ResetAfter plus the margin.
-	if v and elapsed <= into + W then
-		if elapsed <= into then
-			cur = cur - n
-			if cur < 0 then
-				cur = 0
-			end
-		else
-			prev = prev - n
-			if prev < 0 then
-				prev = 0
-			end
-		end
+	if write then
 		local reset = 0
 		if cur > 0 then
 			reset = lag + 2 * W - e
