@@ -220,10 +220,6 @@ func wrapLockout(err error) error {
 	return nil
 }
 
-// Steps returns the lock times, from For to Max: the k-th lock while k-1
-// are remembered lasts Steps()[min(k-1, len-1)].
-func (l *Lockout) Steps() []time.Duration { return append([]time.Duration(nil), l.steps...) }
-
 // Blocking is a [Limiter] that refuses a key for a while after its limiter
 // denies it: each denial locks the key in a [Lockout] (for longer while
 // denials repeat), and a locked key is refused without asking the limiter,

@@ -35,7 +35,7 @@ func TestBlockingGrowsAndForgets(t *testing.T) {
 	ctx := context.Background()
 	p := Policy{Algorithm: FixedWindow, Limit: 2, Window: time.Second}
 	bl, clock, m := newBlockingForTest(t, p, Block{For: time.Minute, Max: 4 * time.Minute, Forget: 10 * time.Minute})
-	if got := bl.lockout.Steps(); len(got) != 3 || got[0] != time.Minute || got[2] != 4*time.Minute {
+	if got := bl.lockout.steps; len(got) != 3 || got[0] != time.Minute || got[2] != 4*time.Minute {
 		t.Fatalf("steps %v, want 1m 2m 4m", got)
 	}
 	violate := func(want time.Duration) {
